@@ -1,0 +1,477 @@
+//! The engine: live sessions, the one-turn-per-session rule, resumption, and
+//! persistence of every accepted message.
+//!
+//! A connection asks the engine to [`Engine::submit`] a user message. The
+//! engine picks the session (the connection's own, a resumed one, or a new
+//! one a client named), refuses if that session is busy or expired, stores the
+//! message, and starts the turn on its own task. The connection reads the
+//! turn's events from the returned [`TurnHandle`].
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::content::{ContentPart, Metadata};
+use crate::ids::{IdSource, InvalidSessionId, SessionId};
+use crate::session::{MessageRole, SessionRecord, StoredMessage};
+use crate::store::{SessionStore, StoreError};
+use crate::time::{Clock, Timestamp};
+use crate::turn::{
+    EventSink, Handler, Reply, ToolOutcome, TurnContext, TurnEvent, TurnFailure, TurnInput,
+};
+
+/// How many events a turn may have in flight towards its connection before
+/// the handler waits. Small: deltas are tiny and a slow client should slow the
+/// producer, not grow memory.
+const TURN_EVENT_QUEUE: usize = 32;
+
+/// An agent as the engine sees it: its rules and the handler that answers.
+pub struct Agent {
+    pub name: String,
+    /// How long after its last message a session can still be resumed.
+    pub context_ttl: Duration,
+    /// How long a client has to acknowledge a client-side tool call.
+    pub ack_timeout: Duration,
+    /// How long a client has to answer an acknowledged tool call.
+    pub client_tool_timeout: Duration,
+    pub handler: Arc<dyn Handler>,
+}
+
+/// The engine. Cheap to clone; every clone shares the same live sessions.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn SessionStore>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdSource>,
+    /// Sessions some connection or turn holds a lease on. An entry leaves the
+    /// map when its last lease is dropped, so memory follows attached clients.
+    live: Mutex<HashMap<SessionId, Arc<LiveSession>>>,
+    /// Parent of every turn's cancellation token.
+    turns_cancel: CancellationToken,
+}
+
+struct LiveSession {
+    record: SessionRecord,
+    state: Mutex<LiveState>,
+}
+
+struct LiveState {
+    /// False until the first message creates the record in the store.
+    persisted: bool,
+    last_active_at: Timestamp,
+    turn_running: bool,
+    /// Shared with running turns; appends copy only while a turn still holds
+    /// the previous snapshot.
+    history: Arc<Vec<StoredMessage>>,
+}
+
+/// A message a connection wants answered.
+pub struct SubmitRequest<'a> {
+    pub agent: &'a Arc<Agent>,
+    pub namespace: &'a str,
+    /// The pseudonymous owner of the caller, `None` when anonymous.
+    pub owner: Option<&'a str>,
+    /// The session the connection is on now.
+    pub current: &'a SessionId,
+    /// The session id announced in `connected`.
+    pub minted: &'a SessionId,
+    /// The `session_id` the message named, if any.
+    pub requested: Option<&'a str>,
+    pub content: Option<String>,
+    pub parts: Vec<ContentPart>,
+    pub metadata: Metadata,
+}
+
+/// Why a message was not accepted. Nothing was stored for it.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    InvalidSessionId(#[from] InvalidSessionId),
+    /// The named session cannot be resumed: expired, another agent's or
+    /// another owner's. One variant for all, so ids cannot be probed.
+    #[error("session context has expired; start a new session")]
+    Expired { requested: SessionId },
+    #[error("the session's previous turn is still running")]
+    TurnInProgress { session: SessionId },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A running turn, as its connection sees it.
+pub struct TurnHandle {
+    pub session: SessionLease,
+    /// The turn's events; the last one received is terminal.
+    pub events: mpsc::Receiver<TurnEvent>,
+}
+
+/// Keeps a session live in memory while held. Connections hold one on their
+/// current session; turns hold one while they run.
+pub struct SessionLease {
+    inner: Arc<Inner>,
+    session: Arc<LiveSession>,
+}
+
+impl Engine {
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+    ) -> Engine {
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                ids,
+                live: Mutex::new(HashMap::new()),
+                turns_cancel: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.inner.clock
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.store
+    }
+
+    pub fn mint_session_id(&self) -> SessionId {
+        self.inner.ids.session_id()
+    }
+
+    pub fn new_call_id(&self) -> String {
+        self.inner.ids.call_id()
+    }
+
+    /// Sessions held in memory right now.
+    pub fn live_sessions(&self) -> usize {
+        self.inner.live.lock().len()
+    }
+
+    /// Cancels every running turn; used when a drain outlasts its timeout.
+    pub fn cancel_all_turns(&self) {
+        self.inner.turns_cancel.cancel();
+    }
+
+    /// Accepts a user message: resolves its session, stores the message and
+    /// starts the turn.
+    pub async fn submit(&self, req: SubmitRequest<'_>) -> Result<TurnHandle, SubmitError> {
+        let (target, own) = match req.requested {
+            None => (req.current.clone(), true),
+            Some(id) if id == req.current.as_str() => (req.current.clone(), true),
+            Some(id) if id == req.minted.as_str() => (req.minted.clone(), true),
+            Some(id) => (SessionId::parse(id)?, false),
+        };
+        let lease = self
+            .attach(&target, req.agent, req.namespace, req.owner, own)
+            .await?;
+        lease.begin_turn()?;
+        let now = self.inner.clock.now();
+        let input = TurnInput {
+            text: crate::content::effective_text(req.content.as_deref(), &req.parts),
+            parts: req.parts,
+            metadata: req.metadata,
+        };
+        let user_message = StoredMessage {
+            session_id: target,
+            seq: 0,
+            role: MessageRole::User,
+            content: input.text.clone(),
+            parts: input.parts.clone(),
+            metadata: input.metadata.clone(),
+            created_at: now,
+        };
+        let history = match lease.store_messages(vec![user_message]).await {
+            Ok(history) => history,
+            Err(e) => {
+                lease.end_turn();
+                return Err(e.into());
+            }
+        };
+        let (tx, rx) = mpsc::channel(TURN_EVENT_QUEUE);
+        let turn = TurnContext {
+            session_id: lease.id().clone(),
+            input,
+            history: history.clone(),
+            cancel: self.inner.turns_cancel.child_token(),
+            events: EventSink::new(tx),
+        };
+        drop(history);
+        let turn_lease = lease.clone_lease();
+        tokio::spawn(run_turn(req.agent.handler.clone(), turn, turn_lease));
+        Ok(TurnHandle {
+            session: lease,
+            events: rx,
+        })
+    }
+
+    /// Leases `id`, loading it from the store when it is not live. `own` skips
+    /// the resumability checks for the connection's own session.
+    async fn attach(
+        &self,
+        id: &SessionId,
+        agent: &Agent,
+        namespace: &str,
+        owner: Option<&str>,
+        own: bool,
+    ) -> Result<SessionLease, SubmitError> {
+        let live = self.inner.live.lock().get(id).cloned();
+        if let Some(session) = live {
+            let lease = self.lease(session);
+            return self.check_resumable(lease, id, agent, owner, own);
+        }
+        let loaded = match self.inner.store.load_session(id).await? {
+            Some(record) => {
+                let history = self.inner.store.load_messages(id).await?;
+                LiveSession {
+                    state: Mutex::new(LiveState {
+                        persisted: true,
+                        last_active_at: record.last_active_at,
+                        turn_running: false,
+                        history: Arc::new(history),
+                    }),
+                    record,
+                }
+            }
+            None => {
+                let now = self.inner.clock.now();
+                LiveSession {
+                    record: SessionRecord {
+                        id: id.clone(),
+                        agent: agent.name.clone(),
+                        namespace: namespace.to_owned(),
+                        owner: owner.map(str::to_owned),
+                        created_at: now,
+                        last_active_at: now,
+                    },
+                    state: Mutex::new(LiveState {
+                        persisted: false,
+                        last_active_at: now,
+                        turn_running: false,
+                        history: Arc::new(Vec::new()),
+                    }),
+                }
+            }
+        };
+        let session = self
+            .inner
+            .live
+            .lock()
+            .entry(id.clone())
+            .or_insert_with(|| Arc::new(loaded))
+            .clone();
+        let lease = self.lease(session);
+        self.check_resumable(lease, id, agent, owner, own)
+    }
+
+    fn check_resumable(
+        &self,
+        lease: SessionLease,
+        id: &SessionId,
+        agent: &Agent,
+        owner: Option<&str>,
+        own: bool,
+    ) -> Result<SessionLease, SubmitError> {
+        if own {
+            return Ok(lease);
+        }
+        let record = &lease.session.record;
+        let last_active_at = lease.session.state.lock().last_active_at;
+        let expired = self.inner.clock.now() > last_active_at.plus(agent.context_ttl);
+        let resumable = record.agent == agent.name && record.owner.as_deref() == owner && !expired;
+        if resumable {
+            Ok(lease)
+        } else {
+            Err(SubmitError::Expired {
+                requested: id.clone(),
+            })
+        }
+    }
+
+    fn lease(&self, session: Arc<LiveSession>) -> SessionLease {
+        SessionLease {
+            inner: self.inner.clone(),
+            session,
+        }
+    }
+}
+
+impl SessionLease {
+    pub fn id(&self) -> &SessionId {
+        &self.session.record.id
+    }
+
+    fn clone_lease(&self) -> SessionLease {
+        let _guard = self.inner.live.lock();
+        SessionLease {
+            inner: self.inner.clone(),
+            session: self.session.clone(),
+        }
+    }
+
+    fn begin_turn(&self) -> Result<(), SubmitError> {
+        let mut state = self.session.state.lock();
+        if state.turn_running {
+            return Err(SubmitError::TurnInProgress {
+                session: self.id().clone(),
+            });
+        }
+        state.turn_running = true;
+        Ok(())
+    }
+
+    fn end_turn(&self) {
+        self.session.state.lock().turn_running = false;
+    }
+
+    /// Stores `messages` (their `seq` is assigned here) and returns the
+    /// history including them. Only the task that holds the turn calls this,
+    /// so appends of one session never interleave.
+    async fn store_messages(
+        &self,
+        mut messages: Vec<StoredMessage>,
+    ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+        let store = &self.inner.store;
+        let (persisted, next_seq) = {
+            let state = self.session.state.lock();
+            (state.persisted, state.history.len() as u64)
+        };
+        if !persisted {
+            store.create_session(&self.session.record).await?;
+            self.session.state.lock().persisted = true;
+        }
+        for (i, message) in messages.iter_mut().enumerate() {
+            message.seq = next_seq + i as u64;
+            store.append_message(message).await?;
+        }
+        let mut state = self.session.state.lock();
+        if let Some(last) = messages.last() {
+            state.last_active_at = last.created_at;
+        }
+        Arc::make_mut(&mut state.history).extend(messages);
+        Ok(state.history.clone())
+    }
+}
+
+impl Drop for SessionLease {
+    fn drop(&mut self) {
+        let mut live = self.inner.live.lock();
+        // The map holds one reference and this lease another; new leases are
+        // only made under this lock, so the count cannot grow meanwhile.
+        if Arc::strong_count(&self.session) == 2 {
+            live.remove(&self.session.record.id);
+        }
+    }
+}
+
+async fn run_turn(handler: Arc<dyn Handler>, turn: TurnContext, lease: SessionLease) {
+    let result = AssertUnwindSafe(handler.run(&turn))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            tracing::error!(session = %turn.session_id, "handler panicked");
+            Err(TurnFailure::internal())
+        });
+    let TurnContext { events, .. } = turn;
+    let now = lease.inner.clock.now();
+    let mut records = tool_records(
+        lease.id(),
+        std::mem::take(&mut *events.tool_log.lock()),
+        now,
+    );
+    records.push(terminal_record(lease.id(), &result, now));
+    let terminal = match (lease.store_messages(records).await, result) {
+        (Ok(_), Ok(reply)) => TurnEvent::Completed(reply),
+        (Ok(_), Err(failure)) => TurnEvent::Failed(failure),
+        (Err(e), _) => {
+            tracing::error!(session = %lease.id(), error = %e, "storing the turn's reply failed");
+            TurnEvent::Failed(TurnFailure::internal())
+        }
+    };
+    // Free the session before the client can see the terminal event, so an
+    // immediate next message is not refused as in progress.
+    lease.end_turn();
+    events.send(terminal).await;
+}
+
+fn tool_records(session: &SessionId, events: Vec<TurnEvent>, at: Timestamp) -> Vec<StoredMessage> {
+    events
+        .into_iter()
+        .filter_map(|event| {
+            let content = match event {
+                TurnEvent::ToolCall(call) => serde_json::json!({
+                    "call": {"id": call.id, "name": call.name, "arguments": call.arguments,
+                             "side": match call.side { crate::ToolSide::Server => "server", crate::ToolSide::Client => "client" }}
+                }),
+                TurnEvent::ToolResult { id, outcome } => {
+                    let (status, value) = match outcome {
+                        ToolOutcome::Ok(v) => ("ok", v),
+                        ToolOutcome::Error(e) => ("error", e.into()),
+                        ToolOutcome::Denied(r) => ("denied", r.into()),
+                    };
+                    serde_json::json!({"result": {"id": id, "status": status, "value": value}})
+                }
+                _ => return None,
+            };
+            Some(record(session, MessageRole::Tool, content.to_string(), Vec::new(), Metadata::new(), at))
+        })
+        .collect()
+}
+
+fn terminal_record(
+    session: &SessionId,
+    result: &Result<Reply, TurnFailure>,
+    at: Timestamp,
+) -> StoredMessage {
+    match result {
+        Ok(reply) => record(
+            session,
+            MessageRole::Assistant,
+            reply.text.clone(),
+            reply.parts.clone(),
+            Metadata::new(),
+            at,
+        ),
+        Err(failure) => {
+            let metadata = Metadata::from([("code".to_owned(), failure.code.as_str().to_owned())]);
+            record(
+                session,
+                MessageRole::Error,
+                failure.message.clone(),
+                Vec::new(),
+                metadata,
+                at,
+            )
+        }
+    }
+}
+
+fn record(
+    session: &SessionId,
+    role: MessageRole,
+    content: String,
+    parts: Vec<ContentPart>,
+    metadata: Metadata,
+    at: Timestamp,
+) -> StoredMessage {
+    StoredMessage {
+        session_id: session.clone(),
+        seq: 0,
+        role,
+        content,
+        parts,
+        metadata,
+        created_at: at,
+    }
+}

@@ -1,0 +1,32 @@
+//! The Omnia agent-facade dialect: the JSON text frames of its WebSocket
+//! protocol and the binary OMNI media codec.
+//!
+//! The crate is pure: it turns bytes into values and values into bytes, and
+//! leaves sockets, sessions and limits on connections to the server. The
+//! core's types are not `Serialize`, so every JSON shape is owned here, in
+//! private serde structs that borrow from the core values they write.
+//!
+//! - [`inbound`]: client text frames, validated against the contract's
+//!   limits, with the reference's exact error texts.
+//! - [`outbound`]: server text frames in the reference's key order.
+//! - [`binary`]: the OMNI frame header, metadata and outbound chunking.
+//! - [`timestamp`]: the `timestamp` every server frame carries.
+
+mod base64;
+pub mod binary;
+pub mod inbound;
+mod json;
+pub mod outbound;
+pub mod timestamp;
+
+pub use binary::{
+    BinaryDecodeError, BinaryFrame, BinaryMetadata, CHUNK_SIZE, CHUNKING_THRESHOLD, FLAG_CHUNKED,
+    FLAG_COMPRESSED, FLAG_IS_LAST, HEADER_LEN, MAGIC, MESSAGE_TYPE_MEDIA_CHUNK, PROTOCOL_VERSION,
+    decode_binary, encode_binary, encode_media_frames, media_id_str,
+};
+pub use inbound::{ClientFrame, ClientMessage, FrameError, UploadRequest, decode_client_text};
+pub use outbound::{
+    Capabilities, Connected, encode_chunk, encode_connected, encode_done, encode_error,
+    encode_media_chunk, encode_tool_call, encode_tool_result,
+};
+pub use timestamp::format_timestamp;

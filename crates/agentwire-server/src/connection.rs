@@ -1,0 +1,435 @@
+//! One task per socket. It reads frames, applies the per-connection rules
+//! (rate, payload size, keepalive), hands messages to the engine and writes
+//! the running turn's events back, encoded in the Omnia dialect.
+//!
+//! The task owns the socket outright and multiplexes with `select!`, so a
+//! connection costs one task and no extra queue: a turn's bounded event
+//! channel is the outbound queue, and a slow client slows its own turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::{
+    ErrorCode, SessionId, SessionLease, SubmitError, SubmitRequest, ToolSide, TurnEvent,
+};
+use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, Sleep};
+
+use crate::lifecycle::ConnectionSlot;
+use crate::rate::TokenBucket;
+use crate::{AgentEntry, AppState};
+
+/// A frame the client does not take within this long ends the connection.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+const CLOSE_GOING_AWAY: u16 = 1001;
+const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
+
+/// What the upgrade learned from the request.
+pub(crate) struct ConnectionParams {
+    pub(crate) agent: Arc<AgentEntry>,
+    pub(crate) namespace: String,
+    /// The client asked for binary OMNI frames (`binary=true`).
+    pub(crate) binary: bool,
+    pub(crate) memory_facet: Option<String>,
+}
+
+struct Connection {
+    state: Arc<AppState>,
+    params: ConnectionParams,
+    /// The id announced in `connected`.
+    minted: SessionId,
+    /// The session the connection is on: the minted one until a message
+    /// resumes or opens another.
+    current: SessionId,
+    /// Keeps `current` live in the engine while the socket is open.
+    lease: Option<SessionLease>,
+    /// Events of the running turn; `None` when idle. One turn at a time per
+    /// connection.
+    turn: Option<mpsc::Receiver<TurnEvent>>,
+    limiter: TokenBucket,
+}
+
+/// Why the loop ended; decides the close frame, if any.
+enum Exit {
+    /// The client closed or the socket failed: nothing more to send.
+    Gone,
+    Close(u16, &'static str),
+}
+
+pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: ConnectionParams) {
+    let state = slot.state().clone();
+    state
+        .metrics
+        .connections_total
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let minted = state.engine.mint_session_id();
+    let limits = &state.settings.limits;
+    let mut conn = Connection {
+        limiter: TokenBucket::new(limits.messages_per_second, limits.message_burst),
+        current: minted.clone(),
+        minted,
+        lease: None,
+        turn: None,
+        params,
+        state: state.clone(),
+    };
+    let exit = conn.serve(&mut socket).await;
+    if let Exit::Close(code, reason) = exit {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
+    }
+    drop(slot);
+}
+
+impl Connection {
+    async fn serve(&mut self, socket: &mut WebSocket) -> Exit {
+        if self.send(socket, self.connected_frame()).await.is_err() {
+            return Exit::Gone;
+        }
+        let limits = self.state.settings.limits.clone();
+        let lifecycle = &self.state.lifecycle;
+        let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
+        let mut ping =
+            tokio::time::interval_at(Instant::now() + limits.ping_interval, limits.ping_interval);
+        let keepalive: Sleep = tokio::time::sleep(limits.pong_timeout);
+        tokio::pin!(keepalive);
+        loop {
+            tokio::select! {
+                () = force_close.cancelled() => return Exit::Close(CLOSE_GOING_AWAY, "server shutdown"),
+                () = drain.cancelled(), if self.turn.is_none() => {
+                    return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
+                }
+                event = next_event(&mut self.turn) => {
+                    if self.on_turn_event(socket, event).await.is_err() {
+                        return Exit::Gone;
+                    }
+                }
+                frame = socket.recv() => {
+                    keepalive.as_mut().reset(Instant::now() + limits.pong_timeout);
+                    match self.on_frame(socket, frame).await {
+                        Ok(()) => {}
+                        Err(exit) => return exit,
+                    }
+                }
+                _ = ping.tick() => {
+                    if self.send_raw(socket, Message::Ping(Bytes::new())).await.is_err() {
+                        return Exit::Gone;
+                    }
+                }
+                () = &mut keepalive => return Exit::Close(CLOSE_GOING_AWAY, "keepalive timeout"),
+            }
+        }
+    }
+
+    fn connected_frame(&self) -> String {
+        let limits = &self.state.settings.limits;
+        omnia::encode_connected(
+            &omnia::Connected {
+                session_id: self.minted.as_str(),
+                capabilities: omnia::Capabilities {
+                    binary_frames: self.params.binary,
+                    max_payload_size: limits.max_payload_bytes as u64,
+                    protocol_version: u32::from(omnia::PROTOCOL_VERSION),
+                },
+                resumed: false,
+                memory_facet: self.params.memory_facet.as_deref(),
+                ai_disclosure: None,
+            },
+            self.state.engine.clock().now(),
+        )
+    }
+
+    async fn on_frame(
+        &mut self,
+        socket: &mut WebSocket,
+        frame: Option<Result<Message, axum::Error>>,
+    ) -> Result<(), Exit> {
+        let message = match frame {
+            None => return Err(Exit::Gone),
+            Some(Ok(message)) => message,
+            Some(Err(error)) => return Err(classify_read_error(error)),
+        };
+        let gone = |_| Exit::Gone;
+        match message {
+            Message::Text(text) => {
+                self.state
+                    .metrics
+                    .messages_received_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !self.limiter.try_take() {
+                    return self
+                        .send_error(socket, None, ErrorCode::RateLimited, "rate limit exceeded")
+                        .await
+                        .map_err(gone);
+                }
+                match omnia::decode_client_text(text.as_str()) {
+                    Ok(frame) => self.on_client_frame(socket, frame).await.map_err(gone),
+                    Err(e) => self
+                        .send_error(socket, None, ErrorCode::InvalidMessage, &e.message)
+                        .await
+                        .map_err(gone),
+                }
+            }
+            Message::Binary(bytes) => {
+                self.state
+                    .metrics
+                    .messages_received_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !self.limiter.try_take() {
+                    return self
+                        .send_error(socket, None, ErrorCode::RateLimited, "rate limit exceeded")
+                        .await
+                        .map_err(gone);
+                }
+                self.on_binary(socket, &bytes).await.map_err(gone)
+            }
+            Message::Close(_) => Err(Exit::Gone),
+            // Pongs and pings only reset the keepalive, which the caller did;
+            // tungstenite answers pings itself.
+            Message::Ping(_) | Message::Pong(_) => Ok(()),
+        }
+    }
+
+    async fn on_client_frame(
+        &mut self,
+        socket: &mut WebSocket,
+        frame: ClientFrame,
+    ) -> Result<(), SendFailed> {
+        let current = self.current.clone();
+        match frame {
+            ClientFrame::Message(message) => self.on_message(socket, message).await,
+            ClientFrame::UploadRequest { .. } => {
+                self.send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::MediaNotEnabled,
+                    "media storage is not enabled",
+                )
+                .await
+            }
+            // No client-side tool can be pending yet: no handler asks for one.
+            ClientFrame::ToolResult { .. } => {
+                self.send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::InvalidMessage,
+                    "no pending tool call",
+                )
+                .await
+            }
+            // Unknown call ids are ignored, as for an ack that lost a race with a timeout.
+            ClientFrame::ToolCallAck { .. } | ClientFrame::ToolCallNack { .. } => Ok(()),
+            // No reply by contract. Without realtime audio a hangup has nothing
+            // to end; without an authenticator there is no credential to
+            // refresh; without a disclosure there is nothing to acknowledge.
+            ClientFrame::Hangup
+            | ClientFrame::DisclosureAck
+            | ClientFrame::CredentialRefresh { .. } => Ok(()),
+        }
+    }
+
+    async fn on_message(
+        &mut self,
+        socket: &mut WebSocket,
+        message: ClientMessage,
+    ) -> Result<(), SendFailed> {
+        if self.turn.is_some() {
+            let current = self.current.clone();
+            return self
+                .send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::TurnInProgress,
+                    TURN_IN_PROGRESS,
+                )
+                .await;
+        }
+        let ClientMessage {
+            session_id,
+            content,
+            parts,
+            metadata,
+            declare: _,
+        } = message;
+        let agent = self.params.agent.agent.clone();
+        let request = SubmitRequest {
+            agent: &agent,
+            namespace: &self.params.namespace,
+            owner: None,
+            current: &self.current,
+            minted: &self.minted,
+            requested: session_id.as_deref(),
+            content,
+            parts,
+            metadata,
+        };
+        match self.state.engine.submit(request).await {
+            Ok(handle) => {
+                self.state
+                    .metrics
+                    .turns_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.current = handle.session.id().clone();
+                self.lease = Some(handle.session);
+                self.turn = Some(handle.events);
+                Ok(())
+            }
+            Err(SubmitError::Expired { requested }) => {
+                self.send_error(
+                    socket,
+                    Some(&requested),
+                    ErrorCode::SessionExpired,
+                    SESSION_EXPIRED,
+                )
+                .await
+            }
+            Err(SubmitError::TurnInProgress { session }) => {
+                self.send_error(
+                    socket,
+                    Some(&session),
+                    ErrorCode::TurnInProgress,
+                    TURN_IN_PROGRESS,
+                )
+                .await
+            }
+            Err(SubmitError::InvalidSessionId(e)) => {
+                self.send_error(socket, None, ErrorCode::InvalidMessage, &e.to_string())
+                    .await
+            }
+            Err(SubmitError::Store(e)) => {
+                tracing::error!(error = %e, "accepting a message failed");
+                let current = self.current.clone();
+                self.send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::Internal,
+                    "internal server error",
+                )
+                .await
+            }
+        }
+    }
+
+    /// Inbound OMNI frames carry realtime audio, which needs a duplex
+    /// handler; none of the scripted handlers is one.
+    async fn on_binary(&mut self, socket: &mut WebSocket, bytes: &[u8]) -> Result<(), SendFailed> {
+        match omnia::decode_binary(bytes) {
+            Err(e) => {
+                self.send_error(socket, None, ErrorCode::InvalidMessage, &e.client_message())
+                    .await
+            }
+            Ok(_) => {
+                let current = self.current.clone();
+                self.send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::MediaNotEnabled,
+                    "audio not supported",
+                )
+                .await
+            }
+        }
+    }
+
+    async fn on_turn_event(
+        &mut self,
+        socket: &mut WebSocket,
+        event: Option<TurnEvent>,
+    ) -> Result<(), SendFailed> {
+        let Some(event) = event else {
+            // The turn task ended without a terminal event: it was aborted.
+            self.turn = None;
+            let current = self.current.clone();
+            return self
+                .send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::Internal,
+                    "internal server error",
+                )
+                .await;
+        };
+        if event.is_terminal() {
+            self.turn = None;
+        }
+        let session = self.current.as_str();
+        let now = self.state.engine.clock().now();
+        let shows_server_tools = self.params.agent.shows_server_tools;
+        let frame = match &event {
+            TurnEvent::TextDelta(delta) => omnia::encode_chunk(session, delta, now),
+            TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
+                omnia::encode_tool_call(session, call, now)
+            }
+            TurnEvent::ToolResult { id, outcome } if shows_server_tools => {
+                omnia::encode_tool_result(session, id, outcome, now)
+            }
+            TurnEvent::ToolCall(_) | TurnEvent::ToolResult { .. } => return Ok(()),
+            TurnEvent::Completed(reply) => omnia::encode_done(session, reply, now),
+            TurnEvent::Failed(failure) => {
+                self.state.metrics.count_error(failure.code);
+                omnia::encode_error(Some(session), failure.code, &failure.message, now)
+            }
+        };
+        self.send(socket, frame).await
+    }
+
+    async fn send_error(
+        &mut self,
+        socket: &mut WebSocket,
+        session: Option<&SessionId>,
+        code: ErrorCode,
+        message: &str,
+    ) -> Result<(), SendFailed> {
+        self.state.metrics.count_error(code);
+        let now = self.state.engine.clock().now();
+        let frame = omnia::encode_error(session.map(SessionId::as_str), code, message, now);
+        self.send(socket, frame).await
+    }
+
+    async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
+        self.send_raw(socket, Message::Text(text.into())).await
+    }
+
+    async fn send_raw(&self, socket: &mut WebSocket, message: Message) -> Result<(), SendFailed> {
+        self.state
+            .metrics
+            .messages_sent_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match tokio::time::timeout(WRITE_TIMEOUT, socket.send(message)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) | Err(_) => Err(SendFailed),
+        }
+    }
+}
+
+const TURN_IN_PROGRESS: &str =
+    "the session's previous turn is still running; send the message again after the reply arrives";
+const SESSION_EXPIRED: &str = "session context has expired; start a new session";
+
+/// The socket could not take a frame; the connection is over.
+struct SendFailed;
+
+/// Waits for the running turn's next event; never resolves when idle.
+async fn next_event(turn: &mut Option<mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {
+    match turn {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A frame over the payload limit closes with 1009; any other read error
+/// means the socket is unusable.
+fn classify_read_error(error: axum::Error) -> Exit {
+    let inner = error.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>() {
+        Some(tungstenite::Error::Capacity(_)) => Exit::Close(CLOSE_MESSAGE_TOO_BIG, ""),
+        _ => Exit::Gone,
+    }
+}

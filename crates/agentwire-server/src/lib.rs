@@ -1,0 +1,131 @@
+//! The HTTP and WebSocket server.
+//!
+//! # Layout
+//!
+//! - [`router`] builds the axum router tests and the binary share.
+//! - [`serve`] runs it on an already bound listener until `shutdown`
+//!   resolves, then drains.
+//! - `upgrade`: the `/ws` upgrade checks, in the Omnia reference's order.
+//! - `connection`: one task per socket: decode, limits, keepalive, turns.
+//! - `lifecycle`: connection accounting and the drain.
+//! - `ops`: `/healthz`, `/readyz`, `/metrics`.
+//!
+//! # Invariants
+//!
+//! This crate is the only one that knows axum. It never builds a backend: it
+//! receives the engine and agents ready-made from the binary.
+
+mod connection;
+mod lifecycle;
+mod metrics;
+mod ops;
+mod query;
+mod rate;
+mod upgrade;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::{Agent, Engine};
+use axum::Router;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+pub use lifecycle::Lifecycle;
+pub use metrics::Metrics;
+
+/// Server settings that come from `server.*` in the config.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Origins allowed to open a socket, compared case-insensitively. Empty
+    /// means same-origin: the `Origin` host must equal the `Host` header.
+    pub allowed_origins: Vec<String>,
+    /// Admit callers without a credential. With no authenticator configured,
+    /// `false` refuses every upgrade.
+    pub allow_unauthenticated: bool,
+    pub limits: Limits,
+}
+
+/// Per-server and per-connection limits (`server.limits.*`).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open sockets beyond which upgrades get 503.
+    pub max_connections: usize,
+    /// Sustained client frames per second per connection.
+    pub messages_per_second: u32,
+    /// Frames a connection may send at once above the sustained rate.
+    pub message_burst: u32,
+    /// Largest frame or message a client may send; larger closes with 1009.
+    pub max_payload_bytes: usize,
+    pub ping_interval: Duration,
+    /// Silence from the client (no frame of any kind) after which the socket closes.
+    pub pong_timeout: Duration,
+    /// How long running turns get to finish after SIGTERM before they are cancelled.
+    pub drain_timeout: Duration,
+}
+
+/// How an agent is shown on the wire.
+pub struct AgentEntry {
+    pub agent: Arc<Agent>,
+    /// Show server-side tool calls and results to Omnia clients. Only the demo
+    /// handler does: the runtime keeps server tools to itself.
+    pub shows_server_tools: bool,
+}
+
+/// Everything a request handler needs. Built once by the binary.
+pub struct AppState {
+    pub engine: Engine,
+    pub agents: HashMap<String, Arc<AgentEntry>>,
+    pub settings: ServerSettings,
+    pub metrics: Metrics,
+    pub lifecycle: Lifecycle,
+}
+
+impl AppState {
+    pub fn new(
+        engine: Engine,
+        agents: HashMap<String, Arc<AgentEntry>>,
+        settings: ServerSettings,
+    ) -> AppState {
+        AppState {
+            engine,
+            agents,
+            settings,
+            metrics: Metrics::default(),
+            lifecycle: Lifecycle::default(),
+        }
+    }
+}
+
+/// The router: `/ws` and the operational routes.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/ws", get(upgrade::ws_upgrade))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .with_state(state)
+}
+
+/// Serves on `listener` until `shutdown` resolves, then drains: new upgrades
+/// are refused, running turns finish (for at most the drain timeout), every
+/// socket closes with 1001, and the function returns.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    let drained = {
+        let state = state.clone();
+        async move {
+            shutdown.await;
+            lifecycle::drain(&state).await;
+        }
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(drained)
+        .await
+}

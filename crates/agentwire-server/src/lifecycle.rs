@@ -1,0 +1,113 @@
+//! Connection accounting and the drain.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::AppState;
+
+/// Server-wide connection state.
+#[derive(Default)]
+pub struct Lifecycle {
+    /// Sockets open now, including upgrades not yet completed.
+    open: AtomicUsize,
+    /// Signalled whenever `open` drops to zero.
+    all_closed: Notify,
+    /// Set on SIGTERM: `/readyz` fails and plain upgrades are refused.
+    draining: AtomicBool,
+    /// Set once the drain is over: every upgrade is refused.
+    shut_down: AtomicBool,
+    /// Cancelled at the start of the drain: idle sockets close, busy ones
+    /// close once their turn ends.
+    pub(crate) drain: CancellationToken,
+    /// Cancelled when the drain times out: every socket closes now.
+    pub(crate) force_close: CancellationToken,
+}
+
+/// One counted connection; dropping it uncounts it.
+pub(crate) struct ConnectionSlot {
+    state: Arc<AppState>,
+}
+
+impl Lifecycle {
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// Counts a new connection unless `server.limits.max_connections` are open.
+pub(crate) fn try_open(state: &Arc<AppState>) -> Option<ConnectionSlot> {
+    let max = state.settings.limits.max_connections;
+    state
+        .lifecycle
+        .open
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| ConnectionSlot {
+            state: state.clone(),
+        })
+}
+
+impl ConnectionSlot {
+    pub(crate) fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let lifecycle = &self.state.lifecycle;
+        if lifecycle.open.fetch_sub(1, Ordering::AcqRel) == 1 {
+            lifecycle.all_closed.notify_waiters();
+        }
+    }
+}
+
+/// The SIGTERM path: refuse new sockets, let turns finish, close everything.
+pub(crate) async fn drain(state: &AppState) {
+    let lifecycle = &state.lifecycle;
+    lifecycle.draining.store(true, Ordering::Release);
+    lifecycle.drain.cancel();
+    tracing::info!(open = lifecycle.open_connections(), "draining");
+    let timeout = state.settings.limits.drain_timeout;
+    if tokio::time::timeout(timeout, wait_all_closed(lifecycle))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = lifecycle.open_connections(),
+            "drain timed out; cancelling turns"
+        );
+        state.engine.cancel_all_turns();
+        lifecycle.force_close.cancel();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            wait_all_closed(lifecycle),
+        )
+        .await;
+    }
+    lifecycle.shut_down.store(true, Ordering::Release);
+    tracing::info!("drained");
+}
+
+async fn wait_all_closed(lifecycle: &Lifecycle) {
+    loop {
+        let notified = lifecycle.all_closed.notified();
+        if lifecycle.open_connections() == 0 {
+            return;
+        }
+        notified.await;
+    }
+}

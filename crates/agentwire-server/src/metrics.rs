@@ -1,0 +1,113 @@
+//! Counters exported at `/metrics` in the Prometheus text format.
+//!
+//! Plain atomics with a fixed label set: the hot path pays one relaxed add,
+//! and no metric is ever labelled by session or user.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use agentwire_core::ErrorCode;
+
+#[derive(Default)]
+pub struct Metrics {
+    pub connections_total: AtomicU64,
+    pub turns_total: AtomicU64,
+    pub messages_received_total: AtomicU64,
+    pub messages_sent_total: AtomicU64,
+    /// Error frames sent, indexed like `ErrorCode::KNOWN`; the last slot
+    /// counts handler-defined codes.
+    errors_total: [AtomicU64; ErrorCode::KNOWN.len() + 1],
+}
+
+impl Metrics {
+    pub fn count_error(&self, code: ErrorCode) {
+        let slot = ErrorCode::KNOWN
+            .iter()
+            .position(|known| *known == code)
+            .unwrap_or(ErrorCode::KNOWN.len());
+        self.errors_total[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Renders every metric; `gauges` are sampled by the caller.
+    pub fn render(&self, gauges: &Gauges) -> String {
+        let mut out = String::with_capacity(2048);
+        gauge(
+            &mut out,
+            "agentwire_connections_active",
+            "Open WebSocket connections.",
+            gauges.connections_active,
+        );
+        gauge(
+            &mut out,
+            "agentwire_sessions_live",
+            "Sessions held in memory.",
+            gauges.sessions_live,
+        );
+        gauge(
+            &mut out,
+            "agentwire_draining",
+            "1 while the server drains.",
+            u64::from(gauges.draining),
+        );
+        counter(
+            &mut out,
+            "agentwire_connections_total",
+            "WebSocket connections accepted.",
+            &self.connections_total,
+        );
+        counter(
+            &mut out,
+            "agentwire_turns_total",
+            "Turns started.",
+            &self.turns_total,
+        );
+        counter(
+            &mut out,
+            "agentwire_messages_received_total",
+            "Frames received from clients.",
+            &self.messages_received_total,
+        );
+        counter(
+            &mut out,
+            "agentwire_messages_sent_total",
+            "Frames sent to clients.",
+            &self.messages_sent_total,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_errors_total Error frames sent to clients, by code."
+        );
+        let _ = writeln!(out, "# TYPE agentwire_errors_total counter");
+        let codes = ErrorCode::KNOWN.iter().map(|c| c.as_str()).chain(["OTHER"]);
+        for (code, value) in codes.zip(&self.errors_total) {
+            let _ = writeln!(
+                out,
+                "agentwire_errors_total{{code=\"{code}\"}} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+}
+
+/// Values sampled at render time rather than counted.
+pub struct Gauges {
+    pub connections_active: u64,
+    pub sessions_live: u64,
+    pub draining: bool,
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+    );
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: &AtomicU64) {
+    let value = value.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+    );
+}

@@ -1,0 +1,48 @@
+//! Operational routes: liveness, readiness and metrics.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::AppState;
+use crate::metrics::Gauges;
+
+pub(crate) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// 503 while draining or while the session store does not answer.
+pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.lifecycle.is_draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
+    }
+    match state.engine.store().ping().await {
+        Ok(()) => "ok\n".into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check: session store down");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "session store unavailable\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let gauges = Gauges {
+        connections_active: state.lifecycle.open_connections() as u64,
+        sessions_live: state.engine.live_sessions() as u64,
+        draining: state.lifecycle.is_draining(),
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(&gauges),
+    )
+        .into_response()
+}

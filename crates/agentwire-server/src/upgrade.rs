@@ -1,0 +1,199 @@
+//! The `/ws` upgrade: every refusal happens here, before a socket exists, with
+//! a short plain-text body.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::connection::{self, ConnectionParams};
+use crate::lifecycle;
+use crate::query::QueryParams;
+use crate::{AgentEntry, AppState};
+
+/// Initial read buffer per socket. Small on purpose: idle sockets are the
+/// common case and the buffer grows for large frames.
+const READ_BUFFER_BYTES: usize = 4 * 1024;
+
+pub(crate) async fn ws_upgrade(
+    State(state): State<Arc<AppState>>,
+    RawQuery(raw_query): RawQuery,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    match admit(&state, raw_query.as_deref(), &headers) {
+        Ok(admitted) => {
+            let Ok(upgrade) = upgrade else {
+                return Refusal(StatusCode::BAD_REQUEST, "Bad Request").into_response();
+            };
+            let Some(slot) = lifecycle::try_open(&state) else {
+                return Refusal(StatusCode::SERVICE_UNAVAILABLE, "connection limit reached")
+                    .into_response();
+            };
+            let max_payload = state.settings.limits.max_payload_bytes;
+            upgrade
+                .read_buffer_size(READ_BUFFER_BYTES)
+                // Every frame is flushed as it is sent; no buffer to hold.
+                .write_buffer_size(0)
+                .max_message_size(max_payload)
+                .max_frame_size(max_payload)
+                .on_upgrade(move |socket| connection::run(socket, slot, admitted))
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// Why an upgrade was refused: a status and a short plain-text reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusal(StatusCode, &'static str);
+
+impl IntoResponse for Refusal {
+    /// The body as Go's `http.Error` writes it: plain text and a newline.
+    fn into_response(self) -> Response {
+        let Refusal(status, message) = self;
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{message}\n"),
+        )
+            .into_response()
+    }
+}
+
+/// The checks in the Omnia reference's order (§2.2), then ours.
+fn admit(
+    state: &AppState,
+    raw_query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<ConnectionParams, Refusal> {
+    let lifecycle = &state.lifecycle;
+    if lifecycle.is_shut_down() {
+        return Err(Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server is shutting down",
+        ));
+    }
+    if lifecycle.open_connections() >= state.settings.limits.max_connections {
+        return Err(Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "connection limit reached",
+        ));
+    }
+    let query = QueryParams::parse(raw_query);
+    let agent_name = query.first("agent").filter(|a| !a.is_empty());
+    let Some(agent_name) = agent_name else {
+        return Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            "agent parameter is required",
+        ));
+    };
+    let resume = query.first("resume").filter(|r| !r.is_empty());
+    if lifecycle.is_draining() && resume.is_none() {
+        return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "server draining"));
+    }
+    if !state.settings.allow_unauthenticated {
+        return Err(Refusal(StatusCode::UNAUTHORIZED, "unauthorized"));
+    }
+    if !origin_allowed(&state.settings.allowed_origins, headers) {
+        return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
+    }
+    let memory_facet = memory_facet(&query)?;
+    let agent: Arc<AgentEntry> = state
+        .agents
+        .get(agent_name)
+        .cloned()
+        .ok_or(Refusal(StatusCode::NOT_FOUND, "agent not found"))?;
+    Ok(ConnectionParams {
+        agent,
+        namespace: query
+            .first("namespace")
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default")
+            .to_owned(),
+        binary: query.first("binary") == Some("true"),
+        memory_facet,
+    })
+}
+
+/// `memory_facet`: optional, at most once, `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`.
+fn memory_facet(query: &QueryParams) -> Result<Option<String>, Refusal> {
+    let invalid = || Refusal(StatusCode::BAD_REQUEST, "invalid memory_facet");
+    match query.count("memory_facet") {
+        0 => return Ok(None),
+        1 => {}
+        _ => return Err(invalid()),
+    }
+    let facet = query.first("memory_facet").unwrap_or_default();
+    let bytes = facet.as_bytes();
+    let valid = !bytes.is_empty()
+        && bytes.len() <= 128
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'/' | b'-'));
+    if valid {
+        Ok(Some(facet.to_owned()))
+    } else {
+        Err(invalid())
+    }
+}
+
+/// A missing `Origin` is allowed (non-browser clients send none). With an
+/// allow-list the origin must be on it; without one it must be same-origin.
+fn origin_allowed(allowed: &[String], headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    if !allowed.is_empty() {
+        return allowed.iter().any(|a| a.eq_ignore_ascii_case(origin));
+    }
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    host.is_some_and(|host| host.eq_ignore_ascii_case(origin_host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+        if let Some(o) = origin {
+            h.insert(header::ORIGIN, HeaderValue::from_str(o).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn same_origin_when_no_allow_list() {
+        assert!(origin_allowed(&[], &headers(None, "a.test:8080")));
+        assert!(origin_allowed(
+            &[],
+            &headers(Some("http://a.test:8080"), "a.test:8080")
+        ));
+        assert!(!origin_allowed(
+            &[],
+            &headers(Some("http://evil.test"), "a.test:8080")
+        ));
+    }
+
+    #[test]
+    fn allow_list_is_exact_and_case_insensitive() {
+        let allowed = vec!["https://App.example.com".to_owned()];
+        assert!(origin_allowed(
+            &allowed,
+            &headers(Some("https://app.example.com"), "x")
+        ));
+        assert!(!origin_allowed(
+            &allowed,
+            &headers(Some("https://app.example.com:444"), "x")
+        ));
+    }
+}

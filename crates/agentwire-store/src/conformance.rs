@@ -1,0 +1,217 @@
+//! The behaviour every [`SessionStore`] must show, written once against
+//! `&dyn SessionStore` and instantiated per adapter with [`conformance_tests!`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use agentwire_core::{
+    ContentPart, MediaContent, MessageRole, Metadata, PartKind, SessionId, SessionRecord,
+    SessionStore, StoreError, StoredMessage, Timestamp,
+};
+
+/// Generates one `#[tokio::test]` per conformance check. `$make` is an async
+/// fn returning the store and a guard that must outlive it (e.g. a temp dir).
+macro_rules! conformance_tests {
+    ($make:path) => {
+        $crate::conformance::conformance_tests!(
+            $make;
+            create_and_load_round_trip,
+            create_twice_keeps_the_first,
+            messages_round_trip_in_seq_order,
+            append_advances_last_active_at,
+            append_to_unknown_session_is_rejected,
+            duplicate_seq_is_rejected_alone_in_a_concurrent_batch,
+            unknown_ids_load_nothing,
+            ping_is_ok,
+        );
+    };
+    ($make:path; $($check:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                let (store, _guard) = $make().await;
+                $crate::conformance::$check(&store).await;
+            }
+        )+
+    };
+}
+pub(crate) use conformance_tests;
+
+fn sid(s: &str) -> SessionId {
+    SessionId::parse(s).unwrap()
+}
+
+pub(crate) fn record(id: &str, owner: Option<&str>, at: i64) -> SessionRecord {
+    SessionRecord {
+        id: sid(id),
+        agent: "echo".into(),
+        namespace: "default".into(),
+        owner: owner.map(str::to_owned),
+        created_at: Timestamp(at),
+        last_active_at: Timestamp(at),
+    }
+}
+
+pub(crate) fn message(id: &str, seq: u64, at: i64) -> StoredMessage {
+    StoredMessage {
+        session_id: sid(id),
+        seq,
+        role: MessageRole::User,
+        content: format!("message {seq}"),
+        parts: Vec::new(),
+        metadata: Metadata::new(),
+        created_at: Timestamp(at),
+    }
+}
+
+/// Polls every future to completion concurrently (the crate has no
+/// `futures` dependency).
+pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("polled to completion"))
+        .collect()
+}
+
+pub(crate) async fn create_and_load_round_trip(store: &dyn SessionStore) {
+    let anonymous = record("anon", None, 1_700_000_000_123_456_789);
+    let owned = record("owned", Some("user-hash-1"), -5);
+    store.create_session(&anonymous).await.unwrap();
+    store.create_session(&owned).await.unwrap();
+    assert_eq!(
+        store.load_session(&anonymous.id).await.unwrap(),
+        Some(anonymous)
+    );
+    assert_eq!(store.load_session(&owned.id).await.unwrap(), Some(owned));
+}
+
+pub(crate) async fn create_twice_keeps_the_first(store: &dyn SessionStore) {
+    let first = record("s1", Some("alice"), 10);
+    let mut second = record("s1", Some("mallory"), 20);
+    second.agent = "other".into();
+    store.create_session(&first).await.unwrap();
+    store.create_session(&second).await.unwrap();
+    assert_eq!(store.load_session(&first.id).await.unwrap(), Some(first));
+}
+
+pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let image = MediaContent {
+        data: Some("iVBORw0KGgo=".into()),
+        url: None,
+        storage_ref: Some("blob/123".into()),
+        mime_type: "image/png".into(),
+        filename: Some("cat.png".into()),
+        size_bytes: Some(8),
+        width: Some(1920),
+        height: Some(1080),
+        detail: Some("low".into()),
+        duration_ms: None,
+        sample_rate: None,
+        channels: None,
+    };
+    let mut first = message("s1", 0, 1);
+    first.content = "look at this — ünïcode".into();
+    first.parts = vec![
+        ContentPart::text("look at this"),
+        ContentPart::media(PartKind::Image, image),
+    ];
+    first.metadata = Metadata::from([
+        ("lang".to_owned(), "en".to_owned()),
+        ("client".to_owned(), "web".to_owned()),
+    ]);
+    let mut second = message("s1", 1, 2);
+    second.role = MessageRole::Assistant;
+    let mut third = message("s1", 2, 3);
+    third.role = MessageRole::Tool;
+    third.content = String::new();
+    let mut fourth = message("s1", 3, 4);
+    fourth.role = MessageRole::Error;
+
+    // Appended out of order: loads come back by seq.
+    for m in [&third, &first, &fourth, &second] {
+        store.append_message(m).await.unwrap();
+    }
+    assert_eq!(
+        store.load_messages(&sid("s1")).await.unwrap(),
+        vec![first, second, third, fourth]
+    );
+}
+
+pub(crate) async fn append_advances_last_active_at(store: &dyn SessionStore) {
+    let created = record("s1", None, 100);
+    store.create_session(&created).await.unwrap();
+    store.append_message(&message("s1", 0, 150)).await.unwrap();
+    let loaded = store.load_session(&created.id).await.unwrap().unwrap();
+    assert_eq!(loaded.created_at, Timestamp(100));
+    assert_eq!(loaded.last_active_at, Timestamp(150));
+    store.append_message(&message("s1", 1, 900)).await.unwrap();
+    let loaded = store.load_session(&created.id).await.unwrap().unwrap();
+    assert_eq!(loaded.last_active_at, Timestamp(900));
+}
+
+pub(crate) async fn append_to_unknown_session_is_rejected(store: &dyn SessionStore) {
+    let err = store
+        .append_message(&message("ghost", 0, 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+    assert!(store.load_messages(&sid("ghost")).await.unwrap().is_empty());
+}
+
+pub(crate) async fn duplicate_seq_is_rejected_alone_in_a_concurrent_batch(
+    store: &dyn SessionStore,
+) {
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let original = message("s1", 0, 1);
+    store.append_message(&original).await.unwrap();
+
+    let mut duplicate = message("s1", 0, 2);
+    duplicate.content = "overwrite attempt".into();
+    let mut batch: Vec<StoredMessage> = (1..=50).map(|seq| message("s1", seq, 10)).collect();
+    batch.insert(25, duplicate);
+    let results = join_all(batch.iter().map(|m| store.append_message(m)).collect()).await;
+
+    for (m, result) in batch.iter().zip(&results) {
+        if m.seq == 0 {
+            assert!(matches!(result, Err(StoreError::Rejected(_))), "{result:?}");
+        } else {
+            assert!(result.is_ok(), "seq {}: {result:?}", m.seq);
+        }
+    }
+    let loaded = store.load_messages(&sid("s1")).await.unwrap();
+    assert_eq!(loaded.len(), 51);
+    assert_eq!(loaded[0], original);
+    for (i, m) in loaded.iter().enumerate() {
+        assert_eq!(m.seq, i as u64);
+    }
+}
+
+pub(crate) async fn unknown_ids_load_nothing(store: &dyn SessionStore) {
+    assert_eq!(store.load_session(&sid("nope")).await.unwrap(), None);
+    assert!(store.load_messages(&sid("nope")).await.unwrap().is_empty());
+}
+
+pub(crate) async fn ping_is_ok(store: &dyn SessionStore) {
+    store.ping().await.unwrap();
+}

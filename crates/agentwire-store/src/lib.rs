@@ -1,0 +1,21 @@
+//! Session store adapters for the [`SessionStore`](agentwire_core::SessionStore)
+//! port.
+//!
+//! - [`SqliteStore`]: the embedded, durable default. One dedicated thread owns
+//!   the connection and group-commits batches of commands; async callers only
+//!   exchange messages with it.
+//! - [`MemoryStore`]: `storage.sessions: memory`; nothing survives a restart.
+//!
+//! Both behave the same way (the tests run one conformance suite against
+//! both): creating an existing session leaves it untouched, appending advances
+//! the session's `last_active_at`, and reusing a `seq` or appending to an
+//! unknown session is rejected.
+
+mod codec;
+#[cfg(test)]
+mod conformance;
+mod memory;
+mod sqlite;
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;

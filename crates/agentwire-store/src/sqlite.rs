@@ -1,0 +1,853 @@
+//! The SQLite store: one dedicated thread owns the connection and runs
+//! commands in group-committed batches.
+//!
+//! # Design
+//!
+//! - Async callers never touch SQLite. Each operation is a [`Command`] sent over
+//!   a bounded channel with a oneshot for the reply; the `agentwire-sqlite`
+//!   thread blocks on the channel, so no blocking IO runs on async threads.
+//! - Group commit: the thread takes one command, drains whatever else is
+//!   already queued (up to [`MAX_BATCH`]) and runs the whole batch in one
+//!   transaction, so a burst of appends costs one commit. Every write runs in
+//!   its own savepoint: a failing write (a duplicate `seq`) rolls back alone
+//!   and the rest of the batch commits. Reads run in the same transaction and
+//!   see the earlier writes of their batch. Replies are sent after the commit,
+//!   so an `Ok` write is durable and visible to every later read.
+//! - JSON encoding and decoding of parts and metadata happen on the caller's
+//!   side; the thread only runs SQL.
+//! - Dropping every clone of the [`SqliteStore`] closes the channel; the thread
+//!   finishes the queued commands, closes the connection and exits.
+//! - Log lines carry session ids, seqs and error kinds, never message content.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::{
+    MessageRole, SessionId, SessionRecord, SessionStore, StoreError, StoredMessage, Timestamp,
+};
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, ffi};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use crate::codec;
+
+/// Commands that may wait for the SQLite thread before senders wait too.
+const CHANNEL_CAPACITY: usize = 1024;
+/// The most commands run in one transaction.
+const MAX_BATCH: usize = 256;
+const THREAD_NAME: &str = "agentwire-sqlite";
+const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+const STATEMENT_CACHE_CAPACITY: usize = 32;
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts how many
+/// have run. Append new versions; never edit a released one.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions and their messages.
+    "CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        owner TEXT,
+        created_at INTEGER NOT NULL,
+        last_active_at INTEGER NOT NULL
+    );
+    CREATE TABLE messages (
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        parts TEXT,
+        metadata TEXT,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );",
+];
+
+/// The embedded, durable session store. Cheap to clone: clones share the
+/// one SQLite thread.
+#[derive(Clone)]
+pub struct SqliteStore {
+    commands: mpsc::Sender<Command>,
+    path: Arc<Path>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating the file and its parent directory if missing) and
+    /// migrates the database.
+    ///
+    /// Fails with [`StoreError::Unavailable`] naming the path when the file
+    /// cannot be opened or migrated, including when its schema is newer than
+    /// this build knows.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let path: Arc<Path> = Arc::from(path);
+        let (commands, receiver) = mpsc::channel(CHANNEL_CAPACITY);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let thread_path = Arc::clone(&path);
+        std::thread::Builder::new()
+            .name(THREAD_NAME.to_owned())
+            .spawn(move || {
+                let conn = match open_connection(&thread_path) {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                if ready_tx.send(Ok(())).is_ok() {
+                    run(conn, receiver);
+                }
+            })
+            .map_err(|e| {
+                StoreError::Unavailable(format!(
+                    "cannot start the sqlite thread for {}: {e}",
+                    path.display()
+                ))
+            })?;
+        ready_rx.await.map_err(|_| {
+            StoreError::Unavailable(format!(
+                "the sqlite thread for {} stopped while opening",
+                path.display()
+            ))
+        })??;
+        info!(path = %path.display(), "session database open");
+        Ok(SqliteStore { commands, path })
+    }
+
+    async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+        let (reply, response) = oneshot::channel();
+        self.commands
+            .send(command(reply))
+            .await
+            .map_err(|_| self.stopped())?;
+        response.await.map_err(|_| self.stopped())?
+    }
+
+    fn stopped(&self) -> StoreError {
+        StoreError::Unavailable(format!(
+            "the sqlite thread for {} has stopped",
+            self.path.display()
+        ))
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn create_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let record = record.clone();
+        self.call(|reply| Command::CreateSession { record, reply })
+            .await
+    }
+
+    async fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
+        let id = id.clone();
+        self.call(|reply| Command::LoadSession { id, reply }).await
+    }
+
+    async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError> {
+        let what = || format!("message {} of session {}", message.seq, message.session_id);
+        let seq = i64::try_from(message.seq)
+            .map_err(|_| StoreError::Rejected(format!("{}: seq out of range", what())))?;
+        let parts = codec::encode_parts(&message.parts)?;
+        let metadata = codec::encode_metadata(&message.metadata)?;
+        let row = NewMessage {
+            session_id: message.session_id.clone(),
+            seq,
+            role: message.role.as_str(),
+            content: message.content.clone(),
+            parts,
+            metadata,
+            created_at: message.created_at.0,
+        };
+        self.call(|reply| Command::Append { row, reply }).await
+    }
+
+    async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        let session_id = id.clone();
+        let rows = self
+            .call(|reply| Command::LoadMessages {
+                id: session_id,
+                reply,
+            })
+            .await?;
+        rows.into_iter().map(|row| row.decode(id)).collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.call(|reply| Command::Ping { reply }).await
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Opening and migrating.
+
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let fail = |what: &str, e: &dyn fmt::Display| {
+        StoreError::Unavailable(format!(
+            "cannot {what} session database {}: {e}",
+            path.display()
+        ))
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| fail("create the directory of", &e))?;
+    }
+    let mut conn = Connection::open(path).map_err(|e| fail("open", &e))?;
+    configure(&conn).map_err(|e| fail("configure", &e))?;
+    migrate(&mut conn).map_err(|e| match e {
+        MigrateError::Newer { found, known } => StoreError::Unavailable(format!(
+            "session database {} has schema version {found}, newer than the newest this build \
+             knows ({known}); upgrade agentwire or use another file",
+            path.display()
+        )),
+        MigrateError::Invalid(found) => StoreError::Unavailable(format!(
+            "session database {} has an invalid schema version {found}",
+            path.display()
+        )),
+        MigrateError::Sqlite(e) => fail("migrate", &e),
+    })?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        warn!(journal_mode = %mode, "session database did not switch to WAL");
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    Ok(())
+}
+
+#[derive(Debug)]
+enum MigrateError {
+    Newer { found: i64, known: usize },
+    Invalid(i64),
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for MigrateError {
+    fn from(e: rusqlite::Error) -> MigrateError {
+        MigrateError::Sqlite(e)
+    }
+}
+
+/// The number of migrations already applied, checked against [`MIGRATIONS`].
+fn schema_version(conn: &Connection) -> Result<usize, MigrateError> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let applied = usize::try_from(found).map_err(|_| MigrateError::Invalid(found))?;
+    if applied > MIGRATIONS.len() {
+        return Err(MigrateError::Newer {
+            found,
+            known: MIGRATIONS.len(),
+        });
+    }
+    Ok(applied)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
+    if schema_version(conn)? == MIGRATIONS.len() {
+        return Ok(());
+    }
+    // Immediate: take the write lock before re-reading the version, so two
+    // processes opening a fresh file cannot both apply a migration.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let applied = schema_version(&tx)?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        tx.execute_batch(sql)?;
+        info!(version = index + 1, "migrating session database");
+    }
+    tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)?;
+    tx.commit()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The SQLite thread.
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+enum Command {
+    CreateSession {
+        record: SessionRecord,
+        reply: Reply<()>,
+    },
+    LoadSession {
+        id: SessionId,
+        reply: Reply<Option<SessionRecord>>,
+    },
+    Append {
+        row: NewMessage,
+        reply: Reply<()>,
+    },
+    LoadMessages {
+        id: SessionId,
+        reply: Reply<Vec<MessageRow>>,
+    },
+    Ping {
+        reply: Reply<()>,
+    },
+}
+
+/// A message as it is written: parts and metadata already encoded.
+struct NewMessage {
+    session_id: SessionId,
+    seq: i64,
+    role: &'static str,
+    content: String,
+    parts: Option<String>,
+    metadata: Option<String>,
+    created_at: i64,
+}
+
+/// A message row as it is read; decoded on the caller's side.
+struct MessageRow {
+    seq: i64,
+    role: String,
+    content: String,
+    parts: Option<String>,
+    metadata: Option<String>,
+    created_at: i64,
+}
+
+impl MessageRow {
+    fn decode(self, session_id: &SessionId) -> Result<StoredMessage, StoreError> {
+        let corrupt = |why: &dyn fmt::Display| {
+            StoreError::Corrupt(format!(
+                "message {} of session {session_id}: {why}",
+                self.seq
+            ))
+        };
+        let seq = u64::try_from(self.seq).map_err(|_| corrupt(&"negative seq"))?;
+        let role = MessageRole::parse(&self.role).ok_or_else(|| corrupt(&"unknown role"))?;
+        let parts = codec::decode_parts(self.parts.as_deref()).map_err(|e| corrupt(&e))?;
+        let metadata = codec::decode_metadata(self.metadata.as_deref()).map_err(|e| corrupt(&e))?;
+        Ok(StoredMessage {
+            session_id: session_id.clone(),
+            seq,
+            role,
+            content: self.content,
+            parts,
+            metadata,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+/// A command that has run, holding its reply until the batch commits.
+enum Outcome {
+    Unit(Reply<()>, Result<(), StoreError>),
+    Session(
+        Reply<Option<SessionRecord>>,
+        Result<Option<SessionRecord>, StoreError>,
+    ),
+    Messages(Reply<Vec<MessageRow>>, Result<Vec<MessageRow>, StoreError>),
+}
+
+impl Outcome {
+    /// Sends the result, or `batch_failure` when the batch did not commit.
+    fn deliver(self, batch_failure: Option<&str>) {
+        fn send<T>(reply: Reply<T>, result: Result<T, StoreError>, failure: Option<&str>) {
+            let result = match failure {
+                Some(reason) => Err(StoreError::Unavailable(reason.to_owned())),
+                None => result,
+            };
+            // The caller may have stopped waiting; the result is then moot.
+            let _ = reply.send(result);
+        }
+        match self {
+            Outcome::Unit(reply, result) => send(reply, result, batch_failure),
+            Outcome::Session(reply, result) => send(reply, result, batch_failure),
+            Outcome::Messages(reply, result) => send(reply, result, batch_failure),
+        }
+    }
+}
+
+impl Command {
+    /// Answers without running: the batch failed before reaching it.
+    fn skipped(self, reason: &str) -> Outcome {
+        let err = || StoreError::Unavailable(reason.to_owned());
+        match self {
+            Command::CreateSession { reply, .. }
+            | Command::Append { reply, .. }
+            | Command::Ping { reply } => Outcome::Unit(reply, Err(err())),
+            Command::LoadSession { reply, .. } => Outcome::Session(reply, Err(err())),
+            Command::LoadMessages { reply, .. } => Outcome::Messages(reply, Err(err())),
+        }
+    }
+}
+
+fn run(mut conn: Connection, mut commands: mpsc::Receiver<Command>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = commands.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match commands.try_recv() {
+                Ok(command) => batch.push(command),
+                Err(_) => break,
+            }
+        }
+        run_batch(&mut conn, &mut batch);
+    }
+    debug!("session store dropped; sqlite thread exiting");
+}
+
+/// Runs `batch` (leaving it empty) in one transaction and replies to each
+/// command once the transaction has committed or failed.
+fn run_batch(conn: &mut Connection, batch: &mut Vec<Command>) {
+    let size = batch.len();
+    let mut tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(e) => {
+            let reason = format!("cannot begin a transaction: {e}");
+            warn!(error = %e, commands = size, "session store batch failed");
+            for command in batch.drain(..) {
+                command.skipped(&reason).deliver(None);
+            }
+            return;
+        }
+    };
+    let mut outcomes = Vec::with_capacity(size);
+    let mut broken: Option<String> = None;
+    for command in batch.drain(..) {
+        let outcome = match &broken {
+            Some(reason) => command.skipped(reason),
+            None => execute(&mut tx, command, &mut broken),
+        };
+        outcomes.push(outcome);
+    }
+    let failure = match broken {
+        Some(reason) => {
+            if let Err(e) = tx.rollback() {
+                debug!(error = %e, "rollback of a failed batch");
+            }
+            Some(reason)
+        }
+        None => tx
+            .commit()
+            .err()
+            .map(|e| format!("cannot commit a transaction: {e}")),
+    };
+    if let Some(reason) = &failure {
+        warn!(error = %reason, commands = size, "session store batch failed");
+    }
+    for outcome in outcomes {
+        outcome.deliver(failure.as_deref());
+    }
+}
+
+fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<String>) -> Outcome {
+    match command {
+        Command::CreateSession { record, reply } => {
+            let result = write(tx, broken, |conn| insert_session(conn, &record));
+            log_write_failure(&result, &record.id, None);
+            Outcome::Unit(reply, result)
+        }
+        Command::Append { row, reply } => {
+            let result = write(tx, broken, |conn| append_message(conn, &row));
+            log_write_failure(&result, &row.session_id, Some(row.seq));
+            Outcome::Unit(reply, result)
+        }
+        Command::LoadSession { id, reply } => Outcome::Session(reply, load_session(tx, &id)),
+        Command::LoadMessages { id, reply } => Outcome::Messages(reply, load_messages(tx, &id)),
+        Command::Ping { reply } => Outcome::Unit(reply, ping(tx)),
+    }
+}
+
+fn log_write_failure(result: &Result<(), StoreError>, session_id: &SessionId, seq: Option<i64>) {
+    match result {
+        Ok(()) => {}
+        Err(e @ StoreError::Rejected(_)) => {
+            debug!(session_id = %session_id, seq, error = %e, "session store write rejected");
+        }
+        Err(e) => warn!(session_id = %session_id, seq, error = %e, "session store write failed"),
+    }
+}
+
+/// Runs `op` in a savepoint of the batch transaction: on error it rolls back
+/// alone. A savepoint that cannot be opened or closed breaks the batch.
+fn write(
+    tx: &mut Transaction<'_>,
+    broken: &mut Option<String>,
+    op: impl FnOnce(&Connection) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut fail = |reason: String| {
+        *broken = Some(reason.clone());
+        Err(StoreError::Unavailable(reason))
+    };
+    let savepoint = match tx.savepoint() {
+        Ok(savepoint) => savepoint,
+        Err(e) => return fail(format!("cannot open a savepoint: {e}")),
+    };
+    let result = op(&savepoint);
+    // `finish` rolls back (the default drop behaviour) and releases.
+    let end = if result.is_ok() {
+        savepoint.commit()
+    } else {
+        savepoint.finish()
+    };
+    match end {
+        Ok(()) => result,
+        Err(e) => fail(format!("cannot close a savepoint: {e}")),
+    }
+}
+
+fn insert_session(conn: &Connection, record: &SessionRecord) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO sessions (id, agent, namespace, owner, created_at, last_active_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
+            record.id.as_str(),
+            &record.agent,
+            &record.namespace,
+            &record.owner,
+            record.created_at.0,
+            record.last_active_at.0,
+        ))
+    })
+    .map_err(|e| write_error(e, &format_args!("session {}", record.id)))?;
+    Ok(())
+}
+
+fn append_message(conn: &Connection, row: &NewMessage) -> Result<(), StoreError> {
+    let what = format_args!("message {} of session {}", row.seq, row.session_id);
+    conn.prepare_cached(
+        "INSERT INTO messages (session_id, seq, role, content, parts, metadata, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
+            row.session_id.as_str(),
+            row.seq,
+            row.role,
+            &row.content,
+            &row.parts,
+            &row.metadata,
+            row.created_at,
+        ))
+    })
+    .map_err(|e| write_error(e, &what))?;
+    conn.prepare_cached(
+        "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1",
+    )
+    .and_then(|mut stmt| stmt.execute((row.session_id.as_str(), row.created_at)))
+    .map_err(|e| write_error(e, &what))?;
+    Ok(())
+}
+
+fn load_session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
+    conn.prepare_cached(
+        "SELECT agent, namespace, owner, created_at, last_active_at FROM sessions WHERE id = ?1",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_row([id.as_str()], |row| {
+            Ok(SessionRecord {
+                id: id.clone(),
+                agent: row.get(0)?,
+                namespace: row.get(1)?,
+                owner: row.get(2)?,
+                created_at: Timestamp(row.get(3)?),
+                last_active_at: Timestamp(row.get(4)?),
+            })
+        })
+        .optional()
+    })
+    .map_err(|e| read_error(e, &format_args!("session {id}")))
+}
+
+fn load_messages(conn: &Connection, id: &SessionId) -> Result<Vec<MessageRow>, StoreError> {
+    conn.prepare_cached(
+        "SELECT seq, role, content, parts, metadata, created_at
+         FROM messages WHERE session_id = ?1 ORDER BY seq",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_map([id.as_str()], |row| {
+            Ok(MessageRow {
+                seq: row.get(0)?,
+                role: row.get(1)?,
+                content: row.get(2)?,
+                parts: row.get(3)?,
+                metadata: row.get(4)?,
+                created_at: row.get(5)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(|e| read_error(e, &format_args!("messages of session {id}")))
+}
+
+fn ping(conn: &Connection) -> Result<(), StoreError> {
+    conn.prepare_cached("SELECT 1")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+        .map(drop)
+        .map_err(|e| StoreError::Unavailable(format!("ping: {e}")))
+}
+
+/// Constraint violations are the caller's fault (a reused seq, an unknown
+/// session); anything else is the database's. SQLite's messages name columns,
+/// never values.
+fn write_error(e: rusqlite::Error, what: &dyn fmt::Display) -> StoreError {
+    if let Some(err) = e.sqlite_error()
+        && err.code == ErrorCode::ConstraintViolation
+    {
+        let why = match err.extended_code {
+            ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE => "already stored",
+            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => "unknown session",
+            _ => "constraint violated",
+        };
+        return StoreError::Rejected(format!("{what}: {why}"));
+    }
+    StoreError::Unavailable(format!("{what}: {e}"))
+}
+
+/// A value of the wrong type is a corrupt row; anything else is the database's.
+fn read_error(e: rusqlite::Error, what: &dyn fmt::Display) -> StoreError {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt(format!("{what}: {e}")),
+        e => StoreError::Unavailable(format!("{what}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::{self, conformance_tests, message, record};
+
+    async fn make() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("sessions.db"))
+            .await
+            .unwrap();
+        (store, dir)
+    }
+
+    conformance_tests!(make);
+
+    fn sid(s: &str) -> SessionId {
+        SessionId::parse(s).unwrap()
+    }
+
+    fn unavailable_message(result: Result<SqliteStore, StoreError>) -> String {
+        match result {
+            Err(StoreError::Unavailable(msg)) => msg,
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn data_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let mut stored = message("s1", 0, 42);
+        stored.parts = vec![agentwire_core::ContentPart::text("kept")];
+        {
+            let store = SqliteStore::open(&path).await.unwrap();
+            store
+                .create_session(&record("s1", Some("o"), 1))
+                .await
+                .unwrap();
+            store.append_message(&stored).await.unwrap();
+        }
+        let store = SqliteStore::open(&path).await.unwrap();
+        let mut expected = record("s1", Some("o"), 1);
+        expected.last_active_at = Timestamp(42);
+        assert_eq!(
+            store.load_session(&sid("s1")).await.unwrap(),
+            Some(expected)
+        );
+        assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), vec![stored]);
+    }
+
+    #[tokio::test]
+    async fn open_creates_missing_parent_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/c/sessions.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.ping().await.unwrap();
+        assert!(path.is_file());
+    }
+
+    #[tokio::test]
+    async fn newer_schema_version_fails_to_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        let msg = unavailable_message(SqliteStore::open(&path).await);
+        assert!(msg.contains("version 99"), "{msg}");
+        assert!(msg.contains(&format!("({})", MIGRATIONS.len())), "{msg}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn opening_a_directory_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let msg = unavailable_message(SqliteStore::open(dir.path()).await);
+        assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn fresh_database_is_at_the_latest_version_with_wal() {
+        let (store, dir) = make().await;
+        store.ping().await.unwrap();
+        let conn = Connection::open(dir.path().join("sessions.db")).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn corrupt_rows_are_reported_as_corrupt() {
+        let (store, dir) = make().await;
+        store
+            .create_session(&record("role", None, 0))
+            .await
+            .unwrap();
+        store
+            .create_session(&record("json", None, 0))
+            .await
+            .unwrap();
+        store
+            .create_session(&record("meta", None, 0))
+            .await
+            .unwrap();
+        let conn = Connection::open(dir.path().join("sessions.db")).unwrap();
+        conn.execute_batch(
+            "INSERT INTO messages VALUES ('role', 0, 'wizard', 'c', NULL, NULL, 1);
+             INSERT INTO messages VALUES ('json', 0, 'user', 'c', '[{\"kind\":', NULL, 1);
+             INSERT INTO messages VALUES ('meta', 0, 'user', 'c', NULL, '{\"k\":1}', 1);",
+        )
+        .unwrap();
+        drop(conn);
+        for id in ["role", "json", "meta"] {
+            let err = store.load_messages(&sid(id)).await.unwrap_err();
+            assert!(matches!(err, StoreError::Corrupt(_)), "{id}: {err:?}");
+        }
+    }
+
+    /// Group commit, deterministically: one batch holding a duplicate in the
+    /// middle commits everything else, and its reads see its own writes.
+    #[tokio::test]
+    async fn one_bad_write_rolls_back_alone_within_a_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_connection(&dir.path().join("sessions.db")).unwrap();
+
+        let (create_tx, mut create_rx) = oneshot::channel();
+        let mut append_rxs = Vec::new();
+        let mut batch = vec![Command::CreateSession {
+            record: record("s1", None, 0),
+            reply: create_tx,
+        }];
+        for (seq, at) in [(0, 1), (1, 2), (0, 3), (2, 4)] {
+            let (reply, rx) = oneshot::channel();
+            append_rxs.push(rx);
+            batch.push(Command::Append {
+                row: NewMessage {
+                    session_id: sid("s1"),
+                    seq,
+                    role: "user",
+                    content: format!("m{seq}@{at}"),
+                    parts: None,
+                    metadata: None,
+                    created_at: at,
+                },
+                reply,
+            });
+        }
+        let (load_tx, mut load_rx) = oneshot::channel();
+        batch.push(Command::LoadMessages {
+            id: sid("s1"),
+            reply: load_tx,
+        });
+        let (session_tx, mut session_rx) = oneshot::channel();
+        batch.push(Command::LoadSession {
+            id: sid("s1"),
+            reply: session_tx,
+        });
+
+        run_batch(&mut conn, &mut batch);
+        assert!(batch.is_empty());
+
+        create_rx.try_recv().unwrap().unwrap();
+        let appends: Vec<_> = append_rxs
+            .iter_mut()
+            .map(|rx| rx.try_recv().unwrap())
+            .collect();
+        assert!(appends[0].is_ok() && appends[1].is_ok() && appends[3].is_ok());
+        assert!(matches!(appends[2], Err(StoreError::Rejected(_))));
+        let rows = load_rx.try_recv().unwrap().unwrap();
+        let seen: Vec<_> = rows.iter().map(|r| (r.seq, r.content.as_str())).collect();
+        assert_eq!(seen, [(0, "m0@1"), (1, "m1@2"), (2, "m2@4")]);
+        let session = session_rx.try_recv().unwrap().unwrap().unwrap();
+        // The rejected write's last_active_at bump never happened; later ones did.
+        assert_eq!(session.last_active_at, Timestamp(4));
+        assert!(conn.is_autocommit(), "the batch transaction is closed");
+    }
+
+    #[tokio::test]
+    async fn rejected_errors_name_ids_not_content() {
+        let (store, _dir) = make().await;
+        store.create_session(&record("s1", None, 0)).await.unwrap();
+        let mut m = message("s1", 0, 1);
+        m.content = "top secret".into();
+        store.append_message(&m).await.unwrap();
+        let err = store.append_message(&m).await.unwrap_err().to_string();
+        assert!(err.contains("s1") && !err.contains("secret"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_store_closes_the_database() {
+        let (store, dir) = make().await;
+        let clone = store.clone();
+        store.create_session(&record("s1", None, 0)).await.unwrap();
+        let wal = dir.path().join("sessions.db-wal");
+        assert!(wal.exists());
+        drop(store);
+        clone.ping().await.unwrap();
+        drop(clone);
+        // SQLite removes the WAL file when the last connection closes.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while wal.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sqlite thread still open"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    #[tokio::test]
+    async fn many_concurrent_appends_all_land() {
+        let (store, _dir) = make().await;
+        store.create_session(&record("s1", None, 0)).await.unwrap();
+        let messages: Vec<_> = (0..600).map(|seq| message("s1", seq, 5)).collect();
+        let results =
+            conformance::join_all(messages.iter().map(|m| store.append_message(m)).collect()).await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), messages);
+    }
+}

@@ -1,0 +1,347 @@
+//! The configuration file: YAML with `${VAR}` / `${VAR:default}` substitution,
+//! parsed strictly (unknown keys are errors) and validated into typed settings
+//! before any port is bound.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+mod duration;
+mod env;
+
+pub use duration::parse_duration;
+
+/// The built-in configuration served when no `--config` is given: three
+/// scripted agents on an SQLite file under `./data/`.
+pub const DEMO_CONFIG: &str = include_str!("../demo.yaml");
+
+/// A configuration that parsed and validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub public_url: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub allow_unauthenticated: bool,
+    pub limits: LimitsConfig,
+    pub sessions: SessionStorage,
+    pub agents: Vec<AgentConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LimitsConfig {
+    pub max_connections: usize,
+    pub messages_per_second: u32,
+    pub message_burst: u32,
+    pub max_payload_bytes: usize,
+    pub ping_interval: Duration,
+    pub pong_timeout: Duration,
+    pub drain_timeout: Duration,
+}
+
+/// Where sessions live (`storage.sessions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStorage {
+    Sqlite(PathBuf),
+    Memory,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HandlerKind {
+    Test,
+    Echo,
+    Demo,
+    Runtime,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub name: String,
+    pub handler: HandlerKind,
+    pub context_ttl: Duration,
+    pub ack_timeout: Duration,
+    pub client_tool_timeout: Duration,
+}
+
+/// A configuration that cannot be served. `key` names the offending setting
+/// (`server.limits.ping_interval`, `agents[1].name`) or the variable.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses and validates a configuration text. `lookup` resolves `${VAR}`.
+pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let text = env::substitute(text, lookup)?;
+    let tree: serde_json::Value = if text.trim().is_empty() {
+        serde_json::Value::Object(Default::default())
+    } else {
+        serde_saphyr::from_str(&text)
+            .map_err(|e| ConfigError::new("config", format!("invalid YAML: {e}")))?
+    };
+    let raw: raw::File = serde_path_to_error::deserialize(tree).map_err(|e| {
+        let path = e.path().to_string();
+        let key = if path == "." {
+            "config".to_owned()
+        } else {
+            path
+        };
+        ConfigError::new(key, e.into_inner().to_string())
+    })?;
+    validate(raw)
+}
+
+/// Reads and parses `path`, resolving `${VAR}` from the process environment.
+pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::new("--config", format!("cannot read {}: {e}", path.display()))
+    })?;
+    parse(&text, |name| std::env::var(name).ok())
+}
+
+fn validate(raw: raw::File) -> Result<Config, ConfigError> {
+    let server = raw.server;
+    let listen = server.listen.parse().map_err(|_| {
+        ConfigError::new(
+            "server.listen",
+            format!("not a socket address: {:?}", server.listen),
+        )
+    })?;
+    if let Some(url) = &server.public_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(ConfigError::new(
+            "server.public_url",
+            "must start with http:// or https://",
+        ));
+    }
+    let limits = validate_limits(server.limits)?;
+    let sessions = parse_session_storage(&raw.storage.sessions)?;
+    if raw.agents.is_empty() {
+        return Err(ConfigError::new("agents", "at least one agent is required"));
+    }
+    let agents = raw
+        .agents
+        .into_iter()
+        .enumerate()
+        .map(|(i, agent)| validate_agent(i, agent))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, agent) in agents.iter().enumerate() {
+        if agents[..i].iter().any(|a| a.name == agent.name) {
+            return Err(ConfigError::new(
+                format!("agents[{i}].name"),
+                format!("duplicate agent name {:?}", agent.name),
+            ));
+        }
+    }
+    Ok(Config {
+        listen,
+        public_url: server.public_url,
+        allowed_origins: server.allowed_origins,
+        allow_unauthenticated: server.allow_unauthenticated,
+        limits,
+        sessions,
+        agents,
+    })
+}
+
+fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
+    let positive = |key: &str, value: u64| {
+        if value == 0 {
+            Err(ConfigError::new(
+                format!("server.limits.{key}"),
+                "must be greater than 0",
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    positive("max_connections", raw.max_connections as u64)?;
+    positive("messages_per_second", u64::from(raw.messages_per_second))?;
+    positive("message_burst", u64::from(raw.message_burst))?;
+    positive("max_payload_bytes", raw.max_payload_bytes as u64)?;
+    for (key, value) in [
+        ("ping_interval", raw.ping_interval),
+        ("pong_timeout", raw.pong_timeout),
+        ("drain_timeout", raw.drain_timeout),
+    ] {
+        positive(key, value.0.as_nanos() as u64)?;
+    }
+    if raw.pong_timeout.0 <= raw.ping_interval.0 {
+        return Err(ConfigError::new(
+            "server.limits.pong_timeout",
+            "must be longer than server.limits.ping_interval, or healthy idle clients are closed",
+        ));
+    }
+    Ok(LimitsConfig {
+        max_connections: raw.max_connections,
+        messages_per_second: raw.messages_per_second,
+        message_burst: raw.message_burst,
+        max_payload_bytes: raw.max_payload_bytes,
+        ping_interval: raw.ping_interval.0,
+        pong_timeout: raw.pong_timeout.0,
+        drain_timeout: raw.drain_timeout.0,
+    })
+}
+
+fn parse_session_storage(value: &str) -> Result<SessionStorage, ConfigError> {
+    if value == "memory" {
+        return Ok(SessionStorage::Memory);
+    }
+    match value.strip_prefix("sqlite://") {
+        Some(path) if !path.is_empty() => Ok(SessionStorage::Sqlite(PathBuf::from(path))),
+        _ => Err(ConfigError::new(
+            "storage.sessions",
+            format!("expected `sqlite://PATH` or `memory`, got {value:?}"),
+        )),
+    }
+}
+
+fn validate_agent(index: usize, raw: raw::Agent) -> Result<AgentConfig, ConfigError> {
+    let key = |field: &str| format!("agents[{index}].{field}");
+    let name_ok = !raw.name.is_empty()
+        && raw.name.len() <= 128
+        && raw
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !name_ok {
+        return Err(ConfigError::new(
+            key("name"),
+            "1 to 128 ASCII letters, digits, '.', '_' or '-'",
+        ));
+    }
+    if raw.handler == HandlerKind::Runtime {
+        return Err(ConfigError::new(
+            key("handler"),
+            "`runtime` needs a model provider, which this version does not support yet; use test, echo or demo",
+        ));
+    }
+    Ok(AgentConfig {
+        name: raw.name,
+        handler: raw.handler,
+        context_ttl: raw.context_ttl.0,
+        ack_timeout: raw.ack_timeout.0,
+        client_tool_timeout: raw.client_tool_timeout.0,
+    })
+}
+
+/// The file's shape, exactly as written. Defaults live here; meaning lives in
+/// the validated types above.
+mod raw {
+    use serde::Deserialize;
+
+    use super::HandlerKind;
+    use super::duration::ConfigDuration;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct File {
+        #[serde(default)]
+        pub(super) server: Server,
+        #[serde(default)]
+        pub(super) storage: Storage,
+        #[serde(default)]
+        pub(super) agents: Vec<Agent>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub(super) struct Server {
+        pub(super) listen: String,
+        pub(super) public_url: Option<String>,
+        pub(super) allowed_origins: Vec<String>,
+        pub(super) allow_unauthenticated: bool,
+        pub(super) limits: Limits,
+    }
+
+    impl Default for Server {
+        fn default() -> Server {
+            Server {
+                listen: "127.0.0.1:8080".to_owned(),
+                public_url: None,
+                allowed_origins: Vec::new(),
+                allow_unauthenticated: true,
+                limits: Limits::default(),
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub(super) struct Limits {
+        pub(super) max_connections: usize,
+        pub(super) messages_per_second: u32,
+        pub(super) message_burst: u32,
+        pub(super) max_payload_bytes: usize,
+        pub(super) ping_interval: ConfigDuration,
+        pub(super) pong_timeout: ConfigDuration,
+        pub(super) drain_timeout: ConfigDuration,
+    }
+
+    impl Default for Limits {
+        fn default() -> Limits {
+            Limits {
+                max_connections: 500,
+                messages_per_second: 50,
+                message_burst: 100,
+                max_payload_bytes: 16 * 1024 * 1024,
+                ping_interval: ConfigDuration::secs(30),
+                pong_timeout: ConfigDuration::secs(60),
+                drain_timeout: ConfigDuration::secs(30),
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub(super) struct Storage {
+        pub(super) sessions: String,
+    }
+
+    impl Default for Storage {
+        fn default() -> Storage {
+            Storage {
+                sessions: "sqlite://./data/agentwire.db".to_owned(),
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct Agent {
+        pub(super) name: String,
+        pub(super) handler: HandlerKind,
+        #[serde(default = "default_context_ttl")]
+        pub(super) context_ttl: ConfigDuration,
+        #[serde(default = "default_ack_timeout")]
+        pub(super) ack_timeout: ConfigDuration,
+        #[serde(default = "default_client_tool_timeout")]
+        pub(super) client_tool_timeout: ConfigDuration,
+    }
+
+    fn default_context_ttl() -> ConfigDuration {
+        ConfigDuration::secs(24 * 3600)
+    }
+
+    fn default_ack_timeout() -> ConfigDuration {
+        ConfigDuration::secs(5)
+    }
+
+    fn default_client_tool_timeout() -> ConfigDuration {
+        ConfigDuration::secs(60)
+    }
+}

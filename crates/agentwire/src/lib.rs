@@ -1,0 +1,26 @@
+//! agentwire as a library: the binary's pieces, callable from tests.
+//!
+//! - [`config`]: the YAML file, parsed and validated before any port is bound.
+//! - [`app`]: builds the engine, store and agents from a [`config::Config`].
+//! - [`run`]: serves an already bound listener until shutdown, as
+//!   mini-redis' `server::run` does, so tests can bind `127.0.0.1:0`.
+
+pub mod app;
+pub mod config;
+mod system;
+
+use std::future::Future;
+
+use tokio::net::TcpListener;
+
+/// Builds the application from `config` and serves `listener` until
+/// `shutdown` resolves and the drain completes.
+pub async fn run(
+    listener: TcpListener,
+    config: config::Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = app::build(config).await?;
+    agentwire_server::serve(listener, state, shutdown).await?;
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! `agentwire serve [--config FILE] [--listen ADDR]`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentwire::config::{self, Config};
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+#[derive(Parser)]
+#[command(
+    name = "agentwire",
+    version,
+    about = "Hosts AI agents and streams them to clients over WebSocket"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the agents of a config file, or the built-in demo config.
+    Serve {
+        /// YAML config file. Without it the built-in demo config is served.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Listen address; overrides `server.listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Parse and validate a config file, then exit.
+    CheckConfig {
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+/// BSD `EX_USAGE`: the exit status for a bad configuration.
+const EXIT_CONFIG: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        Command::CheckConfig { config } => match config::load(&config) {
+            Ok(_) => {
+                println!("{}: ok", config.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => config_error(&e),
+        },
+        Command::Serve { config, listen } => {
+            let loaded = match &config {
+                Some(path) => config::load(path),
+                None => config::parse(config::DEMO_CONFIG, |name| std::env::var(name).ok()),
+            };
+            let mut config = match loaded {
+                Ok(config) => config,
+                Err(e) => return config_error(&e),
+            };
+            if let Some(listen) = listen {
+                config.listen = listen;
+            }
+            serve(config)
+        }
+    }
+}
+
+fn serve(config: Config) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("server.listen: cannot bind {}: {e}", config.listen))?;
+        tracing::info!(address = %listener.local_addr()?, agents = ?config.agents.iter().map(|a| &a.name).collect::<Vec<_>>(), "agentwire listening");
+        agentwire::run(listener, config, shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_error(e: &config::ConfigError) -> ExitCode {
+    eprintln!("config error: {e}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutdown signal received");
+}

@@ -1,0 +1,29 @@
+//! The real clock and randomness behind the core's ports.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentwire_core::{Clock, IdSource, SessionId, Timestamp};
+
+pub(crate) struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp(i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX))
+    }
+}
+
+/// UUIDv4 from the operating system's generator.
+pub(crate) struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn session_id(&self) -> SessionId {
+        SessionId::minted(uuid::Uuid::new_v4().to_string())
+    }
+
+    fn call_id(&self) -> String {
+        format!("call_{}", uuid::Uuid::new_v4().simple())
+    }
+}

@@ -1,0 +1,421 @@
+//! The built binary against bad config files: exit status 64 and a stderr
+//! line that names the offending key; plus a smoke test of `serve` and
+//! SIGTERM over a real process.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::support::Client;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
+
+/// A valid `agents:` block for configs whose fault lies elsewhere.
+const ONE_AGENT: &str = "agents:\n  - name: echo\n    handler: echo\n";
+
+/// Writes `text` as `config.yaml` in a fresh directory.
+fn write_config(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// A command for the binary with the test's variables cleared from its
+/// environment, so a developer's shell cannot change the outcome.
+fn agentwire() -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .env_remove("AGENTWIRE_TEST_UNSET_VAR_XYZ")
+        .env_remove("AGENTWIRE_TEST_PORT_VAR")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    command
+}
+
+fn check_config(path: &Path) -> Output {
+    agentwire()
+        .arg("check-config")
+        .arg("--config")
+        .arg(path)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs `check-config` on `text`; asserts exit 64 and that stderr is
+/// `config error: <key>: ...` mentioning `fragment`.
+fn assert_rejected(text: &str, key: &str, fragment: &str) {
+    let (_dir, path) = write_config(text);
+    let output = check_config(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(64),
+        "exit status for {key}; stderr: {stderr}"
+    );
+    let prefix = format!("config error: {key}: ");
+    assert!(
+        stderr.starts_with(&prefix),
+        "stderr should start with {prefix:?}, got {stderr:?}"
+    );
+    assert!(
+        stderr.contains(fragment),
+        "stderr should mention {fragment:?}, got {stderr:?}"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "nothing on stdout: {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[tokio::test]
+async fn unknown_top_level_key_in_server_is_named() {
+    assert_rejected(
+        &format!("server:\n  limts: {{}}\n{ONE_AGENT}"),
+        "server.limts",
+        "unknown field `limts`",
+    );
+}
+
+#[tokio::test]
+async fn unknown_nested_limit_key_is_named() {
+    assert_rejected(
+        &format!("server:\n  limits:\n    max_conections: 5\n{ONE_AGENT}"),
+        "server.limits.max_conections",
+        "unknown field `max_conections`",
+    );
+}
+
+#[tokio::test]
+async fn unknown_root_and_agent_keys_are_named() {
+    assert_rejected(
+        &format!("bogus: 1\n{ONE_AGENT}"),
+        "bogus",
+        "unknown field `bogus`",
+    );
+    assert_rejected(
+        "agents:\n  - name: a\n    handler: echo\n    extra: 1\n",
+        "agents[0].extra",
+        "unknown field `extra`",
+    );
+}
+
+#[tokio::test]
+async fn bad_duration_is_named() {
+    assert_rejected(
+        &format!("server:\n  limits:\n    ping_interval: 30 seconds\n{ONE_AGENT}"),
+        "server.limits.ping_interval",
+        "invalid duration \"30 seconds\"",
+    );
+}
+
+#[tokio::test]
+async fn unsupported_session_storage_is_named() {
+    assert_rejected(
+        &format!("storage:\n  sessions: postgres://x\n{ONE_AGENT}"),
+        "storage.sessions",
+        "postgres://x",
+    );
+}
+
+#[tokio::test]
+async fn runtime_handler_is_refused() {
+    assert_rejected(
+        "agents:\n  - name: echo\n    handler: echo\n  - name: r\n    handler: runtime\n",
+        "agents[1].handler",
+        "runtime",
+    );
+}
+
+#[tokio::test]
+async fn unknown_handler_is_named() {
+    assert_rejected(
+        "agents:\n  - name: a\n    handler: bogus\n",
+        "agents[0].handler",
+        "unknown variant `bogus`",
+    );
+}
+
+#[tokio::test]
+async fn duplicate_agent_name_is_named() {
+    assert_rejected(
+        "agents:\n  - name: a\n    handler: echo\n  - name: a\n    handler: test\n",
+        "agents[1].name",
+        "duplicate agent name \"a\"",
+    );
+}
+
+#[tokio::test]
+async fn no_agents_is_an_error() {
+    assert_rejected(
+        "storage:\n  sessions: memory\n",
+        "agents",
+        "at least one agent",
+    );
+    assert_rejected("agents: []\n", "agents", "at least one agent");
+}
+
+#[tokio::test]
+async fn unset_variable_without_default_is_named() {
+    assert_rejected(
+        &format!("server:\n  listen: ${{AGENTWIRE_TEST_UNSET_VAR_XYZ}}\n{ONE_AGENT}"),
+        "${AGENTWIRE_TEST_UNSET_VAR_XYZ}",
+        "not set",
+    );
+}
+
+#[tokio::test]
+async fn pong_timeout_must_exceed_ping_interval() {
+    for pong in ["30s", "10s"] {
+        assert_rejected(
+            &format!(
+                "server:\n  limits:\n    ping_interval: 30s\n    pong_timeout: {pong}\n{ONE_AGENT}"
+            ),
+            "server.limits.pong_timeout",
+            "ping_interval",
+        );
+    }
+}
+
+#[tokio::test]
+async fn unreadable_config_file_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = check_config(&dir.path().join("missing.yaml"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "stderr: {stderr}");
+    assert!(stderr.starts_with("config error: --config: "), "{stderr:?}");
+}
+
+#[tokio::test]
+async fn variable_default_is_substituted() {
+    // The default is used when the variable is unset...
+    let (_dir, path) = write_config(&format!(
+        "server:\n  listen: ${{AGENTWIRE_TEST_PORT_VAR:127.0.0.1:0}}\n{ONE_AGENT}"
+    ));
+    let output = check_config(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(": ok"), "stdout: {stdout:?}");
+
+    // ...and is really what gets validated: a bad default fails on the key.
+    assert_rejected(
+        &format!("server:\n  listen: ${{AGENTWIRE_TEST_PORT_VAR:not-an-address}}\n{ONE_AGENT}"),
+        "server.listen",
+        "not-an-address",
+    );
+
+    // A set variable wins over the default.
+    let (_dir2, path) = write_config(&format!(
+        "server:\n  listen: ${{AGENTWIRE_TEST_PORT_VAR:not-an-address}}\n{ONE_AGENT}"
+    ));
+    let output = agentwire()
+        .env("AGENTWIRE_TEST_PORT_VAR", "127.0.0.1:0")
+        .arg("check-config")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn serve_with_bad_config_exits_64_before_listening() {
+    let (_dir, path) = write_config(&format!("server:\n  limts: {{}}\n{ONE_AGENT}"));
+    let output = agentwire()
+        .env("RUST_LOG", "info")
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "stderr: {stderr}");
+    assert!(
+        stderr.contains("config error: server.limts: "),
+        "{stderr:?}"
+    );
+    assert!(!stderr.contains("agentwire listening"), "{stderr:?}");
+}
+
+/// A spawned server process, killed if the test ends early.
+struct ServerProcess {
+    child: Child,
+    stderr: mpsc::UnboundedReceiver<String>,
+}
+
+impl ServerProcess {
+    fn spawn(args: &[&str], current_dir: Option<&Path>) -> ServerProcess {
+        let mut command = agentwire();
+        command
+            .env("RUST_LOG", "info")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(dir) = current_dir {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().expect("the binary starts");
+        let pipe = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Keeps draining stderr for the life of the process so it never blocks.
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    // Nobody listens any more; keep reading so the pipe drains.
+                }
+            }
+        });
+        ServerProcess { child, stderr: rx }
+    }
+
+    /// Reads stderr until the `agentwire listening` line; its `address=`.
+    async fn listening_address(&mut self) -> SocketAddr {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.stderr.recv()).await {
+                Ok(Some(line)) => strip_ansi(&line),
+                Ok(None) => panic!("stderr closed before the listening line: {seen:#?}"),
+                Err(_) => panic!("no listening line within 10 s: {seen:#?}"),
+            };
+            if line.contains("agentwire listening") {
+                let address = line
+                    .split_whitespace()
+                    .find_map(|field| field.strip_prefix("address="))
+                    .unwrap_or_else(|| panic!("no address= in {line:?}"));
+                return address
+                    .parse()
+                    .unwrap_or_else(|e| panic!("bad address {address:?}: {e}"));
+            }
+            seen.push(line);
+        }
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit.
+    async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "process still running after {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Removes `ESC [ ... letter` sequences, in case the log is coloured.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn binary_serves_and_drains_on_sigterm() {
+    let (dir, path) = write_config(&format!("storage:\n  sessions: memory\n{ONE_AGENT}"));
+    let path = path.to_str().unwrap().to_owned();
+    let mut server = ServerProcess::spawn(
+        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
+        Some(dir.path()),
+    );
+    let addr = server.listening_address().await;
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?agent=echo"))
+        .await
+        .expect("upgrade accepted");
+    let mut client = Client { ws };
+    let connected = client.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    client
+        .send_json(json!({"type": "message", "content": "hi"}))
+        .await;
+    let done = client.recv().await;
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["content"], "Echo: hi", "{done}");
+
+    server.sigterm();
+    let frame = client
+        .expect_close(Duration::from_secs(5))
+        .await
+        .expect("a close frame");
+    assert_eq!(frame.code, CloseCode::Away, "{frame:?}");
+    let status = server.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // Memory storage: nothing written next to the config.
+    assert!(!dir.path().join("data").exists());
+}
+
+#[tokio::test]
+async fn serve_without_config_uses_data_dir_under_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::spawn(&["serve", "--listen", "127.0.0.1:0"], Some(dir.path()));
+    let addr = server.listening_address().await;
+    assert_ne!(
+        addr.port(),
+        8080,
+        "--listen overrides the demo config's port"
+    );
+
+    // The demo config serves `echo` too; a turn proves the store is open.
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?agent=echo"))
+        .await
+        .expect("upgrade accepted");
+    let mut client = Client { ws };
+    assert_eq!(client.recv().await["type"], "connected");
+    client.say("hello").await;
+    let done = client.recv().await;
+    assert_eq!(done["content"], "Echo: hello", "{done}");
+
+    let db = dir.path().join("data").join("agentwire.db");
+    assert!(db.is_file(), "{} should exist", db.display());
+
+    server.sigterm();
+    let status = server.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -1,0 +1,132 @@
+//! The drain on shutdown: refuse new sockets, let running turns finish,
+//! close every socket with 1001, then return.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::support::TestServer;
+
+/// Polls `/readyz` until it fails (the drain has begun), for at most `within`.
+async fn wait_not_ready(server: &TestServer, within: Duration) -> (u16, String) {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = server.get("/readyz").await;
+        if answer.0 != 200 || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn drain_refuses_new_sockets_and_lets_the_turn_finish() {
+    let mut server = TestServer::with_server_yaml("  limits:\n    drain_timeout: 10s").await;
+    let (mut busy, _) = server.connect("agent=test-agent").await;
+    busy.script("slow", "patience").await;
+    let (mut idle, _) = server.connect("agent=test-agent").await;
+    // Let the slow turn start before the drain.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    server.begin_shutdown();
+    let began = Instant::now();
+    assert_eq!(
+        wait_not_ready(&server, Duration::from_millis(300)).await,
+        (503, "draining\n".to_owned())
+    );
+    let refused = server.try_connect("agent=test-agent").await.err();
+    assert_eq!(refused, Some((503, "server draining\n".to_owned())));
+    assert!(
+        began.elapsed() < Duration::from_millis(500),
+        "refusals took {:?}",
+        began.elapsed()
+    );
+
+    // `resume` bypasses the drain gate.
+    match server.try_connect("agent=test-agent&resume=x").await {
+        Err((status, body)) => {
+            assert!(
+                !(status == 503 && body == "server draining\n"),
+                "a resume upgrade must bypass the drain gate, got {status} {body:?}"
+            );
+        }
+        Ok(mut resumed) => {
+            let frame = resumed.expect_close(Duration::from_secs(1)).await;
+            if let Some(frame) = frame {
+                assert_eq!(frame.code, CloseCode::Away, "{frame:?}");
+            }
+        }
+    }
+
+    // The idle socket closes at once.
+    let frame = idle
+        .expect_close(Duration::from_secs(1))
+        .await
+        .expect("a close frame");
+    assert_eq!(frame.code, CloseCode::Away, "{frame:?}");
+    assert_eq!(frame.reason.as_str(), "server shutdown", "{frame:?}");
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "idle close took {:?}",
+        began.elapsed()
+    );
+
+    // The running turn completes, then its socket closes.
+    let turn = busy.recv_turn().await;
+    let done = turn.last().unwrap();
+    assert_eq!(done["type"], "done", "{turn:?}");
+    assert_eq!(done["content"], "done: patience", "{turn:?}");
+    let frame = busy
+        .expect_close(Duration::from_secs(1))
+        .await
+        .expect("a close frame");
+    assert_eq!(frame.code, CloseCode::Away, "{frame:?}");
+
+    tokio::time::timeout(Duration::from_secs(2), server.wait_stopped())
+        .await
+        .expect("the server returns once every socket is closed");
+}
+
+#[tokio::test]
+async fn drain_timeout_cancels_the_running_turn() {
+    let mut server = TestServer::with_server_yaml("  limits:\n    drain_timeout: 300ms").await;
+    let (mut busy, _) = server.connect("agent=test-agent").await;
+    busy.script("slow", "too slow").await;
+    let sent = Instant::now();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    server.begin_shutdown();
+    // Any frame before the close (an error for the cancelled turn) is fine;
+    // the turn's `done` is not: it would have needed 2 s.
+    let close = loop {
+        let next = tokio::time::timeout(Duration::from_millis(1500), busy.ws.next())
+            .await
+            .expect("the socket closes within 1.5 s");
+        match next {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(Message::Text(text))) => {
+                let frame: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+                assert_ne!(
+                    frame["type"], "done",
+                    "the turn should have been cancelled: {frame}"
+                );
+            }
+            Some(Ok(_)) => {}
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    };
+    let frame = close.expect("a close frame with a code");
+    assert_eq!(frame.code, CloseCode::Away, "{frame:?}");
+    assert!(
+        sent.elapsed() < Duration::from_millis(1500),
+        "closed after {:?}",
+        sent.elapsed()
+    );
+
+    tokio::time::timeout(Duration::from_secs(2), server.wait_stopped())
+        .await
+        .expect("the server returns after the forced close");
+}

@@ -1,0 +1,16 @@
+//! End-to-end tests: the real server on 127.0.0.1:0, driven over real sockets.
+//!
+//! One test binary for the whole crate (each `tests/*.rs` would link its own).
+
+mod support;
+
+mod binary_frames;
+mod config_errors;
+mod demo;
+mod drain;
+mod keepalive;
+mod limits;
+mod messages;
+mod ops;
+mod sessions;
+mod upgrade;

@@ -1,0 +1,288 @@
+//! The test harness: a server per test, a WebSocket client, a raw HTTP GET.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long a test waits for any one frame before failing.
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The agents every test server has, after the `server:` block.
+pub const AGENTS: &str = r#"
+agents:
+  - name: test-agent
+    handler: test
+  - name: echo
+    handler: echo
+  - name: demo
+    handler: demo
+  - name: short-lived
+    handler: test
+    context_ttl: 300ms
+"#;
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub db_path: PathBuf,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    /// A server with default settings on a fresh SQLite file.
+    pub async fn start() -> TestServer {
+        TestServer::with_server_yaml("").await
+    }
+
+    /// A server whose `server:` block is `server_yaml` (indented by the caller).
+    pub async fn with_server_yaml(server_yaml: &str) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agentwire.db");
+        let mut server = TestServer::on_database(&db, server_yaml).await;
+        server._dir = Some(dir);
+        server
+    }
+
+    /// A server on the SQLite file `db`, which outlives it.
+    pub async fn on_database(db: &Path, server_yaml: &str) -> TestServer {
+        let yaml = format!(
+            "server:\n  listen: 127.0.0.1:0\n{server_yaml}\nstorage:\n  sessions: sqlite://{}\n{AGENTS}",
+            db.display()
+        );
+        let config = agentwire::config::parse(&yaml, |_| None).expect("test config is valid");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(agentwire::run(listener, config, async move {
+            let _ = rx.await;
+        }));
+        TestServer {
+            addr,
+            db_path: db.to_owned(),
+            shutdown: Some(tx),
+            task: Some(task),
+            _dir: None,
+        }
+    }
+
+    pub fn url(&self, path_and_query: &str) -> String {
+        format!("ws://{}{path_and_query}", self.addr)
+    }
+
+    /// Connects to `/ws?<query>` and returns the client and the `connected` frame.
+    pub async fn connect(&self, query: &str) -> (Client, Value) {
+        let mut client = self.try_connect(query).await.expect("upgrade accepted");
+        let connected = client.recv().await;
+        assert_eq!(connected["type"], "connected", "first frame: {connected}");
+        (client, connected)
+    }
+
+    pub async fn try_connect(&self, query: &str) -> Result<Client, (u16, String)> {
+        self.try_connect_with(query, &[]).await
+    }
+
+    /// Connects with extra request headers; a refused upgrade gives its status and body.
+    pub async fn try_connect_with(
+        &self,
+        query: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Client, (u16, String)> {
+        let mut request = self
+            .url(&format!("/ws?{query}"))
+            .into_client_request()
+            .unwrap();
+        for (name, value) in headers {
+            request.headers_mut().insert(
+                tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes())
+                    .unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((ws, _)) => Ok(Client { ws }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let status = response.status().as_u16();
+                let body = response
+                    .body()
+                    .as_deref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned());
+                Err((status, body.unwrap_or_default()))
+            }
+            Err(e) => panic!("connect failed: {e}"),
+        }
+    }
+
+    /// `GET path` over a raw socket: status and body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.addr, path).await
+    }
+
+    /// Triggers the drain without waiting for it.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Shuts down and waits until the server has returned.
+    pub async fn stop(mut self) {
+        self.begin_shutdown();
+        self.wait_stopped().await;
+    }
+
+    pub async fn wait_stopped(&mut self) {
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(40), task)
+                .await
+                .expect("server stopped in time")
+                .expect("server task did not panic")
+                .expect("server returned Ok");
+        }
+    }
+}
+
+pub struct Client {
+    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Client {
+    pub async fn send_json(&mut self, value: Value) {
+        self.send_text(&value.to_string()).await;
+    }
+
+    pub async fn send_text(&mut self, text: &str) {
+        self.ws.send(Message::text(text)).await.expect("send");
+    }
+
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
+        self.ws.send(Message::binary(bytes)).await.expect("send");
+    }
+
+    /// Sends a text message to the agent.
+    pub async fn say(&mut self, content: &str) {
+        self.send_json(serde_json::json!({"type": "message", "content": content}))
+            .await;
+    }
+
+    /// Sends a message that picks the test handler's script.
+    pub async fn script(&mut self, scenario: &str, content: &str) {
+        self.send_json(serde_json::json!({
+            "type": "message", "content": content, "metadata": {"mock_scenario": scenario}
+        }))
+        .await;
+    }
+
+    /// The next JSON text frame, skipping pings and pongs.
+    pub async fn recv(&mut self) -> Value {
+        loop {
+            let message = tokio::time::timeout(FRAME_TIMEOUT, self.ws.next())
+                .await
+                .expect("a frame within the timeout")
+                .expect("socket open")
+                .expect("frame readable");
+            match message {
+                Message::Text(text) => {
+                    let value: Value =
+                        serde_json::from_str(text.as_str()).expect("server frames are JSON");
+                    assert!(
+                        value["timestamp"].is_string(),
+                        "every server frame has a timestamp: {value}"
+                    );
+                    return value;
+                }
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("expected a text frame, got {other:?}"),
+            }
+        }
+    }
+
+    /// Frames up to and including the turn's terminal `done` or `error`.
+    pub async fn recv_turn(&mut self) -> Vec<Value> {
+        let mut frames = Vec::new();
+        loop {
+            let frame = self.recv().await;
+            let terminal = frame["type"] == "done" || frame["type"] == "error";
+            frames.push(frame);
+            if terminal {
+                return frames;
+            }
+        }
+    }
+
+    /// Asserts no text frame arrives within `wait`.
+    pub async fn expect_silence(&mut self, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.ws.next()).await {
+                Err(_) => return,
+                Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
+                Ok(other) => panic!("expected silence, got {other:?}"),
+            }
+        }
+    }
+
+    /// Reads until the server closes; returns its close frame, if it sent one.
+    pub async fn expect_close(&mut self, within: Duration) -> Option<CloseFrame> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.ws.next()).await {
+                Err(_) => panic!("socket still open after {within:?}"),
+                Ok(None) | Ok(Some(Err(_))) => return None,
+                Ok(Some(Ok(Message::Close(frame)))) => return frame,
+                Ok(Some(Ok(_))) => continue,
+            }
+        }
+    }
+}
+
+/// Asserts `frame` is an error with `code` and `message`.
+pub fn assert_error(frame: &Value, code: &str, message: &str) {
+    assert_eq!(frame["type"], "error", "{frame}");
+    assert_eq!(frame["error"]["code"], code, "{frame}");
+    assert_eq!(frame["error"]["message"], message, "{frame}");
+}
+
+/// `GET path` with `Connection: close`; status and body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(FRAME_TIMEOUT, stream.read_to_end(&mut response))
+        .await
+        .expect("response in time")
+        .unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Rows in the `messages` table of the SQLite file, read directly.
+pub fn stored_messages(db: &Path) -> Vec<(String, i64, String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT session_id, seq, role, content FROM messages ORDER BY session_id, seq")
+        .unwrap();
+    stmt.query_map([], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
