@@ -19,11 +19,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
+use crate::scope::ConnectionScope;
 use crate::session::{MessageRole, SessionRecord, StoredMessage};
 use crate::store::{SessionStore, StoreError};
 use crate::time::{Clock, Timestamp};
 use crate::turn::{
-    EventSink, Handler, Reply, ToolOutcome, TurnContext, TurnEvent, TurnFailure, TurnInput,
+    ClientTools, EventSink, Handler, Reply, ToolOutcome, ToolSide, TurnContext, TurnEvent,
+    TurnFailure, TurnInput,
 };
 
 /// How many events a turn may have in flight towards its connection before
@@ -90,6 +92,9 @@ pub struct SubmitRequest<'a> {
     pub content: Option<String>,
     pub parts: Vec<ContentPart>,
     pub metadata: Metadata,
+    /// The connection's state: its client tool calls are answered there, and
+    /// handlers cache per-connection resources in it.
+    pub scope: &'a Arc<ConnectionScope>,
 }
 
 /// Why a message was not accepted. Nothing was stored for it.
@@ -206,6 +211,13 @@ impl Engine {
             history: history.clone(),
             cancel: self.inner.turns_cancel.child_token(),
             events: EventSink::new(tx),
+            scope: req.scope.clone(),
+            client_tools: ClientTools {
+                broker: req.scope.client_tools().clone(),
+                ids: self.inner.ids.clone(),
+                ack_timeout: req.agent.ack_timeout,
+                result_timeout: req.agent.client_tool_timeout,
+            },
         };
         drop(history);
         let turn_lease = lease.clone_lease();
@@ -412,15 +424,20 @@ fn tool_records(session: &SessionId, events: Vec<TurnEvent>, at: Timestamp) -> V
             let content = match event {
                 TurnEvent::ToolCall(call) => serde_json::json!({
                     "call": {"id": call.id, "name": call.name, "arguments": call.arguments,
-                             "side": match call.side { crate::ToolSide::Server => "server", crate::ToolSide::Client => "client" }}
+                             "side": match call.side { ToolSide::Server => "server", ToolSide::Client => "client" }}
                 }),
-                TurnEvent::ToolResult { id, outcome } => {
+                TurnEvent::ToolResult { id, outcome, .. } => {
                     let (status, value) = match outcome {
                         ToolOutcome::Ok(v) => ("ok", v),
                         ToolOutcome::Error(e) => ("error", e.into()),
                         ToolOutcome::Denied(r) => ("denied", r.into()),
                     };
                     serde_json::json!({"result": {"id": id, "status": status, "value": value}})
+                }
+                // Text the model wrote before calling tools.
+                TurnEvent::TextDelta(text) => {
+                    let metadata = Metadata::from([("step".to_owned(), "interim".to_owned())]);
+                    return Some(record(session, MessageRole::Assistant, text, Vec::new(), metadata, at));
                 }
                 _ => return None,
             };

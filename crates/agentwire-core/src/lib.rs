@@ -9,7 +9,10 @@
 //! - [`error`]: [`ErrorCode`], the error vocabulary shared by every dialect.
 //! - [`session`]: what the store keeps: [`SessionRecord`] and [`StoredMessage`].
 //! - [`turn`]: [`TurnInput`], [`TurnEvent`] and the [`Handler`] port a turn runs on.
+//! - [`tools`]: the [`ClientToolBroker`] between a turn and the client that runs its tools.
 //! - [`store`]: the [`SessionStore`] port.
+//! - [`model`]: the [`ModelProvider`] port and the server-side [`ToolBox`] port.
+//! - [`media`]: the [`MediaStore`] port and its ids ([`MediaId`], [`StorageRef`]).
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
 //!   rule, resumption and persistence of every accepted message.
 //!
@@ -23,19 +26,33 @@ pub mod content;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod media;
+pub mod model;
+pub mod scope;
 pub mod session;
 pub mod store;
 pub mod time;
+pub mod tools;
 pub mod turn;
 
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{Agent, Engine, SessionLease, SubmitError, SubmitRequest, TurnHandle};
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};
+pub use media::{
+    Download, InvalidMediaId, InvalidStorageRef, MediaBody, MediaBytes, MediaError, MediaId,
+    MediaInfo, MediaStore, StorageRef, UploadSpec, UploadTarget, UploadTicket,
+};
+pub use model::{
+    ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError,
+    ProviderErrorKind, TextSink, ToolBox, ToolSource, ToolSpec, Usage,
+};
+pub use scope::ConnectionScope;
 pub use session::{MessageRole, SessionRecord, StoredMessage};
 pub use store::{SessionStore, StoreError};
 pub use time::{Clock, Timestamp};
+pub use tools::{ClientAnswer, ClientToolBroker};
 pub use turn::{
-    EventSink, Handler, Reply, ToolCall, ToolOutcome, ToolSide, TurnContext, TurnEvent,
-    TurnFailure, TurnInput,
+    AudioFormat, ClientToolRequest, EventSink, Handler, MediaChunk, Reply, ToolCall, ToolOutcome,
+    ToolSide, TurnContext, TurnEvent, TurnFailure, TurnInput,
 };

@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
-use crate::ids::SessionId;
+use crate::ids::{IdSource, SessionId};
 use crate::session::StoredMessage;
+use crate::tools::{ClientCallEnd, ClientToolBroker, await_answer};
 
 /// What the user sent, as the handler sees it.
 #[derive(Debug, Clone, Default)]
@@ -88,13 +89,44 @@ impl TurnFailure {
     }
 }
 
+/// A piece of a media stream a turn sends to the client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaChunk {
+    pub media_id: String,
+    pub mime_type: String,
+    /// Position in the stream, from 0.
+    pub sequence: u32,
+    /// The last chunk of this media stream.
+    pub is_last: bool,
+    pub data: Vec<u8>,
+}
+
+/// The audio format of a realtime session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AudioFormat {
+    pub codec: String,
+    pub sample_rate: u32,
+    pub channels: u32,
+}
+
 /// Everything a turn emits, in order. Exactly one of `Completed` and `Failed`
 /// ends every turn.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEvent {
     TextDelta(String),
     ToolCall(ToolCall),
-    ToolResult { id: String, outcome: ToolOutcome },
+    /// A server tool's outcome, or a client call denied because the client
+    /// did not answer in time (the client is told so it stops waiting).
+    /// Outcomes the client itself sent are recorded but not echoed.
+    ToolResult {
+        id: String,
+        outcome: ToolOutcome,
+        side: ToolSide,
+    },
+    Media(MediaChunk),
+    /// Barge-in: the client drops buffered audio output.
+    Interrupt,
+    AudioFormat(AudioFormat),
     Completed(Reply),
     Failed(TurnFailure),
 }
@@ -121,12 +153,84 @@ pub struct TurnContext {
     pub history: Arc<Vec<StoredMessage>>,
     /// Cancelled when the turn must stop early (forced shutdown).
     pub cancel: CancellationToken,
+    /// The connection the turn runs for: handlers cache per-connection
+    /// resources here.
+    pub scope: Arc<crate::scope::ConnectionScope>,
     pub(crate) events: EventSink,
+    pub(crate) client_tools: ClientTools,
+}
+
+/// A tool the client is asked to run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClientToolRequest {
+    /// From [`TurnContext::new_call_id`]: unguessable, so only the client
+    /// that received the call can answer it.
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub consent_message: Option<String>,
+    pub categories: Vec<String>,
+}
+
+/// What a turn needs to call the client's tools.
+pub(crate) struct ClientTools {
+    pub(crate) broker: Arc<ClientToolBroker>,
+    pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) ack_timeout: std::time::Duration,
+    pub(crate) result_timeout: std::time::Duration,
 }
 
 impl TurnContext {
     pub fn events(&self) -> &EventSink {
         &self.events
+    }
+
+    /// A fresh, unguessable tool-call id.
+    pub fn new_call_id(&self) -> String {
+        self.client_tools.ids.call_id()
+    }
+
+    /// Asks the client to run a tool and waits for its outcome. A client that
+    /// does not answer in time gets the call denied, and is told so.
+    pub async fn call_client_tool(&self, request: ClientToolRequest) -> ToolOutcome {
+        let tools = &self.client_tools;
+        let id = request.id;
+        let mut answers = tools.broker.register(&id);
+        let call = ToolCall {
+            id: id.clone(),
+            name: request.name,
+            arguments: request.arguments,
+            side: ToolSide::Client,
+            consent_message: request.consent_message,
+            categories: request.categories,
+        };
+        self.events.tool_call(call).await;
+        let end = tokio::select! {
+            end = await_answer(&mut answers, tools.ack_timeout, tools.result_timeout) => end,
+            () = self.cancel.cancelled() => ClientCallEnd::Expired("turn cancelled".to_owned()),
+        };
+        tools.broker.forget(&id);
+        match end {
+            ClientCallEnd::Answered(outcome) => {
+                self.events.record(TurnEvent::ToolResult {
+                    id,
+                    outcome: outcome.clone(),
+                    side: ToolSide::Client,
+                });
+                outcome
+            }
+            ClientCallEnd::Expired(reason) => {
+                let outcome = ToolOutcome::Denied(reason);
+                self.events
+                    .emit_recorded(TurnEvent::ToolResult {
+                        id,
+                        outcome: outcome.clone(),
+                        side: ToolSide::Client,
+                    })
+                    .await;
+                outcome
+            }
+        }
     }
 }
 
@@ -151,18 +255,46 @@ impl EventSink {
     }
 
     pub async fn tool_call(&self, call: ToolCall) {
-        let event = TurnEvent::ToolCall(call);
-        self.tool_log.lock().push(event.clone());
-        self.send(event).await;
+        self.emit_recorded(TurnEvent::ToolCall(call)).await;
     }
 
+    /// The outcome of a server-side tool.
     pub async fn tool_result(&self, id: impl Into<String>, outcome: ToolOutcome) {
         let event = TurnEvent::ToolResult {
             id: id.into(),
             outcome,
+            side: ToolSide::Server,
         };
-        self.tool_log.lock().push(event.clone());
+        self.emit_recorded(event).await;
+    }
+
+    pub async fn media(&self, chunk: MediaChunk) {
+        self.send(TurnEvent::Media(chunk)).await;
+    }
+
+    pub async fn interrupt(&self) {
+        self.send(TurnEvent::Interrupt).await;
+    }
+
+    pub async fn audio_format(&self, format: AudioFormat) {
+        self.send(TurnEvent::AudioFormat(format)).await;
+    }
+
+    /// Sends `event` and keeps it to be stored with the turn.
+    async fn emit_recorded(&self, event: TurnEvent) {
+        self.record(event.clone());
         self.send(event).await;
+    }
+
+    /// Keeps text the model wrote before calling tools, to be stored with
+    /// the turn as an interim assistant message. It was streamed already.
+    pub fn record_interim_text(&self, text: impl Into<String>) {
+        self.record(TurnEvent::TextDelta(text.into()));
+    }
+
+    /// Keeps `event` to be stored with the turn without sending it.
+    fn record(&self, event: TurnEvent) {
+        self.tool_log.lock().push(event);
     }
 
     pub(crate) async fn send(&self, event: TurnEvent) {

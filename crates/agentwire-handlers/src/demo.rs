@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
-use agentwire_core::{Handler, Reply, ToolCall, ToolOutcome, ToolSide, TurnContext, TurnFailure};
+use agentwire_core::{
+    ContentPart, Handler, Reply, ToolCall, ToolOutcome, ToolSide, TurnContext, TurnFailure,
+};
 use async_trait::async_trait;
 use serde_json::json;
 
-use crate::stream_words;
+use crate::{media, stream_words};
 
 /// Pause before the first frame, as Omnia's demo mode does.
 const INITIAL_DELAY: Duration = Duration::from_millis(200);
@@ -25,7 +27,28 @@ impl Handler for DemoHandler {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
         tokio::time::sleep(INITIAL_DELAY).await;
         let input = turn.input.text.to_lowercase();
-        if input.contains("password") {
+        let said = |keys: &[&str]| keys.iter().any(|k| input.contains(k));
+        if said(&["show image", "send image"]) {
+            Ok(media_reply(turn, "Here's a test image for you:", media::image()).await)
+        } else if said(&["play audio", "send audio"]) {
+            Ok(media_reply(turn, "Here's a test audio clip for you:", media::audio()).await)
+        } else if said(&["play video", "send video"]) {
+            Ok(media_reply(turn, "Here's a test video for you:", media::video()).await)
+        } else if said(&["show document", "send document", "send pdf"]) {
+            Ok(media_reply(turn, "Here's a test document for you:", media::document()).await)
+        } else if said(&["multimodal", "mixed content"]) {
+            let lead = "Here's an image";
+            turn.events().text_delta(lead).await;
+            Ok(Reply {
+                text: String::new(),
+                parts: vec![
+                    ContentPart::text(lead),
+                    media::image(),
+                    ContentPart::text("\n\nAnd here's an audio clip:"),
+                    media::audio(),
+                ],
+            })
+        } else if input.contains("password") {
             Ok(password(turn).await)
         } else if input.contains("weather") {
             Ok(weather(turn).await)
@@ -40,6 +63,15 @@ impl Handler for DemoHandler {
             stream_words(turn, &text, CHUNK_PAUSE).await;
             Ok(Reply::text(text))
         }
+    }
+}
+
+/// A streamed lead line, then `done.parts` with the line and the media.
+async fn media_reply(turn: &TurnContext, lead: &str, part: ContentPart) -> Reply {
+    turn.events().text_delta(lead).await;
+    Reply {
+        text: String::new(),
+        parts: vec![ContentPart::text(lead), part],
     }
 }
 

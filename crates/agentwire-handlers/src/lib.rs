@@ -7,6 +7,7 @@
 //!   server-side tool calls, so a new user sees every frame kind.
 
 mod demo;
+mod media;
 mod test_scripts;
 
 use agentwire_core::{Handler, Reply, TurnContext, TurnFailure};

@@ -5,9 +5,11 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use agentwire_core::{
-    ContentPart, ErrorCode, Handler, MessageRole, Reply, TurnContext, TurnFailure,
+    AudioFormat, ClientToolRequest, ContentPart, ErrorCode, Handler, MediaChunk, MessageRole,
+    Reply, ToolCall, ToolOutcome, ToolSide, TurnContext, TurnFailure,
 };
 use async_trait::async_trait;
+use serde_json::json;
 
 /// How long the `slow` script blocks before answering.
 const SLOW_SCRIPT_DELAY: Duration = Duration::from_secs(2);
@@ -48,12 +50,100 @@ impl Handler for TestHandler {
                 }
             }
             "history" => Ok(Reply::text(transcript(turn))),
+            "client-tool" => Ok(client_tool(turn).await),
+            "server-tool" => Ok(server_tool(turn).await),
+            "binary-media" => {
+                let data = b"test audio data".to_vec();
+                Ok(media(turn, "test-media", "audio/mp3", 0, data).await)
+            }
+            "big-media" => Ok(media(turn, "test-media", "video/mp4", 0, pattern(1_081_344)).await),
+            "small-media" => {
+                Ok(media(turn, "test-media", "image/png", 42, pattern(1_048_575)).await)
+            }
+            "threshold-media" => {
+                Ok(media(turn, "test-media", "image/png", 0, pattern(1_048_576)).await)
+            }
+            "over-threshold-media" => {
+                Ok(media(turn, "test-media", "image/png", 0, pattern(1_048_577)).await)
+            }
+            "interrupt" => {
+                turn.events().interrupt().await;
+                Ok(Reply::default())
+            }
+            "session-config" => {
+                let format = AudioFormat {
+                    codec: "pcm".to_owned(),
+                    sample_rate: 24_000,
+                    channels: 1,
+                };
+                turn.events().audio_format(format).await;
+                Ok(Reply::default())
+            }
             _ => Err(TurnFailure::new(
                 ErrorCode::InvalidMessage,
                 "unknown mock_scenario",
             )),
         }
     }
+}
+
+/// Asks the client for its location and reports how the call ended.
+async fn client_tool(turn: &TurnContext) -> Reply {
+    let request = ClientToolRequest {
+        id: turn.new_call_id(),
+        name: "get_location".to_owned(),
+        arguments: json!({"query": "current"}),
+        consent_message: Some("Allow location access?".to_owned()),
+        categories: vec!["location".to_owned()],
+    };
+    match turn.call_client_tool(request).await {
+        ToolOutcome::Ok(_) => Reply::text("Tool result received"),
+        ToolOutcome::Error(reason) | ToolOutcome::Denied(reason) => {
+            Reply::text(format!("Tool rejected: {reason}"))
+        }
+    }
+}
+
+/// A server-side tool, shown on the wire as the test handler does.
+async fn server_tool(turn: &TurnContext) -> Reply {
+    turn.events()
+        .tool_call(ToolCall {
+            id: "tool-1".to_owned(),
+            name: "search".to_owned(),
+            arguments: json!({"query": "test"}),
+            side: ToolSide::Server,
+            consent_message: None,
+            categories: Vec::new(),
+        })
+        .await;
+    turn.events()
+        .tool_result("tool-1", ToolOutcome::Ok(json!("found results")))
+        .await;
+    Reply::text("complete")
+}
+
+/// One media item, sent whole as the last chunk of its stream.
+async fn media(
+    turn: &TurnContext,
+    media_id: &str,
+    mime_type: &str,
+    sequence: u32,
+    data: Vec<u8>,
+) -> Reply {
+    let chunk = MediaChunk {
+        media_id: media_id.to_owned(),
+        mime_type: mime_type.to_owned(),
+        sequence,
+        is_last: true,
+        data,
+    };
+    turn.events().media(chunk).await;
+    Reply::default()
+}
+
+/// `len` bytes where byte `i` is `i mod 256`, so corruption is visible.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| i as u8).collect()
 }
 
 /// The `history` script (agentwire's own): the user and assistant messages the

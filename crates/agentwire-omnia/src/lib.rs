@@ -9,6 +9,7 @@
 //! - [`inbound`]: client text frames, validated against the contract's
 //!   limits, with the reference's exact error texts.
 //! - [`outbound`]: server text frames in the reference's key order.
+//! - [`rest`]: JSON bodies of the `/media/*` HTTP routes.
 //! - [`binary`]: the OMNI frame header, metadata and outbound chunking.
 //! - [`timestamp`]: the `timestamp` every server frame carries.
 
@@ -17,6 +18,7 @@ pub mod binary;
 pub mod inbound;
 mod json;
 pub mod outbound;
+pub mod rest;
 pub mod timestamp;
 
 pub use binary::{
@@ -26,7 +28,9 @@ pub use binary::{
 };
 pub use inbound::{ClientFrame, ClientMessage, FrameError, UploadRequest, decode_client_text};
 pub use outbound::{
-    Capabilities, Connected, encode_chunk, encode_connected, encode_done, encode_error,
-    encode_media_chunk, encode_tool_call, encode_tool_result,
+    Capabilities, Connected, UploadReady, encode_chunk, encode_connected, encode_done,
+    encode_error, encode_interrupt, encode_media_chunk, encode_session_config, encode_tool_call,
+    encode_tool_result, encode_upload_ready,
 };
+pub use rest::{encode_media_info, encode_upload_credentials};
 pub use timestamp::format_timestamp;

@@ -8,7 +8,8 @@
 //! Frames are serialized straight from borrowed views of the core types.
 
 use agentwire_core::{
-    ContentPart, ErrorCode, MediaContent, PartKind, Reply, Timestamp, ToolCall, ToolOutcome,
+    AudioFormat, ContentPart, ErrorCode, MediaContent, PartKind, Reply, Timestamp, ToolCall,
+    ToolOutcome,
 };
 use serde::{Serialize, Serializer};
 
@@ -121,6 +122,66 @@ pub fn encode_error(
     })
 }
 
+/// What `upload_ready` tells the client: where and how to send the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadReady<'a> {
+    pub upload_id: &'a str,
+    pub upload_url: &'a str,
+    pub storage_ref: &'a str,
+    /// When the upload URL expires.
+    pub expires_at: Timestamp,
+    /// `PUT` for every backend; `None` leaves the field out.
+    pub method: Option<&'a str>,
+    /// Headers the upload must carry, in order; empty leaves the field out.
+    pub headers: &'a [(String, String)],
+}
+
+/// The answer to `upload_request` (DOC: with `method` and `headers`, D8).
+pub fn encode_upload_ready(session_id: &str, ready: &UploadReady<'_>, ts: Timestamp) -> String {
+    to_json(&Envelope {
+        upload_ready: Some(UploadReadyOut::new(ready)),
+        ..Envelope::new("upload_ready", session_id, ts)
+    })
+}
+
+/// The `upload_ready` object, also the body of `POST /media/request-upload`
+/// (snake_case keys, D9).
+#[derive(Serialize)]
+pub(crate) struct UploadReadyOut<'a> {
+    upload_id: &'a str,
+    upload_url: &'a str,
+    storage_ref: &'a str,
+    expires_at: Rfc3339,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(
+        skip_serializing_if = "<[(String, String)]>::is_empty",
+        serialize_with = "serialize_headers"
+    )]
+    headers: &'a [(String, String)],
+}
+
+impl<'a> UploadReadyOut<'a> {
+    pub(crate) fn new(ready: &UploadReady<'a>) -> UploadReadyOut<'a> {
+        UploadReadyOut {
+            upload_id: ready.upload_id,
+            upload_url: ready.upload_url,
+            storage_ref: ready.storage_ref,
+            expires_at: Rfc3339(ready.expires_at),
+            method: ready.method,
+            headers: ready.headers,
+        }
+    }
+}
+
+/// Headers as a JSON object, in the given order.
+fn serialize_headers<S: Serializer>(
+    headers: &&[(String, String)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(headers.iter().map(|(k, v)| (k, v)))
+}
+
 /// The JSON fallback for media when the client did not ask for binary
 /// frames: the payload travels base64-encoded in `media_chunk.data`.
 pub fn encode_media_chunk(
@@ -142,6 +203,31 @@ pub fn encode_media_chunk(
         }),
         ..Envelope::new("media_chunk", session_id, ts)
     })
+}
+
+/// Barge-in on a realtime session: the client drops buffered audio output.
+pub fn encode_interrupt(session_id: &str, ts: Timestamp) -> String {
+    to_json(&Envelope::new("interrupt", session_id, ts))
+}
+
+/// The audio format negotiated for a realtime session.
+pub fn encode_session_config(session_id: &str, format: &AudioFormat, ts: Timestamp) -> String {
+    to_json(&Envelope {
+        session_config: Some(SessionConfigOut {
+            codec: &format.codec,
+            sample_rate: format.sample_rate,
+            channels: format.channels,
+        }),
+        ..Envelope::new("session_config", session_id, ts)
+    })
+}
+
+/// `session_config`: every field is always written.
+#[derive(Serialize)]
+struct SessionConfigOut<'a> {
+    codec: &'a str,
+    sample_rate: u32,
+    channels: u32,
 }
 
 fn to_json(envelope: &Envelope<'_>) -> String {
@@ -180,7 +266,11 @@ struct Envelope<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    upload_ready: Option<UploadReadyOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     media_chunk: Option<MediaChunkOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_config: Option<SessionConfigOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     connected: Option<ConnectedOut<'a>>,
     timestamp: Rfc3339,
@@ -196,7 +286,9 @@ impl<'a> Envelope<'a> {
             tool_call: None,
             tool_result: None,
             error: None,
+            upload_ready: None,
             media_chunk: None,
+            session_config: None,
             connected: None,
             timestamp: Rfc3339(ts),
         }
@@ -718,6 +810,58 @@ mod tests {
         assert_eq!(
             v["media_chunk"],
             json!({"media_id":"","sequence":3,"is_last":false,"data":"","mime_type":""})
+        );
+    }
+
+    #[test]
+    fn interrupt_and_session_config_shapes() {
+        let ts = Timestamp(0);
+        assert_eq!(
+            encode_interrupt("s1", ts),
+            r#"{"type":"interrupt","session_id":"s1","timestamp":"1970-01-01T00:00:00Z"}"#
+        );
+        let format = AudioFormat {
+            codec: "pcm".into(),
+            sample_rate: 24000,
+            channels: 1,
+        };
+        assert_eq!(
+            encode_session_config("s1", &format, ts),
+            r#"{"type":"session_config","session_id":"s1","session_config":{"codec":"pcm","sample_rate":24000,"channels":1},"timestamp":"1970-01-01T00:00:00Z"}"#
+        );
+    }
+
+    #[test]
+    fn upload_ready_golden() {
+        let headers = [("Content-Type".to_owned(), "image/jpeg".to_owned())];
+        let ready = UploadReady {
+            upload_id: "0123456789abcdef0123456789abcdef",
+            upload_url: "https://agents.example.com/media/upload/0123456789abcdef0123456789abcdef",
+            storage_ref: "omnia://sessions/s1/media/0123456789abcdef0123456789abcdef",
+            expires_at: TS,
+            method: Some("PUT"),
+            headers: &headers,
+        };
+        assert_eq!(
+            encode_upload_ready("s1", &ready, TS),
+            format!(
+                r#"{{"type":"upload_ready","session_id":"s1","upload_ready":{{"upload_id":"0123456789abcdef0123456789abcdef","upload_url":"https://agents.example.com/media/upload/0123456789abcdef0123456789abcdef","storage_ref":"omnia://sessions/s1/media/0123456789abcdef0123456789abcdef","expires_at":"2026-07-24T16:47:30.5Z","method":"PUT","headers":{{"Content-Type":"image/jpeg"}}}},{TS_JSON}"#
+            )
+        );
+        // Absent method and headers are left out.
+        let bare = UploadReady {
+            method: None,
+            headers: &[],
+            ..ready
+        };
+        let v = parse(&encode_upload_ready("s1", &bare, TS));
+        assert_eq!(
+            v["upload_ready"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["expires_at", "storage_ref", "upload_id", "upload_url"]
         );
     }
 }

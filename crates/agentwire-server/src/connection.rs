@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::{
-    ErrorCode, SessionId, SessionLease, SubmitError, SubmitRequest, ToolSide, TurnEvent,
+    ClientAnswer, ConnectionScope, ErrorCode, MediaChunk, SessionId, SessionLease, SubmitError,
+    SubmitRequest, ToolSide, TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
@@ -50,7 +51,12 @@ struct Connection {
     /// Events of the running turn; `None` when idle. One turn at a time per
     /// connection.
     turn: Option<mpsc::Receiver<TurnEvent>>,
+    /// Per-connection state: pending client tool calls, handler caches.
+    scope: Arc<ConnectionScope>,
+    /// Text frames per second.
     limiter: TokenBucket,
+    /// Binary media bytes per second.
+    media_limiter: TokenBucket,
 }
 
 /// Why the loop ended; decides the close frame, if any.
@@ -69,7 +75,12 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
     let minted = state.engine.mint_session_id();
     let limits = &state.settings.limits;
     let mut conn = Connection {
-        limiter: TokenBucket::new(limits.messages_per_second, limits.message_burst),
+        limiter: TokenBucket::new(
+            u64::from(limits.messages_per_second),
+            u64::from(limits.message_burst),
+        ),
+        media_limiter: TokenBucket::new(limits.media_bytes_per_second, limits.media_burst_bytes),
+        scope: ConnectionScope::new(),
         current: minted.clone(),
         minted,
         lease: None,
@@ -182,9 +193,14 @@ impl Connection {
                     .metrics
                     .messages_received_total
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if !self.limiter.try_take() {
+                if !self.media_limiter.try_take_n(bytes.len() as u64) {
                     return self
-                        .send_error(socket, None, ErrorCode::RateLimited, "rate limit exceeded")
+                        .send_error(
+                            socket,
+                            None,
+                            ErrorCode::RateLimited,
+                            "media rate limit exceeded",
+                        )
                         .await
                         .map_err(gone);
                 }
@@ -205,17 +221,28 @@ impl Connection {
         let current = self.current.clone();
         match frame {
             ClientFrame::Message(message) => self.on_message(socket, message).await,
-            ClientFrame::UploadRequest { .. } => {
-                self.send_error(
-                    socket,
-                    Some(&current),
-                    ErrorCode::MediaNotEnabled,
-                    "media storage is not enabled",
-                )
-                .await
+            ClientFrame::UploadRequest { request, .. } => {
+                let frame =
+                    crate::media_ws::answer_upload_request(&self.state, &current, request).await;
+                self.send(socket, frame).await
             }
-            // No client-side tool can be pending yet: no handler asks for one.
-            ClientFrame::ToolResult { .. } => {
+            ClientFrame::ToolResult {
+                call_id,
+                result,
+                error,
+                ..
+            } => {
+                let answer = match error {
+                    Some(error) => Err(error),
+                    None => Ok(result.unwrap_or(serde_json::Value::Null)),
+                };
+                if self
+                    .scope
+                    .client_tools()
+                    .answer(&call_id, ClientAnswer::Result(answer))
+                {
+                    return Ok(());
+                }
                 self.send_error(
                     socket,
                     Some(&current),
@@ -225,7 +252,18 @@ impl Connection {
                 .await
             }
             // Unknown call ids are ignored, as for an ack that lost a race with a timeout.
-            ClientFrame::ToolCallAck { .. } | ClientFrame::ToolCallNack { .. } => Ok(()),
+            ClientFrame::ToolCallAck { call_id } => {
+                self.scope
+                    .client_tools()
+                    .answer(&call_id, ClientAnswer::Ack);
+                Ok(())
+            }
+            ClientFrame::ToolCallNack { call_id, reason } => {
+                self.scope
+                    .client_tools()
+                    .answer(&call_id, ClientAnswer::Nack(reason));
+                Ok(())
+            }
             // No reply by contract. Without realtime audio a hangup has nothing
             // to end; without an authenticator there is no credential to
             // refresh; without a disclosure there is nothing to acknowledge.
@@ -251,6 +289,15 @@ impl Connection {
                 )
                 .await;
         }
+        let session = message
+            .session_id
+            .as_deref()
+            .unwrap_or(self.current.as_str());
+        if let Err((code, text)) =
+            crate::media_ws::check_storage_refs(&self.state, session, &message.parts).await
+        {
+            return self.send_error(socket, None, code, text).await;
+        }
         let ClientMessage {
             session_id,
             content,
@@ -269,6 +316,7 @@ impl Connection {
             content,
             parts,
             metadata,
+            scope: &self.scope,
         };
         match self.state.engine.submit(request).await {
             Ok(handle) => {
@@ -367,10 +415,28 @@ impl Connection {
             TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
                 omnia::encode_tool_call(session, call, now)
             }
-            TurnEvent::ToolResult { id, outcome } if shows_server_tools => {
+            // Client-side results reach the stream only when the client did not
+            // answer in time: it is told the call is over.
+            TurnEvent::ToolResult { id, outcome, side }
+                if *side == ToolSide::Client || shows_server_tools =>
+            {
                 omnia::encode_tool_result(session, id, outcome, now)
             }
             TurnEvent::ToolCall(_) | TurnEvent::ToolResult { .. } => return Ok(()),
+            TurnEvent::Media(chunk) if self.params.binary => {
+                return self.send_binary_media(socket, chunk).await;
+            }
+            TurnEvent::Media(chunk) => omnia::encode_media_chunk(
+                session,
+                &chunk.media_id,
+                chunk.sequence,
+                chunk.is_last,
+                &chunk.data,
+                &chunk.mime_type,
+                now,
+            ),
+            TurnEvent::Interrupt => omnia::encode_interrupt(session, now),
+            TurnEvent::AudioFormat(format) => omnia::encode_session_config(session, format, now),
             TurnEvent::Completed(reply) => omnia::encode_done(session, reply, now),
             TurnEvent::Failed(failure) => {
                 self.state.metrics.count_error(failure.code);
@@ -378,6 +444,26 @@ impl Connection {
             }
         };
         self.send(socket, frame).await
+    }
+
+    /// Media as OMNI binary frames, split in 64 KiB chunks above 1 MiB.
+    async fn send_binary_media(
+        &self,
+        socket: &mut WebSocket,
+        chunk: &MediaChunk,
+    ) -> Result<(), SendFailed> {
+        let frames = omnia::encode_media_frames(
+            self.current.as_str(),
+            &chunk.media_id,
+            &chunk.mime_type,
+            chunk.sequence,
+            chunk.is_last,
+            &chunk.data,
+        );
+        for frame in frames {
+            self.send_raw(socket, Message::Binary(frame.into())).await?;
+        }
+        Ok(())
     }
 
     async fn send_error(

@@ -9,6 +9,9 @@
 //! - `connection`: one task per socket: decode, limits, keepalive, turns.
 //! - `lifecycle`: connection accounting and the drain.
 //! - `ops`: `/healthz`, `/readyz`, `/metrics`.
+//! - `media_routes`: the `/media/*` HTTP routes; `media_ws`: `upload_request`
+//!   and the `storage_ref` check on the socket. Both talk to the
+//!   [`MediaStore`] port in [`MediaService`].
 //!
 //! # Invariants
 //!
@@ -17,6 +20,8 @@
 
 mod connection;
 mod lifecycle;
+mod media_routes;
+mod media_ws;
 mod metrics;
 mod ops;
 mod query;
@@ -28,7 +33,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::{Agent, Engine};
+use agentwire_core::{Agent, Engine, MediaStore};
 use axum::Router;
 use axum::routing::get;
 use tokio::net::TcpListener;
@@ -57,6 +62,11 @@ pub struct Limits {
     pub messages_per_second: u32,
     /// Frames a connection may send at once above the sustained rate.
     pub message_burst: u32,
+    /// Sustained binary media bytes per second per connection. Binary frames
+    /// count here and never against the message rate.
+    pub media_bytes_per_second: u64,
+    /// Binary media bytes a connection may send at once.
+    pub media_burst_bytes: u64,
     /// Largest frame or message a client may send; larger closes with 1009.
     pub max_payload_bytes: usize,
     pub ping_interval: Duration,
@@ -69,8 +79,9 @@ pub struct Limits {
 /// How an agent is shown on the wire.
 pub struct AgentEntry {
     pub agent: Arc<Agent>,
-    /// Show server-side tool calls and results to Omnia clients. Only the demo
-    /// handler does: the runtime keeps server tools to itself.
+    /// Show server-side tool calls and results to Omnia clients. Only the
+    /// scripted demo and test handlers do: the runtime keeps server tools to
+    /// itself.
     pub shows_server_tools: bool,
 }
 
@@ -81,6 +92,17 @@ pub struct AppState {
     pub settings: ServerSettings,
     pub metrics: Metrics,
     pub lifecycle: Lifecycle,
+    /// `None`: media storage is off (`storage.media.backend: none`).
+    pub media: Option<MediaService>,
+}
+
+/// Media storage as the server uses it: the store and where clients reach
+/// this server.
+pub struct MediaService {
+    pub store: Arc<dyn MediaStore>,
+    /// The base of upload URLs handed to clients (`server.public_url`, or
+    /// `http://<bound address>`), without a trailing slash.
+    pub public_base_url: String,
 }
 
 impl AppState {
@@ -88,6 +110,7 @@ impl AppState {
         engine: Engine,
         agents: HashMap<String, Arc<AgentEntry>>,
         settings: ServerSettings,
+        media: Option<MediaService>,
     ) -> AppState {
         AppState {
             engine,
@@ -95,17 +118,19 @@ impl AppState {
             settings,
             metrics: Metrics::default(),
             lifecycle: Lifecycle::default(),
+            media,
         }
     }
 }
 
-/// The router: `/ws` and the operational routes.
+/// The router: `/ws`, the media routes and the operational routes.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/ws", get(upgrade::ws_upgrade))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
+        .merge(media_routes::routes())
         .with_state(state)
 }
 

@@ -45,9 +45,10 @@ pub(crate) async fn ws_upgrade(
     }
 }
 
-/// Why an upgrade was refused: a status and a short plain-text reason.
+/// Why a request was refused: a status and a short plain-text reason. The
+/// upgrade and the media routes answer with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Refusal(StatusCode, &'static str);
+pub(crate) struct Refusal(pub(crate) StatusCode, pub(crate) &'static str);
 
 impl IntoResponse for Refusal {
     /// The body as Go's `http.Error` writes it: plain text and a newline.

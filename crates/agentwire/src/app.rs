@@ -2,25 +2,42 @@
 //! config. A backend that cannot start is a startup error, never a fallback.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentwire_core::{Agent, Engine, Handler, SessionStore};
+use agentwire_core::{Agent, Clock, Engine, Handler, MediaStore, SessionStore};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
-use agentwire_server::{AgentEntry, AppState, Limits, ServerSettings};
+use agentwire_media::{MediaLimits, ObjectMediaStore};
+use agentwire_server::{AgentEntry, AppState, Limits, MediaService, ServerSettings};
 use agentwire_store::{MemoryStore, SqliteStore};
 use anyhow::Context as _;
 
-use crate::config::{AgentConfig, Config, HandlerKind, SessionStorage};
+use crate::config::{AgentConfig, Config, HandlerKind, MediaBackend, MediaConfig, SessionStorage};
 use crate::system::{RandomIds, SystemClock};
 
-pub async fn build(config: Config) -> anyhow::Result<Arc<AppState>> {
+mod runtime;
+
+/// Builds the application. `local_addr` is the listener's bound address: the
+/// base of upload URLs when `server.public_url` is unset.
+pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc<AppState>> {
     let store = open_store(&config.sessions).await?;
-    let engine = Engine::new(store, Arc::new(SystemClock), Arc::new(RandomIds));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let media = open_media(&config.media, clock.clone())?.map(|store| MediaService {
+        store,
+        public_base_url: public_base_url(config.public_url.as_deref(), local_addr),
+    });
+    let engine = Engine::new(store, clock, Arc::new(RandomIds));
+    let runtime_parts = runtime::RuntimeParts::build(&config)?;
     let agents = config
         .agents
         .iter()
-        .map(|agent| (agent.name.clone(), Arc::new(agent_entry(agent))))
-        .collect::<HashMap<_, _>>();
+        .map(|agent| {
+            Ok((
+                agent.name.clone(),
+                Arc::new(agent_entry(agent, &runtime_parts)?),
+            ))
+        })
+        .collect::<anyhow::Result<HashMap<_, _>>>()?;
     let limits = config.limits;
     let settings = ServerSettings {
         allowed_origins: config.allowed_origins,
@@ -29,13 +46,81 @@ pub async fn build(config: Config) -> anyhow::Result<Arc<AppState>> {
             max_connections: limits.max_connections,
             messages_per_second: limits.messages_per_second,
             message_burst: limits.message_burst,
+            media_bytes_per_second: limits.media_bytes_per_second,
+            media_burst_bytes: limits.media_burst_bytes,
             max_payload_bytes: limits.max_payload_bytes,
             ping_interval: limits.ping_interval,
             pong_timeout: limits.pong_timeout,
             drain_timeout: limits.drain_timeout,
         },
     };
-    Ok(Arc::new(AppState::new(engine, agents, settings)))
+    Ok(Arc::new(AppState::new(engine, agents, settings, media)))
+}
+
+/// Where clients reach this server: `server.public_url`, else the bound
+/// address. Never `localhost`, which means the client's own machine to the
+/// client.
+fn public_base_url(public_url: Option<&str>, local_addr: SocketAddr) -> String {
+    match public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            if local_addr.ip().is_unspecified() {
+                tracing::warn!(
+                    address = %local_addr,
+                    "media upload URLs use the unspecified bind address; set server.public_url"
+                );
+            }
+            format!("http://{local_addr}")
+        }
+    }
+}
+
+fn open_media(
+    config: &MediaConfig,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Option<Arc<dyn MediaStore>>> {
+    let limits = MediaLimits {
+        max_bytes: config.max_bytes,
+        ttl: config.ttl,
+    };
+    Ok(match &config.backend {
+        MediaBackend::None => None,
+        MediaBackend::Local { path } => Some(Arc::new(
+            ObjectMediaStore::local(path, limits, clock).context("storage.media.path")?,
+        )),
+        #[cfg(feature = "s3")]
+        MediaBackend::S3 {
+            endpoint,
+            bucket,
+            region,
+        } => {
+            let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+            let (Some(access_key_id), Some(secret_access_key)) =
+                (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
+            else {
+                anyhow::bail!(
+                    "storage.media: backend s3 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
+                );
+            };
+            let settings = agentwire_media::S3Settings {
+                endpoint: endpoint.clone(),
+                bucket: bucket.clone(),
+                region: region
+                    .clone()
+                    .or_else(|| env("AWS_REGION"))
+                    .or_else(|| env("AWS_DEFAULT_REGION"))
+                    .unwrap_or_else(|| "us-east-1".to_owned()),
+                access_key_id,
+                secret_access_key,
+                session_token: env("AWS_SESSION_TOKEN"),
+            };
+            Some(Arc::new(
+                ObjectMediaStore::s3(&settings, limits, clock).context("storage.media")?,
+            ))
+        }
+        #[cfg(not(feature = "s3"))]
+        MediaBackend::S3 { .. } => anyhow::bail!("storage.media.backend: s3 is not built in"),
+    })
 }
 
 async fn open_store(storage: &SessionStorage) -> anyhow::Result<Arc<dyn SessionStore>> {
@@ -52,14 +137,22 @@ async fn open_store(storage: &SessionStorage) -> anyhow::Result<Arc<dyn SessionS
     })
 }
 
-fn agent_entry(config: &AgentConfig) -> AgentEntry {
-    let handler: Arc<dyn Handler> = match config.handler {
-        HandlerKind::Test => Arc::new(TestHandler),
-        HandlerKind::Echo => Arc::new(EchoHandler),
-        HandlerKind::Demo => Arc::new(DemoHandler),
-        HandlerKind::Runtime => unreachable!("config validation refuses runtime agents"),
+fn agent_entry(
+    config: &AgentConfig,
+    runtime_parts: &runtime::RuntimeParts,
+) -> anyhow::Result<AgentEntry> {
+    let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
+        (HandlerKind::Test, _) => Arc::new(TestHandler),
+        (HandlerKind::Echo, _) => Arc::new(EchoHandler),
+        (HandlerKind::Demo, _) => Arc::new(DemoHandler),
+        (HandlerKind::Runtime, Some(runtime)) => {
+            Arc::new(runtime_parts.handler(&config.name, runtime)?)
+        }
+        (HandlerKind::Runtime, None) => {
+            anyhow::bail!("agents: {}: runtime fields were validated", config.name)
+        }
     };
-    AgentEntry {
+    Ok(AgentEntry {
         agent: Arc::new(Agent {
             name: config.name.clone(),
             context_ttl: config.context_ttl,
@@ -67,6 +160,6 @@ fn agent_entry(config: &AgentConfig) -> AgentEntry {
             client_tool_timeout: config.client_tool_timeout,
             handler,
         }),
-        shows_server_tools: config.handler == HandlerKind::Demo,
-    }
+        shows_server_tools: matches!(config.handler, HandlerKind::Demo | HandlerKind::Test),
+    })
 }

@@ -10,8 +10,12 @@ use serde::Deserialize;
 
 mod duration;
 mod env;
+mod media;
+mod runtime;
 
 pub use duration::parse_duration;
+pub use media::{MediaBackend, MediaConfig};
+pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 
 /// The built-in configuration served when no `--config` is given: three
 /// scripted agents on an SQLite file under `./data/`.
@@ -26,6 +30,10 @@ pub struct Config {
     pub allow_unauthenticated: bool,
     pub limits: LimitsConfig,
     pub sessions: SessionStorage,
+    /// `storage.media`.
+    pub media: MediaConfig,
+    pub providers: Vec<agentwire_providers::ProviderSettings>,
+    pub tools: Vec<NamedTool>,
     pub agents: Vec<AgentConfig>,
 }
 
@@ -34,6 +42,8 @@ pub struct LimitsConfig {
     pub max_connections: usize,
     pub messages_per_second: u32,
     pub message_burst: u32,
+    pub media_bytes_per_second: u64,
+    pub media_burst_bytes: u64,
     pub max_payload_bytes: usize,
     pub ping_interval: Duration,
     pub pong_timeout: Duration,
@@ -63,6 +73,8 @@ pub struct AgentConfig {
     pub context_ttl: Duration,
     pub ack_timeout: Duration,
     pub client_tool_timeout: Duration,
+    /// Set exactly for `handler: runtime`.
+    pub runtime: Option<RuntimeAgentConfig>,
 }
 
 /// A configuration that cannot be served. `key` names the offending setting
@@ -85,7 +97,7 @@ impl ConfigError {
 
 /// Parses and validates a configuration text. `lookup` resolves `${VAR}`.
 pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-    let text = env::substitute(text, lookup)?;
+    let text = env::substitute(text, &lookup)?;
     let tree: serde_json::Value = if text.trim().is_empty() {
         serde_json::Value::Object(Default::default())
     } else {
@@ -101,7 +113,7 @@ pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Conf
         };
         ConfigError::new(key, e.into_inner().to_string())
     })?;
-    validate(raw)
+    validate(raw, &lookup)
 }
 
 /// Reads and parses `path`, resolving `${VAR}` from the process environment.
@@ -112,7 +124,10 @@ pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
     parse(&text, |name| std::env::var(name).ok())
 }
 
-fn validate(raw: raw::File) -> Result<Config, ConfigError> {
+fn validate(
+    raw: raw::File,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
     let server = raw.server;
     let listen = server.listen.parse().map_err(|_| {
         ConfigError::new(
@@ -130,6 +145,21 @@ fn validate(raw: raw::File) -> Result<Config, ConfigError> {
     }
     let limits = validate_limits(server.limits)?;
     let sessions = parse_session_storage(&raw.storage.sessions)?;
+    let media = media::validate(raw.storage.media)?;
+    let providers = raw
+        .providers
+        .into_iter()
+        .enumerate()
+        .map(|(i, provider)| runtime::validate_provider(i, provider, lookup))
+        .collect::<Result<Vec<_>, _>>()?;
+    runtime::check_unique("providers", providers.iter().map(|p| p.name.as_str()))?;
+    let tools = raw
+        .tools
+        .into_iter()
+        .enumerate()
+        .map(|(i, tool)| runtime::validate_tool(i, tool))
+        .collect::<Result<Vec<_>, _>>()?;
+    runtime::check_unique("tools", tools.iter().map(|t| t.name.as_str()))?;
     if raw.agents.is_empty() {
         return Err(ConfigError::new("agents", "at least one agent is required"));
     }
@@ -137,7 +167,7 @@ fn validate(raw: raw::File) -> Result<Config, ConfigError> {
         .agents
         .into_iter()
         .enumerate()
-        .map(|(i, agent)| validate_agent(i, agent))
+        .map(|(i, agent)| validate_agent(i, agent, &providers, &tools))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, agent) in agents.iter().enumerate() {
         if agents[..i].iter().any(|a| a.name == agent.name) {
@@ -154,6 +184,9 @@ fn validate(raw: raw::File) -> Result<Config, ConfigError> {
         allow_unauthenticated: server.allow_unauthenticated,
         limits,
         sessions,
+        media,
+        providers,
+        tools,
         agents,
     })
 }
@@ -172,6 +205,8 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
     positive("max_connections", raw.max_connections as u64)?;
     positive("messages_per_second", u64::from(raw.messages_per_second))?;
     positive("message_burst", u64::from(raw.message_burst))?;
+    positive("media_bytes_per_second", raw.media_bytes_per_second)?;
+    positive("media_burst_bytes", raw.media_burst_bytes)?;
     positive("max_payload_bytes", raw.max_payload_bytes as u64)?;
     for (key, value) in [
         ("ping_interval", raw.ping_interval),
@@ -190,6 +225,8 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         max_connections: raw.max_connections,
         messages_per_second: raw.messages_per_second,
         message_burst: raw.message_burst,
+        media_bytes_per_second: raw.media_bytes_per_second,
+        media_burst_bytes: raw.media_burst_bytes,
         max_payload_bytes: raw.max_payload_bytes,
         ping_interval: raw.ping_interval.0,
         pong_timeout: raw.pong_timeout.0,
@@ -210,7 +247,12 @@ fn parse_session_storage(value: &str) -> Result<SessionStorage, ConfigError> {
     }
 }
 
-fn validate_agent(index: usize, raw: raw::Agent) -> Result<AgentConfig, ConfigError> {
+fn validate_agent(
+    index: usize,
+    raw: raw::Agent,
+    providers: &[agentwire_providers::ProviderSettings],
+    tools: &[NamedTool],
+) -> Result<AgentConfig, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
     let name_ok = !raw.name.is_empty()
         && raw.name.len() <= 128
@@ -224,18 +266,23 @@ fn validate_agent(index: usize, raw: raw::Agent) -> Result<AgentConfig, ConfigEr
             "1 to 128 ASCII letters, digits, '.', '_' or '-'",
         ));
     }
-    if raw.handler == HandlerKind::Runtime {
-        return Err(ConfigError::new(
-            key("handler"),
-            "`runtime` needs a model provider, which this version does not support yet; use test, echo or demo",
-        ));
-    }
+    let runtime_fields = runtime::RawAgentRuntime {
+        instructions: raw.instructions,
+        provider: raw.provider,
+        tools: raw.tools,
+        max_rounds: raw.max_rounds,
+        message_metadata_template: raw.message_metadata_template,
+    };
+    let is_runtime = raw.handler == HandlerKind::Runtime;
+    let runtime =
+        runtime::validate_agent_runtime(index, is_runtime, runtime_fields, providers, tools)?;
     Ok(AgentConfig {
         name: raw.name,
         handler: raw.handler,
         context_ttl: raw.context_ttl.0,
         ack_timeout: raw.ack_timeout.0,
         client_tool_timeout: raw.client_tool_timeout.0,
+        runtime,
     })
 }
 
@@ -254,6 +301,10 @@ mod raw {
         pub(super) server: Server,
         #[serde(default)]
         pub(super) storage: Storage,
+        #[serde(default)]
+        pub(super) providers: Vec<super::runtime::RawProvider>,
+        #[serde(default)]
+        pub(super) tools: Vec<super::runtime::RawTool>,
         #[serde(default)]
         pub(super) agents: Vec<Agent>,
     }
@@ -286,6 +337,8 @@ mod raw {
         pub(super) max_connections: usize,
         pub(super) messages_per_second: u32,
         pub(super) message_burst: u32,
+        pub(super) media_bytes_per_second: u64,
+        pub(super) media_burst_bytes: u64,
         pub(super) max_payload_bytes: usize,
         pub(super) ping_interval: ConfigDuration,
         pub(super) pong_timeout: ConfigDuration,
@@ -298,6 +351,8 @@ mod raw {
                 max_connections: 500,
                 messages_per_second: 50,
                 message_burst: 100,
+                media_bytes_per_second: 2 * 1024 * 1024,
+                media_burst_bytes: 16 * 1024 * 1024,
                 max_payload_bytes: 16 * 1024 * 1024,
                 ping_interval: ConfigDuration::secs(30),
                 pong_timeout: ConfigDuration::secs(60),
@@ -310,12 +365,14 @@ mod raw {
     #[serde(deny_unknown_fields, default)]
     pub(super) struct Storage {
         pub(super) sessions: String,
+        pub(super) media: super::media::RawMedia,
     }
 
     impl Default for Storage {
         fn default() -> Storage {
             Storage {
                 sessions: "sqlite://./data/agentwire.db".to_owned(),
+                media: super::media::RawMedia::default(),
             }
         }
     }
@@ -331,6 +388,11 @@ mod raw {
         pub(super) ack_timeout: ConfigDuration,
         #[serde(default = "default_client_tool_timeout")]
         pub(super) client_tool_timeout: ConfigDuration,
+        pub(super) instructions: Option<String>,
+        pub(super) provider: Option<String>,
+        pub(super) tools: Option<Vec<String>>,
+        pub(super) max_rounds: Option<u32>,
+        pub(super) message_metadata_template: Option<String>,
     }
 
     fn default_context_ttl() -> ConfigDuration {

@@ -20,7 +20,7 @@ pub async fn run(
     config: config::Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = app::build(config).await?;
+    let state = app::build(config, listener.local_addr()?).await?;
     agentwire_server::serve(listener, state, shutdown).await?;
     Ok(())
 }

@@ -67,3 +67,32 @@ async fn audio_frames_are_refused_by_scripted_agents() {
     assert_error(&error, "MEDIA_NOT_ENABLED", "audio not supported");
     assert_eq!(error["session_id"], connected["session_id"]);
 }
+
+#[tokio::test]
+async fn binary_frames_spend_a_byte_budget_not_the_message_rate() {
+    let server = TestServer::with_server_yaml(
+        "  limits:\n    messages_per_second: 1\n    message_burst: 2\n    media_bytes_per_second: 1000\n    media_burst_bytes: 2000",
+    )
+    .await;
+    let (mut client, _) = server.connect("agent=test-agent").await;
+    let payload = vec![0u8; 700];
+    let frame_len = frame(1, b"{}", &payload).len();
+    assert_eq!(frame_len, 734);
+    for _ in 0..2 {
+        client.send_binary(frame(1, b"{}", &payload)).await;
+        assert_eq!(
+            client.recv().await["error"]["code"],
+            "MEDIA_NOT_ENABLED",
+            "within the byte budget"
+        );
+    }
+    client.send_binary(frame(1, b"{}", &payload)).await;
+    let error = client.recv().await;
+    assert_error(&error, "RATE_LIMITED", "media rate limit exceeded");
+    assert!(error.get("session_id").is_none());
+    client.say("text still has its own budget").await;
+    assert_eq!(
+        client.recv().await["content"],
+        "echo: text still has its own budget"
+    );
+}

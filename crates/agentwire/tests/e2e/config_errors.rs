@@ -126,11 +126,84 @@ async fn unsupported_session_storage_is_named() {
 }
 
 #[tokio::test]
-async fn runtime_handler_is_refused() {
+async fn runtime_agents_need_a_declared_provider() {
     assert_rejected(
         "agents:\n  - name: echo\n    handler: echo\n  - name: r\n    handler: runtime\n",
-        "agents[1].handler",
-        "runtime",
+        "agents[1].provider",
+        "required for `handler: runtime`",
+    );
+    assert_rejected(
+        "agents:\n  - name: r\n    handler: runtime\n    provider: nope\n",
+        "agents[0].provider",
+        "no provider named \"nope\"",
+    );
+}
+
+#[tokio::test]
+async fn runtime_fields_need_the_runtime_handler() {
+    assert_rejected(
+        "agents:\n  - name: e\n    handler: echo\n    instructions: be nice\n",
+        "agents[0].handler",
+        "need `handler: runtime`",
+    );
+}
+
+#[tokio::test]
+async fn providers_and_tools_are_validated() {
+    let provider = "providers:\n  - name: p\n    type: mock\n";
+    let agent = "agents:\n  - name: r\n    handler: runtime\n    provider: p\n";
+    assert_rejected(
+        &format!("{provider}{agent}    tools: [missing]\n"),
+        "agents[0].tools[0]",
+        "no tool named \"missing\"",
+    );
+    assert_rejected(
+        "providers:\n  - name: p\n    type: openai\n",
+        "providers[0].model",
+        "required",
+    );
+    assert_rejected(
+        "providers:\n  - name: p\n    type: openai\n    model: m\n    api_key_env: AGENTWIRE_TEST_UNSET_KEY_XYZ\n",
+        "providers[0].api_key_env",
+        "AGENTWIRE_TEST_UNSET_KEY_XYZ is not set",
+    );
+    assert_rejected(
+        "providers:\n  - name: p\n    type: mock\n    base_url: http://x\n",
+        "providers[0].base_url",
+        "does not apply",
+    );
+    assert_rejected(
+        "providers:\n  - name: p\n    type: gemini\n",
+        "providers[0].type",
+        "unknown variant",
+    );
+    assert_rejected(
+        &format!("{provider}tools:\n  - name: t\n    type: http\n"),
+        "tools[0].request",
+        "required for `type: http`",
+    );
+    assert_rejected(
+        &format!("{provider}tools:\n  - name: t\n    type: client\n    parameters: {{type: 12}}\n"),
+        "tools[0].parameters",
+        "schema",
+    );
+    assert_rejected(
+        &format!("{provider}tools:\n  - name: t\n    type: client\n    command: ls\n"),
+        "tools[0].command",
+        "does not apply",
+    );
+    assert_rejected(
+        &format!("{provider}{agent}    message_metadata_template: \"{{{{ unclosed\"\n"),
+        "agents[0].message_metadata_template",
+        "",
+    );
+    assert_rejected(
+        &format!(
+            "{provider}{provider_again}",
+            provider_again = "  - name: p\n    type: mock\n"
+        ),
+        "providers[1].name",
+        "duplicate",
     );
 }
 
@@ -418,4 +491,100 @@ async fn serve_without_config_uses_data_dir_under_cwd() {
     server.sigterm();
     let status = server.wait_exit(Duration::from_secs(10)).await;
     assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[tokio::test]
+async fn media_storage_keys_are_checked_and_named() {
+    let media = |body: &str| format!("storage:\n  media:\n{body}{ONE_AGENT}");
+    let cases = [
+        (
+            "    bogus: 1\n",
+            "storage.media.bogus",
+            "unknown field `bogus`",
+        ),
+        (
+            "    backend: ftp\n",
+            "storage.media.backend",
+            "unknown variant `ftp`",
+        ),
+        (
+            "    backend: local\n",
+            "storage.media.path",
+            "required when storage.media.backend is local",
+        ),
+        (
+            "    backend: local\n    path: ''\n",
+            "storage.media.path",
+            "required",
+        ),
+        (
+            "    backend: s3\n",
+            "storage.media.bucket",
+            "required when storage.media.backend is s3",
+        ),
+        (
+            "    backend: s3\n    bucket: b\n    endpoint: ftp://x\n",
+            "storage.media.endpoint",
+            "http://",
+        ),
+        (
+            "    backend: s3\n    bucket: b\n    path: /tmp/x\n",
+            "storage.media.path",
+            "only used with storage.media.backend local",
+        ),
+        (
+            "    backend: local\n    path: /tmp/x\n    bucket: b\n",
+            "storage.media.bucket",
+            "only used with storage.media.backend s3",
+        ),
+        (
+            "    backend: local\n    path: /tmp/x\n    region: r\n",
+            "storage.media.region",
+            "only used with storage.media.backend s3",
+        ),
+        (
+            "    max_bytes: 0\n",
+            "storage.media.max_bytes",
+            "must be greater than 0",
+        ),
+        (
+            "    max_bytes: lots\n",
+            "storage.media.max_bytes",
+            "invalid",
+        ),
+        ("    max_bytes: -1\n", "storage.media.max_bytes", "invalid"),
+        (
+            "    ttl: 1 day\n",
+            "storage.media.ttl",
+            "invalid duration \"1 day\"",
+        ),
+        (
+            "    ttl: 0s\n",
+            "storage.media.ttl",
+            "must be greater than 0",
+        ),
+    ];
+    for (body, key, fragment) in cases {
+        assert_rejected(&media(body), key, fragment);
+    }
+}
+
+#[tokio::test]
+async fn valid_media_storage_configs_pass() {
+    for body in [
+        "    backend: none\n",
+        // Keys of another backend are ignored while media is off.
+        "    backend: none\n    path: /tmp/x\n    bucket: b\n",
+        "    backend: local\n    path: ./data/media\n    max_bytes: 1048576\n    ttl: 1h\n",
+        "    backend: s3\n    bucket: media\n    endpoint: http://127.0.0.1:9000\n    region: eu-west-1\n",
+    ] {
+        let (_dir, path) = write_config(&format!("storage:\n  media:\n{body}{ONE_AGENT}"));
+        let output = check_config(&path);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{body}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }

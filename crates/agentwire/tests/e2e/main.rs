@@ -5,12 +5,16 @@
 mod support;
 
 mod binary_frames;
+mod client_tools;
 mod config_errors;
 mod demo;
 mod drain;
 mod keepalive;
 mod limits;
+mod media;
+mod media_out;
 mod messages;
 mod ops;
+mod runtime;
 mod sessions;
 mod upgrade;

@@ -30,6 +30,10 @@ agents:
   - name: short-lived
     handler: test
     context_ttl: 300ms
+  - name: quick-tools
+    handler: test
+    ack_timeout: 300ms
+    client_tool_timeout: 600ms
 "#;
 
 pub struct TestServer {
@@ -57,11 +61,48 @@ impl TestServer {
 
     /// A server on the SQLite file `db`, which outlives it.
     pub async fn on_database(db: &Path, server_yaml: &str) -> TestServer {
+        TestServer::on_database_with_storage(db, server_yaml, "").await
+    }
+
+    /// A server whose `server:` block is `server_yaml` and whose `storage:`
+    /// block has `storage_yaml` after `sessions:` (both indented by the caller),
+    /// on a fresh SQLite file.
+    pub async fn with_storage_yaml(server_yaml: &str, storage_yaml: &str) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agentwire.db");
+        let mut server = TestServer::on_database_with_storage(&db, server_yaml, storage_yaml).await;
+        server._dir = Some(dir);
+        server
+    }
+
+    async fn on_database_with_storage(
+        db: &Path,
+        server_yaml: &str,
+        storage_yaml: &str,
+    ) -> TestServer {
         let yaml = format!(
-            "server:\n  listen: 127.0.0.1:0\n{server_yaml}\nstorage:\n  sessions: sqlite://{}\n{AGENTS}",
+            "server:\n  listen: 127.0.0.1:0\n{server_yaml}\nstorage:\n  sessions: sqlite://{}\n{storage_yaml}\n{AGENTS}",
             db.display()
         );
-        let config = agentwire::config::parse(&yaml, |_| None).expect("test config is valid");
+        TestServer::spawn_yaml(db, &yaml).await
+    }
+
+    /// A server with the standard agents plus `extra_agents` (list items),
+    /// and `top_level` (such as `providers:` and `tools:`) beside them.
+    pub async fn with_runtime(top_level: &str, extra_agents: &str) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agentwire.db");
+        let yaml = format!(
+            "server:\n  listen: 127.0.0.1:0\nstorage:\n  sessions: sqlite://{}\n{top_level}\n{AGENTS}{extra_agents}",
+            db.display()
+        );
+        let mut server = TestServer::spawn_yaml(&db, &yaml).await;
+        server._dir = Some(dir);
+        server
+    }
+
+    async fn spawn_yaml(db: &Path, yaml: &str) -> TestServer {
+        let config = agentwire::config::parse(yaml, |_| None).expect("test config is valid");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
@@ -127,6 +168,17 @@ impl TestServer {
     /// `GET path` over a raw socket: status and body.
     pub async fn get(&self, path: &str) -> (u16, String) {
         http_get(self.addr, path).await
+    }
+
+    /// An HTTP request to this server: see [`http_request`].
+    pub async fn http(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> HttpResponse {
+        http_request(self.addr, method, path, headers, body).await
     }
 
     /// Triggers the drain without waiting for it.
@@ -285,4 +337,150 @@ pub fn stored_messages(db: &Path) -> Vec<(String, i64, String, String)> {
     .unwrap()
     .map(Result::unwrap)
     .collect()
+}
+
+/// An HTTP response read off a raw socket.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// Names lowercased, in order.
+    pub headers: Vec<(String, String)>,
+    /// De-chunked when the response was chunked.
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text()))
+    }
+}
+
+/// `METHOD path` to `addr` with `Connection: close`, the given headers and
+/// body (`Content-Length` is added unless the caller sets it or
+/// `Transfer-Encoding`). The request is written whole, ignoring a server
+/// that stops reading early, then the response is read to the end.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let sets = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    if !sets("content-length") && !sets("transfer-encoding") {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    let mut bytes = request.into_bytes();
+    bytes.extend_from_slice(body);
+    http_raw(addr, &bytes).await
+}
+
+/// A request to an absolute `http://host:port/path?query` URL, such as a
+/// presigned storage URL.
+pub async fn http_url(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("not an http:// URL: {url}"));
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let addr: SocketAddr = tokio::net::lookup_host(authority)
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let path = if path.is_empty() { "/" } else { path };
+    http_request(addr, method, path, headers, body).await
+}
+
+/// Writes `request` as is and reads the response until the server closes.
+pub async fn http_raw(addr: SocketAddr, request: &[u8]) -> HttpResponse {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    // The server may answer (413) and close before reading everything.
+    let _ = stream.write_all(request).await;
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(FRAME_TIMEOUT, stream.read_to_end(&mut response))
+        .await
+        .expect("response in time");
+    if let Err(e) = read {
+        assert!(!response.is_empty(), "no response: {e}");
+    }
+    parse_response(&response)
+}
+
+fn parse_response(raw: &[u8]) -> HttpResponse {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap()[9..12].parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    HttpResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size_text = String::from_utf8_lossy(&raw[..line_end]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
+}
+
+/// `body` in the chunked transfer coding, in pieces of `piece` bytes.
+pub fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for chunk in body.chunks(piece) {
+        out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        out.extend_from_slice(chunk);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
 }

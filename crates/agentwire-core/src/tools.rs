@@ -1,0 +1,188 @@
+//! Client-side tool calls: the broker between a turn that waits for a
+//! client's answer and the connection that receives it.
+//!
+//! One broker per connection, so a call can be answered only on the socket
+//! that received it; ids are minted by the engine's `IdSource`, so they cannot
+//! be guessed. A call is answered by the client (`tool_result`, or
+//! `tool_call_nack`) or expires: unacknowledged within `ack_timeout`, or
+//! acknowledged but unanswered within `client_tool_timeout`. An expired call
+//! is denied and the turn goes on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::turn::ToolOutcome;
+
+/// What a client says about a pending call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientAnswer {
+    /// Received; working on it. Moves the call from the ack wait to the result wait.
+    Ack,
+    /// Declined, with the client's reason.
+    Nack(String),
+    /// The tool ran: its result, or its failure.
+    Result(Result<serde_json::Value, String>),
+}
+
+/// Pending client tool calls of one connection.
+#[derive(Default)]
+pub struct ClientToolBroker {
+    pending: Mutex<HashMap<String, mpsc::Sender<ClientAnswer>>>,
+}
+
+/// How many answers a call buffers: an ack and a result, with room to spare.
+const ANSWER_QUEUE: usize = 4;
+
+impl ClientToolBroker {
+    pub fn new() -> Arc<ClientToolBroker> {
+        Arc::new(ClientToolBroker::default())
+    }
+
+    /// Delivers `answer` to the call `call_id`. `false` when no such call is
+    /// pending on this connection (unknown, answered, or expired).
+    pub fn answer(&self, call_id: &str, answer: ClientAnswer) -> bool {
+        let pending = self.pending.lock();
+        match pending.get(call_id) {
+            Some(tx) => {
+                // A client that floods one call with answers loses the extras.
+                let _ = tx.try_send(answer);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn register(&self, call_id: &str) -> mpsc::Receiver<ClientAnswer> {
+        let (tx, rx) = mpsc::channel(ANSWER_QUEUE);
+        self.pending.lock().insert(call_id.to_owned(), tx);
+        rx
+    }
+
+    pub(crate) fn forget(&self, call_id: &str) {
+        self.pending.lock().remove(call_id);
+    }
+}
+
+/// How a client call ended, from the turn's side.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ClientCallEnd {
+    Answered(ToolOutcome),
+    /// No answer in time; the reason is what the client and the record see.
+    Expired(String),
+}
+
+/// Waits out the two phases of a client call.
+pub(crate) async fn await_answer(
+    answers: &mut mpsc::Receiver<ClientAnswer>,
+    ack_timeout: Duration,
+    result_timeout: Duration,
+) -> ClientCallEnd {
+    match tokio::time::timeout(ack_timeout, answers.recv()).await {
+        Err(_) | Ok(None) => {
+            return ClientCallEnd::Expired(format!(
+                "client did not acknowledge the tool call within {}",
+                human(ack_timeout)
+            ));
+        }
+        Ok(Some(ClientAnswer::Ack)) => {}
+        Ok(Some(answer)) => return ClientCallEnd::Answered(outcome(answer)),
+    }
+    let result = tokio::time::timeout(result_timeout, async {
+        loop {
+            match answers.recv().await {
+                Some(ClientAnswer::Ack) => continue,
+                Some(answer) => return Some(outcome(answer)),
+                None => return None,
+            }
+        }
+    })
+    .await;
+    match result {
+        Ok(Some(outcome)) => ClientCallEnd::Answered(outcome),
+        Err(_) | Ok(None) => ClientCallEnd::Expired(format!(
+            "client did not answer the tool call within {}",
+            human(result_timeout)
+        )),
+    }
+}
+
+fn outcome(answer: ClientAnswer) -> ToolOutcome {
+    match answer {
+        ClientAnswer::Nack(reason) => ToolOutcome::Denied(reason),
+        ClientAnswer::Result(Ok(value)) => ToolOutcome::Ok(value),
+        ClientAnswer::Result(Err(error)) => ToolOutcome::Error(error),
+        ClientAnswer::Ack => unreachable!("acks are consumed by the caller"),
+    }
+}
+
+/// `5s`, `250ms`: how the config writes durations.
+fn human(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn unacknowledged_calls_expire_after_the_ack_timeout() {
+        let broker = ClientToolBroker::new();
+        let mut rx = broker.register("c1");
+        let end = await_answer(&mut rx, Duration::from_secs(5), Duration::from_secs(60)).await;
+        assert_eq!(
+            end,
+            ClientCallEnd::Expired("client did not acknowledge the tool call within 5s".into())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn acknowledged_calls_get_the_longer_timeout() {
+        let broker = ClientToolBroker::new();
+        let mut rx = broker.register("c1");
+        assert!(broker.answer("c1", ClientAnswer::Ack));
+        let waiting = tokio::spawn(async move {
+            await_answer(&mut rx, Duration::from_secs(5), Duration::from_secs(60)).await
+        });
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(broker.answer("c1", ClientAnswer::Result(Ok(serde_json::json!(1)))));
+        assert_eq!(
+            waiting.await.unwrap(),
+            ClientCallEnd::Answered(ToolOutcome::Ok(serde_json::json!(1)))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn acknowledged_then_silent_expires_after_the_result_timeout() {
+        let broker = ClientToolBroker::new();
+        let mut rx = broker.register("c1");
+        broker.answer("c1", ClientAnswer::Ack);
+        let end = await_answer(&mut rx, Duration::from_secs(5), Duration::from_millis(1500)).await;
+        assert_eq!(
+            end,
+            ClientCallEnd::Expired("client did not answer the tool call within 1500ms".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn nacks_deny_and_unknown_ids_are_refused() {
+        let broker = ClientToolBroker::new();
+        let mut rx = broker.register("c1");
+        assert!(!broker.answer("other", ClientAnswer::Ack));
+        broker.answer("c1", ClientAnswer::Nack("no".into()));
+        let end = await_answer(&mut rx, Duration::from_secs(5), Duration::from_secs(5)).await;
+        assert_eq!(
+            end,
+            ClientCallEnd::Answered(ToolOutcome::Denied("no".into()))
+        );
+        broker.forget("c1");
+        assert!(!broker.answer("c1", ClientAnswer::Ack));
+    }
+}

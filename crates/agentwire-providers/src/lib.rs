@@ -1,0 +1,378 @@
+//! Model providers behind the [`ModelProvider`] port.
+//!
+//! # Layout
+//!
+//! - [`openai`]: any OpenAI-compatible Chat Completions endpoint (OpenAI,
+//!   Ollama, vLLM, …), streamed.
+//! - [`anthropic`]: the Anthropic Messages API, streamed.
+//! - [`mock`]: a scripted model in the shape of Omnia's mock provider.
+//! - [`sse`]: the Server-Sent Events parser both HTTP providers read with.
+//! - `http` and `retry`: the shared HTTP fault handling: one pooled client per
+//!   provider, the first-token and idle timeouts around every read, the
+//!   classification of faults and the retries with exponential backoff.
+//!
+//! Build a provider from its [`ProviderSettings`] with [`build`].
+//!
+//! # Invariants
+//!
+//! Error messages name the provider type and the model and never carry the
+//! provider's response body or the API key; neither is ever logged. Retries
+//! happen only before any text reached the [`TextSink`](agentwire_core::TextSink).
+//! Streams have no whole-request timeout: each read has its own.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::ModelProvider;
+
+mod anthropic;
+mod http;
+mod mock;
+mod openai;
+mod retry;
+pub mod sse;
+
+/// The OpenAI API, the default `base_url` of [`ProviderKind::OpenAi`].
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The Anthropic API, the default `base_url` of [`ProviderKind::Anthropic`].
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// An API key. Its `Debug` prints `ApiKey(<redacted>)`; it has no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> ApiKey {
+        ApiKey(key.into())
+    }
+
+    /// The key itself, for the one header that carries it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+}
+
+impl From<&str> for ApiKey {
+    fn from(key: &str) -> ApiKey {
+        ApiKey(key.to_owned())
+    }
+}
+
+/// One configured provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    /// The config's name for the provider (the mock's fallback text uses it).
+    pub name: String,
+    pub model: String,
+    /// Longest wait, from the start of a request, for the first byte of the
+    /// streamed body. Default 90 s.
+    pub first_token_timeout: Duration,
+    /// Longest silence once the body has started. Default 30 s.
+    pub idle_timeout: Duration,
+    /// Retries after the first attempt for 429, 502, 503, 504 and unreachable
+    /// endpoints. Default 2.
+    pub max_retries: u32,
+    /// Backoff before retry `i` (0-based): `retry_backoff · 2^i`, capped at
+    /// `max_retry_delay`. Default 500 ms.
+    pub retry_backoff: Duration,
+    /// Cap on any one wait between attempts, also on a 429's `Retry-After`.
+    /// Default 20 s.
+    pub max_retry_delay: Duration,
+    pub kind: ProviderKind,
+}
+
+impl ProviderSettings {
+    pub const DEFAULT_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(90);
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const DEFAULT_MAX_RETRIES: u32 = 2;
+    pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(500);
+    pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(20);
+
+    /// Settings with every default.
+    pub fn new(name: impl Into<String>, model: impl Into<String>, kind: ProviderKind) -> Self {
+        ProviderSettings {
+            name: name.into(),
+            model: model.into(),
+            first_token_timeout: Self::DEFAULT_FIRST_TOKEN_TIMEOUT,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            max_retries: Self::DEFAULT_MAX_RETRIES,
+            retry_backoff: Self::DEFAULT_RETRY_BACKOFF,
+            max_retry_delay: Self::DEFAULT_MAX_RETRY_DELAY,
+            kind,
+        }
+    }
+}
+
+/// Which wire format, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderKind {
+    /// An OpenAI-compatible Chat Completions endpoint. `base_url` ends before
+    /// `/chat/completions`, e.g. `https://api.openai.com/v1` or
+    /// `http://localhost:11434/v1` (Ollama, no key). Empty: the OpenAI API.
+    OpenAi {
+        base_url: String,
+        api_key: Option<ApiKey>,
+    },
+    /// The Anthropic Messages API. `base_url` ends before `/v1/messages`.
+    /// Empty: `https://api.anthropic.com`.
+    Anthropic {
+        base_url: String,
+        api_key: Option<ApiKey>,
+    },
+    /// A scripted model.
+    Mock {
+        default_response: Option<String>,
+        /// By scenario id (a message's `mock_scenario`; `default` without one).
+        scenarios: BTreeMap<String, MockScenario>,
+    },
+}
+
+/// A scripted conversation: what the mock answers on each turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MockScenario {
+    /// By turn number, from 1: one plus the assistant messages already in
+    /// the request.
+    pub turns: BTreeMap<u32, MockTurn>,
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MockTurn {
+    Text(String),
+    ToolCalls {
+        content: Option<String>,
+        /// `(name, arguments)` of each call.
+        tool_calls: Vec<(String, serde_json::Value)>,
+    },
+}
+
+/// Builds the provider `settings` describe. The error names the problem
+/// (and never the key).
+pub fn build(settings: ProviderSettings) -> Result<Arc<dyn ModelProvider>, String> {
+    let ProviderSettings {
+        name,
+        model,
+        first_token_timeout,
+        idle_timeout,
+        max_retries,
+        retry_backoff,
+        max_retry_delay,
+        kind,
+    } = settings;
+    let http_settings = |provider: &'static str| -> Result<http::HttpSettings, String> {
+        if model.trim().is_empty() {
+            return Err(format!("provider {name} ({provider}): model is empty"));
+        }
+        if first_token_timeout.is_zero() {
+            return Err(format!(
+                "provider {name} ({provider}): first_token_timeout must be positive"
+            ));
+        }
+        if idle_timeout.is_zero() {
+            return Err(format!(
+                "provider {name} ({provider}): idle_timeout must be positive"
+            ));
+        }
+        Ok(http::HttpSettings {
+            client: http::client().map_err(|e| format!("provider {name} ({provider}): {e}"))?,
+            timeouts: http::Timeouts {
+                first_token: first_token_timeout,
+                idle: idle_timeout,
+            },
+            policy: retry::Policy {
+                provider,
+                model: model.clone(),
+                max_retries,
+                backoff: retry_backoff,
+                max_delay: max_retry_delay,
+            },
+        })
+    };
+    match kind {
+        ProviderKind::OpenAi { base_url, api_key } => {
+            let url = http::endpoint(&base_url, OPENAI_DEFAULT_BASE_URL, "chat/completions")
+                .map_err(|e| format!("provider {name} (openai): base_url {e}"))?;
+            let auth = api_key
+                .map(|key| http::secret_header(&format!("Bearer {}", key.expose())))
+                .transpose()
+                .map_err(|e| format!("provider {name} (openai): api_key {e}"))?;
+            let http = http_settings("openai")?;
+            Ok(Arc::new(openai::OpenAiProvider::new(http, url, auth)))
+        }
+        ProviderKind::Anthropic { base_url, api_key } => {
+            let url = http::endpoint(&base_url, ANTHROPIC_DEFAULT_BASE_URL, "v1/messages")
+                .map_err(|e| format!("provider {name} (anthropic): base_url {e}"))?;
+            let key = api_key
+                .map(|key| http::secret_header(key.expose()))
+                .transpose()
+                .map_err(|e| format!("provider {name} (anthropic): api_key {e}"))?;
+            let http = http_settings("anthropic")?;
+            Ok(Arc::new(anthropic::AnthropicProvider::new(http, url, key)))
+        }
+        ProviderKind::Mock {
+            default_response,
+            scenarios,
+        } => {
+            for (id, scenario) in &scenarios {
+                if scenario.turns.contains_key(&0) {
+                    return Err(format!(
+                        "provider {name} (mock): scenarios.{id}.turns.0: turns are numbered from 1"
+                    ));
+                }
+            }
+            Ok(Arc::new(mock::MockProvider::new(
+                name,
+                model,
+                default_response,
+                scenarios,
+            )))
+        }
+    }
+}
+
+/// The text a model gets for a media part it cannot take as such:
+/// `[audio attachment: audio/wav]`.
+fn attachment_note(part: &agentwire_core::ContentPart) -> String {
+    use agentwire_core::PartKind;
+    let kind = match part.kind {
+        Some(PartKind::Image) => "image",
+        Some(PartKind::Audio) => "audio",
+        Some(PartKind::Video) => "video",
+        Some(PartKind::Text) => "text",
+        Some(PartKind::File) | None => "file",
+    };
+    let mime = part.media.as_ref().map_or("", |m| m.mime_type.as_str());
+    let mime = if mime.is_empty() {
+        "application/octet-stream"
+    } else {
+        mime
+    };
+    format!("[{kind} attachment: {mime}]")
+}
+
+/// Tool-call arguments from the string a model streamed: `{}` when empty,
+/// `{"raw": "<string>"}` when not JSON.
+fn parse_arguments(raw: &str) -> serde_json::Value {
+    if raw.trim().is_empty() {
+        return serde_json::Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::json!({ "raw": raw }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_parse_or_fall_back_to_raw() {
+        assert_eq!(parse_arguments(""), serde_json::json!({}));
+        assert_eq!(parse_arguments("{\"a\":1}"), serde_json::json!({"a": 1}));
+        assert_eq!(
+            parse_arguments("{\"a\":"),
+            serde_json::json!({"raw": "{\"a\":"})
+        );
+    }
+
+    #[test]
+    fn attachment_notes_name_kind_and_mime() {
+        use agentwire_core::{ContentPart, MediaContent, PartKind};
+        let part = ContentPart::media(
+            PartKind::Audio,
+            MediaContent {
+                mime_type: "audio/wav".into(),
+                ..MediaContent::default()
+            },
+        );
+        assert_eq!(attachment_note(&part), "[audio attachment: audio/wav]");
+    }
+
+    fn openai(base_url: &str, key: Option<&str>) -> ProviderSettings {
+        ProviderSettings::new(
+            "main",
+            "gpt-4o-mini",
+            ProviderKind::OpenAi {
+                base_url: base_url.into(),
+                api_key: key.map(ApiKey::from),
+            },
+        )
+    }
+
+    #[test]
+    fn debug_never_prints_the_key() {
+        let settings = openai("https://api.openai.com/v1", Some("sk-SECRET"));
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("sk-SECRET"), "{debug}");
+        assert!(debug.contains("ApiKey(<redacted>)"), "{debug}");
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let s = openai("", None);
+        assert_eq!(s.first_token_timeout, Duration::from_secs(90));
+        assert_eq!(s.idle_timeout, Duration::from_secs(30));
+        assert_eq!(s.max_retries, 2);
+        assert_eq!(s.retry_backoff, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn build_accepts_good_settings() {
+        assert!(build(openai("http://localhost:11434/v1", None)).is_ok());
+        assert!(build(openai("", Some("sk-x"))).is_ok());
+        let anthropic = ProviderSettings::new(
+            "claude",
+            "claude-sonnet-4-5",
+            ProviderKind::Anthropic {
+                base_url: String::new(),
+                api_key: Some("k".into()),
+            },
+        );
+        assert!(build(anthropic).is_ok());
+    }
+
+    #[test]
+    fn build_names_the_problem() {
+        let err = build(openai("not a url", None)).err().unwrap();
+        assert!(err.contains("base_url"), "{err}");
+        assert!(err.contains("main"), "{err}");
+        let err = build(openai("ftp://example.com", None)).err().unwrap();
+        assert!(err.contains("base_url"), "{err}");
+        let mut s = openai("http://localhost/v1", None);
+        s.model = " ".into();
+        assert!(build(s).err().unwrap().contains("model"));
+        let mut s = openai("http://localhost/v1", None);
+        s.idle_timeout = Duration::ZERO;
+        assert!(build(s).err().unwrap().contains("idle_timeout"));
+        let err = build(openai("http://localhost/v1", Some("sk-SECRET\n")))
+            .err()
+            .unwrap();
+        assert!(err.contains("api_key") && !err.contains("SECRET"), "{err}");
+        let mock = ProviderSettings::new(
+            "m",
+            "x",
+            ProviderKind::Mock {
+                default_response: None,
+                scenarios: BTreeMap::from([(
+                    "s".to_owned(),
+                    MockScenario {
+                        turns: BTreeMap::from([(0, MockTurn::Text("t".into()))]),
+                    },
+                )]),
+            },
+        );
+        assert!(build(mock).err().unwrap().contains("scenarios.s.turns.0"));
+    }
+}

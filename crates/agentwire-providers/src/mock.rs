@@ -1,0 +1,143 @@
+//! A scripted model in the shape of Omnia's mock provider (PromptKit's
+//! `mock`): `default_response` plus `scenarios.<id>.turns.<n>`.
+//!
+//! The scenario is the request's `scenario` (`default` when unset or
+//! empty). The turn number is one plus the assistant messages already in the
+//! request, so a tool round-trip moves on to the next turn. A missing
+//! scenario or turn answers `default_response`, else
+//! `Mock response for provider <name> model <model>`. Text streams in
+//! 20-character chunks; tool calls get PromptKit's ids `call_<i>_<name>`.
+
+use std::collections::BTreeMap;
+
+use agentwire_core::{
+    ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError, TextSink,
+};
+use async_trait::async_trait;
+
+use crate::{MockScenario, MockTurn};
+
+/// Characters per streamed chunk, as PromptKit's mock.
+const CHUNK_CHARS: usize = 20;
+
+pub(crate) struct MockProvider {
+    name: String,
+    model: String,
+    default_response: Option<String>,
+    scenarios: BTreeMap<String, MockScenario>,
+}
+
+impl MockProvider {
+    pub fn new(
+        name: String,
+        model: String,
+        default_response: Option<String>,
+        scenarios: BTreeMap<String, MockScenario>,
+    ) -> MockProvider {
+        MockProvider {
+            name,
+            model,
+            default_response,
+            scenarios,
+        }
+    }
+
+    fn turn(&self, request: &ModelRequest) -> Option<&MockTurn> {
+        let scenario = request
+            .scenario
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
+        let assistants = request
+            .messages
+            .iter()
+            .filter(|m| matches!(m, ModelMessage::Assistant { .. }))
+            .count();
+        let number = u32::try_from(assistants).ok()?.checked_add(1)?;
+        self.scenarios.get(scenario)?.turns.get(&number)
+    }
+}
+
+/// `text` in pieces of at most 20 characters (not bytes).
+pub(crate) fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .char_indices()
+            .nth(CHUNK_CHARS)
+            .map_or(rest.len(), |(i, _)| i);
+        let (chunk, tail) = rest.split_at(end);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+async fn stream(text: &str, sink: &dyn TextSink) {
+    for chunk in chunks(text) {
+        sink.text(chunk).await;
+    }
+}
+
+#[async_trait]
+impl ModelProvider for MockProvider {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        text: &dyn TextSink,
+    ) -> Result<ModelReply, ProviderError> {
+        let (reply_text, tool_calls) = match self.turn(request) {
+            Some(MockTurn::Text(t)) => (t.clone(), Vec::new()),
+            Some(MockTurn::ToolCalls {
+                content,
+                tool_calls,
+            }) => (
+                content.clone().unwrap_or_default(),
+                tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, arguments))| ModelToolCall {
+                        id: format!("call_{i}_{name}"),
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                    })
+                    .collect(),
+            ),
+            None => (
+                self.default_response.clone().unwrap_or_else(|| {
+                    format!(
+                        "Mock response for provider {} model {}",
+                        self.name, self.model
+                    )
+                }),
+                Vec::new(),
+            ),
+        };
+        stream(&reply_text, text).await;
+        Ok(ModelReply {
+            text: reply_text,
+            tool_calls,
+            usage: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_twenty_characters() {
+        let text = "é".repeat(45);
+        let pieces: Vec<&str> = chunks(&text).collect();
+        assert_eq!(
+            pieces.iter().map(|p| p.chars().count()).collect::<Vec<_>>(),
+            vec![20, 20, 5]
+        );
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(chunks("").count(), 0);
+        assert_eq!(chunks(&"a".repeat(20)).count(), 1);
+    }
+}

@@ -1,0 +1,50 @@
+//! Server tool sets opened once per connection and reused across its turns,
+//! so a stateful MCP server keeps one session per client; they close with
+//! the connection.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agentwire_core::{ToolBox, ToolSource, TurnContext};
+use parking_lot::Mutex;
+use tokio::sync::OnceCell;
+
+/// An opened tool set.
+pub(crate) struct OpenBox {
+    pub(crate) tool_box: Arc<dyn ToolBox>,
+}
+
+/// The connection's open tool sets, by agent and source name.
+#[derive(Default)]
+struct ConnectionToolboxes {
+    opened: Mutex<HashMap<(String, String), Arc<OnceCell<Arc<dyn ToolBox>>>>>,
+}
+
+/// The agent's tool sets for this turn's connection, opening those not open
+/// yet. A source that fails to open is left out of this turn (and tried again
+/// on the next), so one broken server does not take the agent down.
+pub(crate) async fn open_for_connection(
+    turn: &TurnContext,
+    agent: &str,
+    sources: &[Arc<dyn ToolSource>],
+) -> Vec<OpenBox> {
+    let cache = turn.scope.get_or_init(ConnectionToolboxes::default);
+    let mut boxes = Vec::with_capacity(sources.len());
+    for source in sources {
+        let cell = cache
+            .opened
+            .lock()
+            .entry((agent.to_owned(), source.name().to_owned()))
+            .or_default()
+            .clone();
+        match cell.get_or_try_init(|| source.open()).await {
+            Ok(tool_box) => boxes.push(OpenBox {
+                tool_box: tool_box.clone(),
+            }),
+            Err(error) => {
+                tracing::warn!(tool = source.name(), %error, "tool source unavailable for this turn");
+            }
+        }
+    }
+    boxes
+}

@@ -1,0 +1,223 @@
+use super::*;
+use crate::conformance::{self, conformance_tests, message, record};
+
+async fn make() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("sessions.db"))
+        .await
+        .unwrap();
+    (store, dir)
+}
+
+conformance_tests!(make);
+
+fn sid(s: &str) -> SessionId {
+    SessionId::parse(s).unwrap()
+}
+
+fn unavailable_message(result: Result<SqliteStore, StoreError>) -> String {
+    match result {
+        Err(StoreError::Unavailable(msg)) => msg,
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn data_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let mut stored = message("s1", 0, 42);
+    stored.parts = vec![agentwire_core::ContentPart::text("kept")];
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store
+            .create_session(&record("s1", Some("o"), 1))
+            .await
+            .unwrap();
+        store.append_message(&stored).await.unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut expected = record("s1", Some("o"), 1);
+    expected.last_active_at = Timestamp(42);
+    assert_eq!(
+        store.load_session(&sid("s1")).await.unwrap(),
+        Some(expected)
+    );
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), vec![stored]);
+}
+
+#[tokio::test]
+async fn open_creates_missing_parent_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a/b/c/sessions.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store.ping().await.unwrap();
+    assert!(path.is_file());
+}
+
+#[tokio::test]
+async fn newer_schema_version_fails_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    let msg = unavailable_message(SqliteStore::open(&path).await);
+    assert!(msg.contains("version 99"), "{msg}");
+    assert!(msg.contains(&format!("({})", MIGRATIONS.len())), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[tokio::test]
+async fn opening_a_directory_is_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = unavailable_message(SqliteStore::open(dir.path()).await);
+    assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+}
+
+#[tokio::test]
+async fn fresh_database_is_at_the_latest_version_with_wal() {
+    let (store, dir) = make().await;
+    store.ping().await.unwrap();
+    let conn = Connection::open(dir.path().join("sessions.db")).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test]
+async fn corrupt_rows_are_reported_as_corrupt() {
+    let (store, dir) = make().await;
+    store
+        .create_session(&record("role", None, 0))
+        .await
+        .unwrap();
+    store
+        .create_session(&record("json", None, 0))
+        .await
+        .unwrap();
+    store
+        .create_session(&record("meta", None, 0))
+        .await
+        .unwrap();
+    let conn = Connection::open(dir.path().join("sessions.db")).unwrap();
+    conn.execute_batch(
+        "INSERT INTO messages VALUES ('role', 0, 'wizard', 'c', NULL, NULL, 1);
+         INSERT INTO messages VALUES ('json', 0, 'user', 'c', '[{\"kind\":', NULL, 1);
+         INSERT INTO messages VALUES ('meta', 0, 'user', 'c', NULL, '{\"k\":1}', 1);",
+    )
+    .unwrap();
+    drop(conn);
+    for id in ["role", "json", "meta"] {
+        let err = store.load_messages(&sid(id)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{id}: {err:?}");
+    }
+}
+
+/// Group commit, deterministically: one batch holding a duplicate in the
+/// middle commits everything else, and its reads see its own writes.
+#[tokio::test]
+async fn one_bad_write_rolls_back_alone_within_a_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = open_connection(&dir.path().join("sessions.db")).unwrap();
+
+    let (create_tx, mut create_rx) = oneshot::channel();
+    let mut append_rxs = Vec::new();
+    let mut batch = vec![Command::CreateSession {
+        record: record("s1", None, 0),
+        reply: create_tx,
+    }];
+    for (seq, at) in [(0, 1), (1, 2), (0, 3), (2, 4)] {
+        let (reply, rx) = oneshot::channel();
+        append_rxs.push(rx);
+        batch.push(Command::Append {
+            row: NewMessage {
+                session_id: sid("s1"),
+                seq,
+                role: "user",
+                content: format!("m{seq}@{at}"),
+                parts: None,
+                metadata: None,
+                created_at: at,
+            },
+            reply,
+        });
+    }
+    let (load_tx, mut load_rx) = oneshot::channel();
+    batch.push(Command::LoadMessages {
+        id: sid("s1"),
+        reply: load_tx,
+    });
+    let (session_tx, mut session_rx) = oneshot::channel();
+    batch.push(Command::LoadSession {
+        id: sid("s1"),
+        reply: session_tx,
+    });
+
+    run_batch(&mut conn, &mut batch);
+    assert!(batch.is_empty());
+
+    create_rx.try_recv().unwrap().unwrap();
+    let appends: Vec<_> = append_rxs
+        .iter_mut()
+        .map(|rx| rx.try_recv().unwrap())
+        .collect();
+    assert!(appends[0].is_ok() && appends[1].is_ok() && appends[3].is_ok());
+    assert!(matches!(appends[2], Err(StoreError::Rejected(_))));
+    let rows = load_rx.try_recv().unwrap().unwrap();
+    let seen: Vec<_> = rows.iter().map(|r| (r.seq, r.content.as_str())).collect();
+    assert_eq!(seen, [(0, "m0@1"), (1, "m1@2"), (2, "m2@4")]);
+    let session = session_rx.try_recv().unwrap().unwrap().unwrap();
+    // The rejected write's last_active_at bump never happened; later ones did.
+    assert_eq!(session.last_active_at, Timestamp(4));
+    assert!(conn.is_autocommit(), "the batch transaction is closed");
+}
+
+#[tokio::test]
+async fn rejected_errors_name_ids_not_content() {
+    let (store, _dir) = make().await;
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let mut m = message("s1", 0, 1);
+    m.content = "top secret".into();
+    store.append_message(&m).await.unwrap();
+    let err = store.append_message(&m).await.unwrap_err().to_string();
+    assert!(err.contains("s1") && !err.contains("secret"), "{err}");
+}
+
+#[tokio::test]
+async fn dropping_the_store_closes_the_database() {
+    let (store, dir) = make().await;
+    let clone = store.clone();
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let wal = dir.path().join("sessions.db-wal");
+    assert!(wal.exists());
+    drop(store);
+    clone.ping().await.unwrap();
+    drop(clone);
+    // SQLite removes the WAL file when the last connection closes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while wal.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sqlite thread still open"
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[tokio::test]
+async fn many_concurrent_appends_all_land() {
+    let (store, _dir) = make().await;
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let messages: Vec<_> = (0..600).map(|seq| message("s1", seq, 5)).collect();
+    let results =
+        conformance::join_all(messages.iter().map(|m| store.append_message(m)).collect()).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), messages);
+}

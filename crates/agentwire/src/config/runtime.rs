@@ -1,0 +1,496 @@
+//! `providers[]`, `tools[]` and the runtime fields of `agents[]`.
+
+use std::collections::BTreeMap;
+
+use agentwire_core::ToolSpec;
+use agentwire_providers::{ApiKey, MockScenario, MockTurn, ProviderKind, ProviderSettings};
+use agentwire_tools::{ArgumentSchema, HttpToolSettings, McpSettings, McpTransport};
+use serde::Deserialize;
+
+use super::ConfigError;
+use super::duration::ConfigDuration;
+
+/// A tool an agent may use.
+#[derive(Debug, Clone)]
+pub enum ToolConfig {
+    /// Run by the client through the dialect.
+    Client {
+        spec: ToolSpec,
+        consent_message: Option<String>,
+        categories: Vec<String>,
+    },
+    Http(HttpToolSettingsDebug),
+    Mcp(McpSettings),
+}
+
+/// `HttpToolSettings` with a `Debug` that shows no header values.
+#[derive(Clone)]
+pub struct HttpToolSettingsDebug(pub HttpToolSettings);
+
+impl std::fmt::Debug for HttpToolSettingsDebug {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpToolSettings")
+            .field("name", &self.0.name)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NamedTool {
+    pub name: String,
+    pub config: ToolConfig,
+}
+
+/// What a `handler: runtime` agent needs besides its handler.
+#[derive(Debug, Clone)]
+pub struct RuntimeAgentConfig {
+    pub instructions: Option<String>,
+    /// A name from `providers[]`.
+    pub provider: String,
+    /// Names from `tools[]`.
+    pub tools: Vec<String>,
+    pub max_rounds: u32,
+    pub message_metadata_template: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ProviderType {
+    Openai,
+    Anthropic,
+    Mock,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    name: String,
+    #[serde(rename = "type")]
+    kind: ProviderType,
+    model: Option<String>,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    api_key_env: Option<String>,
+    first_token_timeout: Option<ConfigDuration>,
+    idle_timeout: Option<ConfigDuration>,
+    max_retries: Option<u32>,
+    default_response: Option<String>,
+    scenarios: Option<BTreeMap<String, RawScenario>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    turns: BTreeMap<u32, RawTurn>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawTurn {
+    Text(String),
+    ToolCalls(RawToolCallsTurn),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToolCallsTurn {
+    content: Option<String>,
+    tool_calls: Vec<RawMockCall>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMockCall {
+    name: String,
+    #[serde(default)]
+    arguments: serde_json::Value,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ToolType {
+    Client,
+    Http,
+    Mcp,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTool {
+    name: String,
+    #[serde(rename = "type")]
+    kind: ToolType,
+    description: Option<String>,
+    parameters: Option<serde_json::Value>,
+    consent_message: Option<String>,
+    categories: Option<Vec<String>>,
+    request: Option<RawRequest>,
+    timeout: Option<ConfigDuration>,
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    url: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest {
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    body: Option<String>,
+}
+
+/// The runtime fields of `agents[i]`, all optional in the file.
+#[derive(Deserialize, Default)]
+pub(super) struct RawAgentRuntime {
+    pub(super) instructions: Option<String>,
+    pub(super) provider: Option<String>,
+    pub(super) tools: Option<Vec<String>>,
+    pub(super) max_rounds: Option<u32>,
+    pub(super) message_metadata_template: Option<String>,
+}
+
+impl RawAgentRuntime {
+    fn is_empty(&self) -> bool {
+        self.instructions.is_none()
+            && self.provider.is_none()
+            && self.tools.is_none()
+            && self.max_rounds.is_none()
+            && self.message_metadata_template.is_none()
+    }
+}
+
+/// Fails naming `key` when a field that does not apply was given.
+fn refuse_field<T>(key: String, value: &Option<T>, why: &str) -> Result<(), ConfigError> {
+    match value {
+        Some(_) => Err(ConfigError::new(key, why.to_owned())),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn validate_provider(
+    index: usize,
+    raw: RawProvider,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<ProviderSettings, ConfigError> {
+    let key = |field: &str| format!("providers[{index}].{field}");
+    validate_name(&key("name"), &raw.name)?;
+    let kind = match raw.kind {
+        ProviderType::Openai | ProviderType::Anthropic => {
+            let only_mock = "only for `type: mock`";
+            refuse_field(key("default_response"), &raw.default_response, only_mock)?;
+            refuse_field(key("scenarios"), &raw.scenarios, only_mock)?;
+            if raw.model.as_deref().is_none_or(str::is_empty) {
+                return Err(ConfigError::new(
+                    key("model"),
+                    "required for this provider type",
+                ));
+            }
+            let api_key = api_key(&key, raw.api_key, raw.api_key_env, lookup)?;
+            let base_url = raw.base_url.unwrap_or_default();
+            if raw.kind == ProviderType::Openai {
+                ProviderKind::OpenAi { base_url, api_key }
+            } else {
+                ProviderKind::Anthropic { base_url, api_key }
+            }
+        }
+        ProviderType::Mock => {
+            let not_mock = "does not apply to `type: mock`";
+            refuse_field(key("base_url"), &raw.base_url, not_mock)?;
+            refuse_field(key("api_key"), &raw.api_key, not_mock)?;
+            refuse_field(key("api_key_env"), &raw.api_key_env, not_mock)?;
+            ProviderKind::Mock {
+                default_response: raw.default_response,
+                scenarios: raw
+                    .scenarios
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(id, scenario)| (id, mock_scenario(scenario)))
+                    .collect(),
+            }
+        }
+    };
+    let mut settings = ProviderSettings::new(
+        raw.name,
+        raw.model.unwrap_or_else(|| "mock".to_owned()),
+        kind,
+    );
+    if let Some(t) = raw.first_token_timeout {
+        settings.first_token_timeout = t.0;
+    }
+    if let Some(t) = raw.idle_timeout {
+        settings.idle_timeout = t.0;
+    }
+    if let Some(n) = raw.max_retries {
+        settings.max_retries = n;
+    }
+    agentwire_providers::build(settings.clone())
+        .map_err(|e| ConfigError::new(format!("providers[{index}]"), e))?;
+    Ok(settings)
+}
+
+fn api_key(
+    key: &dyn Fn(&str) -> String,
+    literal: Option<String>,
+    env: Option<String>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<ApiKey>, ConfigError> {
+    match (literal, env) {
+        (Some(_), Some(_)) => Err(ConfigError::new(
+            key("api_key_env"),
+            "give api_key or api_key_env, not both",
+        )),
+        (Some(literal), None) => Ok(Some(ApiKey::new(literal))),
+        (None, Some(name)) => lookup(&name)
+            .map(|value| Some(ApiKey::new(value)))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    key("api_key_env"),
+                    format!("environment variable {name} is not set"),
+                )
+            }),
+        (None, None) => Ok(None),
+    }
+}
+
+fn mock_scenario(raw: RawScenario) -> MockScenario {
+    let turns = raw
+        .turns
+        .into_iter()
+        .map(|(n, turn)| {
+            let turn = match turn {
+                RawTurn::Text(text) => MockTurn::Text(text),
+                RawTurn::ToolCalls(calls) => MockTurn::ToolCalls {
+                    content: calls.content,
+                    tool_calls: calls
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| (c.name, c.arguments))
+                        .collect(),
+                },
+            };
+            (n, turn)
+        })
+        .collect();
+    MockScenario { turns }
+}
+
+pub(super) fn validate_tool(index: usize, raw: RawTool) -> Result<NamedTool, ConfigError> {
+    let key = |field: &str| format!("tools[{index}].{field}");
+    validate_name(&key("name"), &raw.name)?;
+    let description = raw.description.clone().unwrap_or_default();
+    let config = match raw.kind {
+        ToolType::Client => {
+            only_fields(
+                &key,
+                &raw,
+                &["parameters", "consent_message", "categories", "description"],
+            )?;
+            let parameters = raw.parameters.unwrap_or_else(empty_object_schema);
+            ArgumentSchema::compile(&parameters)
+                .map_err(|e| ConfigError::new(key("parameters"), e))?;
+            ToolConfig::Client {
+                spec: ToolSpec {
+                    name: raw.name.clone(),
+                    description,
+                    parameters,
+                },
+                consent_message: raw.consent_message,
+                categories: raw.categories.unwrap_or_default(),
+            }
+        }
+        ToolType::Http => {
+            only_fields(
+                &key,
+                &raw,
+                &["parameters", "request", "timeout", "description"],
+            )?;
+            let request = raw
+                .request
+                .ok_or_else(|| ConfigError::new(key("request"), "required for `type: http`"))?;
+            let mut settings = HttpToolSettings::new(raw.name.clone(), request.method, request.url);
+            settings.description = description;
+            settings.parameters = raw.parameters.unwrap_or_else(empty_object_schema);
+            settings.headers = request.headers.into_iter().collect();
+            settings.body = request.body;
+            if let Some(t) = raw.timeout {
+                settings.timeout = t.0;
+            }
+            agentwire_tools::http_tool(settings.clone())
+                .map_err(|e| ConfigError::new(format!("tools[{index}]"), e))?;
+            ToolConfig::Http(HttpToolSettingsDebug(settings))
+        }
+        ToolType::Mcp => {
+            only_fields(
+                &key,
+                &raw,
+                &[
+                    "command",
+                    "args",
+                    "env",
+                    "url",
+                    "headers",
+                    "timeout",
+                    "description",
+                ],
+            )?;
+            let transport = match (raw.command, raw.url) {
+                (Some(command), None) => McpTransport::Stdio {
+                    command,
+                    args: raw.args.unwrap_or_default(),
+                    env: raw.env.unwrap_or_default().into_iter().collect(),
+                },
+                (None, Some(url)) => McpTransport::Http {
+                    url,
+                    headers: raw.headers.unwrap_or_default().into_iter().collect(),
+                },
+                _ => {
+                    return Err(ConfigError::new(
+                        key("command"),
+                        "an mcp tool needs exactly one of `command` (stdio) or `url` (streamable HTTP)",
+                    ));
+                }
+            };
+            let mut settings = McpSettings::new(raw.name.clone(), transport);
+            if let Some(t) = raw.timeout {
+                settings.timeout = t.0;
+            }
+            agentwire_tools::mcp_server(settings.clone())
+                .map_err(|e| ConfigError::new(format!("tools[{index}]"), e))?;
+            ToolConfig::Mcp(settings)
+        }
+    };
+    Ok(NamedTool {
+        name: raw.name,
+        config,
+    })
+}
+
+/// Fails naming the first field given that `allowed` does not list.
+fn only_fields(
+    key: &dyn Fn(&str) -> String,
+    raw: &RawTool,
+    allowed: &[&str],
+) -> Result<(), ConfigError> {
+    let given = [
+        ("description", raw.description.is_some()),
+        ("parameters", raw.parameters.is_some()),
+        ("consent_message", raw.consent_message.is_some()),
+        ("categories", raw.categories.is_some()),
+        ("request", raw.request.is_some()),
+        ("timeout", raw.timeout.is_some()),
+        ("command", raw.command.is_some()),
+        ("args", raw.args.is_some()),
+        ("env", raw.env.is_some()),
+        ("url", raw.url.is_some()),
+        ("headers", raw.headers.is_some()),
+    ];
+    match given
+        .iter()
+        .find(|(field, present)| *present && !allowed.contains(field))
+    {
+        Some((field, _)) => Err(ConfigError::new(
+            key(field),
+            "does not apply to this tool type",
+        )),
+        None => Ok(()),
+    }
+}
+
+fn empty_object_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+fn validate_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            key,
+            "1 to 64 ASCII letters, digits, '_' or '-'",
+        ))
+    }
+}
+
+/// Checks an agent's runtime fields against its handler and the declared
+/// providers and tools.
+pub(super) fn validate_agent_runtime(
+    index: usize,
+    is_runtime: bool,
+    raw: RawAgentRuntime,
+    providers: &[ProviderSettings],
+    tools: &[NamedTool],
+) -> Result<Option<RuntimeAgentConfig>, ConfigError> {
+    let key = |field: &str| format!("agents[{index}].{field}");
+    if !is_runtime {
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        return Err(ConfigError::new(
+            key("handler"),
+            "instructions, provider, tools, max_rounds and message_metadata_template need `handler: runtime`",
+        ));
+    }
+    let provider = raw
+        .provider
+        .ok_or_else(|| ConfigError::new(key("provider"), "required for `handler: runtime`"))?;
+    if !providers.iter().any(|p| p.name == provider) {
+        return Err(ConfigError::new(
+            key("provider"),
+            format!("no provider named {provider:?} in providers[]"),
+        ));
+    }
+    let names = raw.tools.unwrap_or_default();
+    for (i, name) in names.iter().enumerate() {
+        if !tools.iter().any(|t| &t.name == name) {
+            return Err(ConfigError::new(
+                key(&format!("tools[{i}]")),
+                format!("no tool named {name:?} in tools[]"),
+            ));
+        }
+    }
+    if let Some(template) = &raw.message_metadata_template {
+        agentwire_runtime::MetadataTemplate::compile(template)
+            .map_err(|e| ConfigError::new(key("message_metadata_template"), e))?;
+    }
+    let max_rounds = raw.max_rounds.unwrap_or(10);
+    if max_rounds == 0 {
+        return Err(ConfigError::new(
+            key("max_rounds"),
+            "must be greater than 0",
+        ));
+    }
+    Ok(Some(RuntimeAgentConfig {
+        instructions: raw.instructions,
+        provider,
+        tools: names,
+        max_rounds,
+        message_metadata_template: raw.message_metadata_template,
+    }))
+}
+
+/// Names must be unique within a list; the error names the second.
+pub(super) fn check_unique<'a>(
+    list: &str,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<(), ConfigError> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, name) in names.enumerate() {
+        if seen.contains(&name) {
+            return Err(ConfigError::new(
+                format!("{list}[{i}].name"),
+                format!("duplicate name {name:?}"),
+            ));
+        }
+        seen.push(name);
+    }
+    Ok(())
+}

@@ -1,0 +1,813 @@
+//! Media storage and upload: `upload_request` on the socket, the `/media/*`
+//! HTTP routes on a real directory (and a real S3-compatible server when one
+//! is given), and `storage_ref` parts in messages.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{
+    Client, HttpResponse, TestServer, assert_error, chunked, http_url, stored_messages,
+};
+
+/// A server with local media storage in its own directory.
+struct MediaServer {
+    server: TestServer,
+    dir: tempfile::TempDir,
+}
+
+impl MediaServer {
+    async fn start(server_yaml: &str, media_yaml: &str) -> MediaServer {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = format!(
+            "  media:\n    backend: local\n    path: {}\n{media_yaml}",
+            media_dir(dir.path()).display()
+        );
+        let server = TestServer::with_storage_yaml(server_yaml, &storage).await;
+        MediaServer { server, dir }
+    }
+
+    fn media_dir(&self) -> PathBuf {
+        media_dir(self.dir.path())
+    }
+}
+
+fn media_dir(root: &Path) -> PathBuf {
+    root.join("media")
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+fn upload_request(filename: &str, mime_type: &str, size_bytes: i64) -> Value {
+    json!({
+        "type": "upload_request",
+        "upload_request": {"filename": filename, "mime_type": mime_type, "size_bytes": size_bytes}
+    })
+}
+
+/// Asks for an upload over the socket; the `upload_ready` object.
+async fn request_upload(client: &mut Client, filename: &str, mime: &str, size: usize) -> Value {
+    client
+        .send_json(upload_request(filename, mime, size as i64))
+        .await;
+    let frame = client.recv().await;
+    assert_eq!(frame["type"], "upload_ready", "{frame}");
+    frame["upload_ready"].clone()
+}
+
+/// The path and query of an absolute URL.
+fn path_of(url: &str) -> &str {
+    let rest = url.split_once("://").unwrap().1;
+    &rest[rest.find('/').unwrap()..]
+}
+
+fn assert_refused(response: &HttpResponse, status: u16, text: &str) {
+    assert_eq!(response.status, status, "{response:?} {}", response.text());
+    assert_eq!(response.text(), format!("{text}\n"), "{response:?}");
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+}
+
+/// Bytes of every value, so a byte-for-byte comparison means something.
+fn sample(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 % 256) as u8).collect()
+}
+
+const MID: &str = "0123456789abcdef0123456789abcdef";
+
+#[tokio::test]
+async fn without_media_storage_uploads_are_not_enabled() {
+    let server = TestServer::start().await;
+    let (mut client, connected) = server.connect("agent=test-agent").await;
+    // Storage is checked before the fields, so even a frame without them
+    // gets MEDIA_NOT_ENABLED.
+    for frame in [
+        upload_request("a.png", "image/png", 10),
+        json!({"type": "upload_request"}),
+    ] {
+        client.send_json(frame).await;
+        let reply = client.recv().await;
+        assert_error(&reply, "MEDIA_NOT_ENABLED", "media storage is not enabled");
+        assert_eq!(reply["session_id"], connected["session_id"]);
+    }
+    let response = server
+        .http("GET", &format!("/media/info/s/{MID}"), &[], b"")
+        .await;
+    assert_refused(&response, 404, "media storage is not enabled");
+    let response = server
+        .http("POST", "/media/request-upload", &[], b"{}")
+        .await;
+    assert_refused(&response, 404, "media storage is not enabled");
+}
+
+#[tokio::test]
+async fn upload_request_is_validated_in_the_reference_order() {
+    let media = MediaServer::start("", "    max_bytes: 1000\n").await;
+    let (mut client, connected) = media.server.connect("agent=test-agent").await;
+    let session = connected["session_id"].clone();
+    let cases = [
+        (
+            json!({"type": "upload_request"}),
+            "INVALID_MESSAGE",
+            "upload_request field is required",
+        ),
+        (
+            json!({"type": "upload_request", "upload_request": {}}),
+            "INVALID_MESSAGE",
+            "filename is required",
+        ),
+        (
+            json!({"type": "upload_request", "upload_request": {"mime_type": "image/png", "size_bytes": 0}}),
+            "INVALID_MESSAGE",
+            "filename is required",
+        ),
+        (
+            json!({"type": "upload_request", "upload_request": {"filename": "a.png", "size_bytes": 0}}),
+            "INVALID_MESSAGE",
+            "mime_type is required",
+        ),
+        (
+            upload_request("a.png", "image/png", 0),
+            "INVALID_MESSAGE",
+            "size_bytes must be positive",
+        ),
+        (
+            upload_request("a.png", "image/png", -5),
+            "INVALID_MESSAGE",
+            "size_bytes must be positive",
+        ),
+        (
+            upload_request("a.png", "image/png", 1001),
+            "UPLOAD_FAILED",
+            "failed to prepare upload",
+        ),
+        (
+            upload_request("a.png", "not a type", 10),
+            "UPLOAD_FAILED",
+            "failed to prepare upload",
+        ),
+    ];
+    for (frame, code, message) in cases {
+        client.send_json(frame.clone()).await;
+        let reply = client.recv().await;
+        assert_error(&reply, code, message);
+        assert_eq!(reply["session_id"], session, "{frame}");
+    }
+    // Exactly the limit is fine.
+    request_upload(&mut client, "a.png", "image/png", 1000).await;
+}
+
+#[tokio::test]
+async fn upload_ready_has_the_documented_shape_and_public_url() {
+    let media = MediaServer::start("  public_url: https://agents.example.com/base/\n", "").await;
+    let (mut client, connected) = media.server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    client
+        .send_json(upload_request("photo.jpg", "image/jpeg", 102_400))
+        .await;
+    let frame = client.recv().await;
+    assert_eq!(frame["type"], "upload_ready", "{frame}");
+    assert_eq!(frame["session_id"], session.as_str());
+    let ready = &frame["upload_ready"];
+    let id = ready["upload_id"].as_str().unwrap();
+    assert_eq!(id.len(), 32, "{ready}");
+    assert!(
+        id.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    );
+    assert_eq!(
+        ready["upload_url"],
+        format!("https://agents.example.com/base/media/upload/{id}")
+    );
+    assert_eq!(
+        ready["storage_ref"],
+        format!("omnia://sessions/{session}/media/{id}")
+    );
+    assert_eq!(ready["method"], "PUT");
+    assert_eq!(ready["headers"], json!({"Content-Type": "image/jpeg"}));
+    let expires_at = ready["expires_at"].as_str().unwrap();
+    assert!(
+        expires_at.ends_with('Z') && expires_at.contains('T'),
+        "{expires_at}"
+    );
+    assert_eq!(
+        ready.as_object().unwrap().len(),
+        6,
+        "exactly the six documented fields: {ready}"
+    );
+    // Key order is checked on the encoder's golden frame (agentwire-omnia).
+}
+
+#[tokio::test]
+async fn without_public_url_uploads_go_to_the_bound_address_never_localhost() {
+    let media = MediaServer::start("", "").await;
+    let (mut client, _) = media.server.connect("agent=test-agent").await;
+    let ready = request_upload(&mut client, "a.txt", "text/plain", 5).await;
+    let url = ready["upload_url"].as_str().unwrap();
+    assert_eq!(
+        url,
+        format!(
+            "http://{}/media/upload/{}",
+            media.server.addr,
+            ready["upload_id"].as_str().unwrap()
+        )
+    );
+    assert!(!url.contains("localhost"), "{url}");
+}
+
+#[tokio::test]
+async fn put_then_info_then_download_returns_the_same_bytes() {
+    let media = MediaServer::start("", "").await;
+    let (mut client, connected) = media.server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    let bytes = sample(200_000);
+    let ready = request_upload(
+        &mut client,
+        "holiday \"best\".png",
+        "image/png",
+        bytes.len(),
+    )
+    .await;
+    let id = ready["upload_id"].as_str().unwrap();
+
+    let put = media
+        .server
+        .http(
+            "PUT",
+            path_of(ready["upload_url"].as_str().unwrap()),
+            &[("Content-Type", "image/png")],
+            &bytes,
+        )
+        .await;
+    assert_eq!(put.status, 204, "{put:?}");
+    assert!(put.body.is_empty());
+
+    let info = media
+        .server
+        .http("GET", &format!("/media/info/{session}/{id}"), &[], b"")
+        .await;
+    assert_eq!(info.status, 200, "{}", info.text());
+    assert_eq!(info.header("content-type"), Some("application/json"));
+    let info = info.json();
+    assert_eq!(info["storage_ref"], ready["storage_ref"]);
+    assert_eq!(info["filename"], "holiday \"best\".png");
+    assert_eq!(info["mime_type"], "image/png");
+    assert_eq!(info["size_bytes"], bytes.len());
+    let keys: Vec<_> = info.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(
+        keys,
+        [
+            "created_at",
+            "expires_at",
+            "filename",
+            "mime_type",
+            "size_bytes",
+            "storage_ref"
+        ]
+    );
+
+    let download = media
+        .server
+        .http("GET", &format!("/media/download/{session}/{id}"), &[], b"")
+        .await;
+    assert_eq!(download.status, 200, "{}", download.text());
+    assert_eq!(download.header("content-type"), Some("image/png"));
+    assert_eq!(
+        download.header("content-disposition"),
+        Some("inline; filename=\"holiday _best_.png\"")
+    );
+    assert_eq!(
+        download.header("content-length"),
+        Some(bytes.len().to_string().as_str())
+    );
+    assert_eq!(download.header("x-content-type-options"), Some("nosniff"));
+    assert!(download.body == bytes, "downloaded bytes differ");
+
+    // An upload id is good for one upload.
+    let again = media
+        .server
+        .http("PUT", &format!("/media/upload/{id}"), &[], b"xyz")
+        .await;
+    assert_refused(&again, 400, "upload failed");
+}
+
+#[tokio::test]
+async fn messages_may_name_their_own_sessions_media_only() {
+    let media = MediaServer::start("", "").await;
+    let (mut client, connected) = media.server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    let ready = request_upload(&mut client, "cat.jpg", "image/jpeg", 4).await;
+    let put = media
+        .server
+        .http(
+            "PUT",
+            path_of(ready["upload_url"].as_str().unwrap()),
+            &[],
+            b"meow",
+        )
+        .await;
+    assert_eq!(put.status, 204);
+    let storage_ref = ready["storage_ref"].as_str().unwrap().to_owned();
+    let message = |storage_ref: &str| {
+        json!({
+            "type": "message",
+            "metadata": {"mock_scenario": "parts"},
+            "parts": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "media": {"storage_ref": storage_ref, "mime_type": "image/jpeg"}}
+            ]
+        })
+    };
+
+    client.send_json(message(&storage_ref)).await;
+    let done = client.recv().await;
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["session_id"], session.as_str());
+    assert_eq!(
+        done["parts"],
+        json!([{"type": "text", "text": "I see your image"}])
+    );
+
+    // Another connection is another session: the reference is refused.
+    let (mut other, _) = media.server.connect("agent=test-agent").await;
+    other.send_json(message(&storage_ref)).await;
+    let reply = other.recv().await;
+    assert_error(
+        &reply,
+        "INVALID_MESSAGE",
+        "storage_ref belongs to another session",
+    );
+
+    // A well-formed reference to nothing, and a malformed one.
+    for unknown in [
+        format!("omnia://sessions/{session}/media/{MID}"),
+        "omnia://sessions/../media/x".to_owned(),
+        "s3://bucket/key".to_owned(),
+    ] {
+        client.send_json(message(&unknown)).await;
+        assert_error(
+            &client.recv().await,
+            "INVALID_MESSAGE",
+            "unknown storage_ref",
+        );
+    }
+
+    // Refused messages were not stored: one user message and one reply.
+    let stored = stored_messages(&media.server.db_path);
+    assert_eq!(stored.len(), 2, "{stored:?}");
+}
+
+#[tokio::test]
+async fn request_upload_over_http_and_its_refusals() {
+    let media = MediaServer::start("", "    max_bytes: 1000\n").await;
+    let post = |body: &'static str| {
+        let server = &media.server;
+        async move {
+            server
+                .http(
+                    "POST",
+                    "/media/request-upload",
+                    &[("Content-Type", "application/json")],
+                    body.as_bytes(),
+                )
+                .await
+        }
+    };
+    let ok = post(
+        r#"{"session_id":"sess-http","filename":"a.txt","mime_type":"text/plain","size_bytes":3}"#,
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(ok.header("content-type"), Some("application/json"));
+    let credentials = ok.json();
+    let keys: Vec<_> = credentials.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(
+        keys,
+        [
+            "expires_at",
+            "headers",
+            "method",
+            "storage_ref",
+            "upload_id",
+            "upload_url"
+        ]
+    );
+    let id = credentials["upload_id"].as_str().unwrap();
+    assert_eq!(
+        credentials["storage_ref"],
+        format!("omnia://sessions/sess-http/media/{id}")
+    );
+    let put = media
+        .server
+        .http(
+            "PUT",
+            path_of(credentials["upload_url"].as_str().unwrap()),
+            &[],
+            b"abc",
+        )
+        .await;
+    assert_eq!(put.status, 204);
+    let info = media
+        .server
+        .http("GET", &format!("/media/info/sess-http/{id}"), &[], b"")
+        .await;
+    assert_eq!(info.json()["size_bytes"], 3);
+
+    assert_refused(&post("{not json").await, 400, "invalid request body");
+    assert_refused(
+        &post(r#"{"session_id": 5}"#).await,
+        400,
+        "invalid request body",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"","filename":"a","mime_type":"text/plain","size_bytes":1}"#).await,
+        400,
+        "invalid storage reference",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"..","filename":"a","mime_type":"text/plain","size_bytes":1}"#)
+            .await,
+        400,
+        "invalid storage reference",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"","size_bytes":1}"#).await,
+        415,
+        "unsupported media type",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"text plain","size_bytes":1}"#).await,
+        415,
+        "unsupported media type",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"text/plain","size_bytes":1001}"#)
+            .await,
+        413,
+        "file too large",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"text/plain","size_bytes":0}"#).await,
+        400,
+        "invalid request body",
+    );
+}
+
+#[tokio::test]
+async fn every_route_answers_its_documented_statuses() {
+    let media = MediaServer::start("", "").await;
+    let server = &media.server;
+    let get = |path: String| async move { server.http("GET", &path, &[], b"").await };
+
+    assert_refused(
+        &get(format!("/media/info/sess-1/{MID}")).await,
+        404,
+        "not found",
+    );
+    assert_refused(
+        &get(format!("/media/download/sess-1/{MID}")).await,
+        404,
+        "not found",
+    );
+    assert_refused(
+        &get("/media/info/sess-1/not-hex".into()).await,
+        400,
+        "invalid storage reference",
+    );
+    assert_refused(
+        &get(format!("/media/info/sess-1/{}", MID.to_uppercase())).await,
+        400,
+        "invalid storage reference",
+    );
+    assert_refused(
+        &get(format!("/media/info/a/b/{MID}")).await,
+        400,
+        "invalid path",
+    );
+    assert_refused(
+        &get("/media/info/only-one".into()).await,
+        400,
+        "invalid path",
+    );
+
+    let response = server
+        .http("GET", &format!("/media/upload/{MID}"), &[], b"")
+        .await;
+    assert_refused(&response, 405, "method not allowed");
+    assert_eq!(response.header("allow"), Some("PUT"));
+    let response = server
+        .http("POST", &format!("/media/upload/{MID}"), &[], b"x")
+        .await;
+    assert_refused(&response, 405, "method not allowed");
+    let response = server
+        .http("DELETE", &format!("/media/info/s/{MID}"), &[], b"")
+        .await;
+    assert_refused(&response, 405, "method not allowed");
+    assert_eq!(response.header("allow"), Some("GET"));
+    let response = server.http("GET", "/media/request-upload", &[], b"").await;
+    assert_refused(&response, 405, "method not allowed");
+
+    // Unknown and malformed upload ids.
+    let response = server
+        .http("PUT", &format!("/media/upload/{MID}"), &[], b"x")
+        .await;
+    assert_refused(&response, 400, "upload failed");
+    let response = server.http("PUT", "/media/upload/xyz", &[], b"x").await;
+    assert_refused(&response, 400, "invalid storage reference");
+    // Confirming is for direct (cloud) uploads; the local store has none.
+    let response = server
+        .http("POST", &format!("/media/confirm-upload/{MID}"), &[], b"")
+        .await;
+    assert_refused(&response, 404, "not found");
+}
+
+#[tokio::test]
+async fn media_and_upload_urls_expire() {
+    let media = MediaServer::start("", "    ttl: 500ms\n").await;
+    let (mut client, connected) = media.server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    let stale = request_upload(&mut client, "late.txt", "text/plain", 1).await;
+    let ready = request_upload(&mut client, "a.txt", "text/plain", 2).await;
+    let id = ready["upload_id"].as_str().unwrap();
+    let put = media
+        .server
+        .http(
+            "PUT",
+            path_of(ready["upload_url"].as_str().unwrap()),
+            &[],
+            b"hi",
+        )
+        .await;
+    assert_eq!(put.status, 204, "{}", put.text());
+    let info = media
+        .server
+        .http("GET", &format!("/media/info/{session}/{id}"), &[], b"")
+        .await;
+    assert_eq!(info.status, 200);
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for route in ["info", "download"] {
+        let response = media
+            .server
+            .http("GET", &format!("/media/{route}/{session}/{id}"), &[], b"")
+            .await;
+        assert_refused(&response, 410, "media expired");
+    }
+    // The upload URL expired too.
+    let late = media
+        .server
+        .http(
+            "PUT",
+            path_of(stale["upload_url"].as_str().unwrap()),
+            &[],
+            b"x",
+        )
+        .await;
+    assert_refused(&late, 400, "upload failed");
+    // An expired item cannot be named in a message either.
+    client
+        .send_json(json!({
+            "type": "message",
+            "parts": [{"type": "file", "media": {"storage_ref": ready["storage_ref"], "mime_type": "text/plain"}}]
+        }))
+        .await;
+    assert_error(
+        &client.recv().await,
+        "INVALID_MESSAGE",
+        "unknown storage_ref",
+    );
+    // Its bytes are gone from disk; only the metadata says it expired.
+    assert_eq!(
+        files(&media.media_dir()),
+        [format!("sessions/{session}/{id}.meta")]
+    );
+}
+
+#[tokio::test]
+async fn bodies_over_the_declared_size_or_the_limit_store_nothing() {
+    let media = MediaServer::start("", "    max_bytes: 1024\n").await;
+    let (mut client, connected) = media.server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    let ready = request_upload(&mut client, "a.bin", "application/octet-stream", 100).await;
+    let id = ready["upload_id"].as_str().unwrap().to_owned();
+    let path = format!("/media/upload/{id}");
+
+    // Over the declared size, announced by Content-Length.
+    let response = media.server.http("PUT", &path, &[], &sample(101)).await;
+    assert_refused(&response, 413, "file too large");
+    // Over the declared size, discovered while streaming a chunked body.
+    let response = media
+        .server
+        .http(
+            "PUT",
+            &path,
+            &[("Transfer-Encoding", "chunked")],
+            &chunked(&sample(150), 40),
+        )
+        .await;
+    assert_refused(&response, 413, "file too large");
+    let info = media
+        .server
+        .http("GET", &format!("/media/info/{session}/{id}"), &[], b"")
+        .await;
+    assert_refused(&info, 404, "not found");
+
+    // Declared at the limit, sent over it.
+    let at_limit = request_upload(&mut client, "b.bin", "application/octet-stream", 1024).await;
+    let response = media
+        .server
+        .http(
+            "PUT",
+            path_of(at_limit["upload_url"].as_str().unwrap()),
+            &[("Transfer-Encoding", "chunked")],
+            &chunked(&sample(1025), 256),
+        )
+        .await;
+    assert_refused(&response, 413, "file too large");
+
+    // Nothing but the two pending upload records is on disk.
+    let mut expected = vec![
+        format!("uploads/{id}.json"),
+        format!("uploads/{}.json", at_limit["upload_id"].as_str().unwrap()),
+    ];
+    expected.sort();
+    assert_eq!(files(&media.media_dir()), expected);
+
+    // The right body still goes through, chunked.
+    let response = media
+        .server
+        .http(
+            "PUT",
+            &path,
+            &[("Transfer-Encoding", "chunked")],
+            &chunked(&sample(100), 30),
+        )
+        .await;
+    assert_eq!(response.status, 204, "{}", response.text());
+}
+
+#[tokio::test]
+async fn path_traversal_never_leaves_the_media_directory() {
+    let media = MediaServer::start("", "").await;
+    // A file beside the media directory that no request may reach.
+    std::fs::write(media.dir.path().join("secret"), b"top secret").unwrap();
+    std::fs::write(media.dir.path().join(format!("{MID}.meta")), b"{}").unwrap();
+    let attempts = [
+        ("GET", format!("/media/info/../{MID}")),
+        ("GET", format!("/media/info/%2e%2e/{MID}")),
+        ("GET", format!("/media/download/%2e%2e/{MID}")),
+        ("GET", format!("/media/download/%2E%2E/{MID}")),
+        ("GET", "/media/download/%2e%2e/%2e%2e".to_owned()),
+        (
+            "GET",
+            "/media/download/sessions/..%2f..%2fsecret".to_owned(),
+        ),
+        ("GET", "/media/download/..%2f..%2f/secret".to_owned()),
+        ("GET", "/media/download/../../secret".to_owned()),
+        ("GET", format!("/media/info/.%2e/{MID}")),
+        ("PUT", "/media/upload/..%2f..%2fsecret".to_owned()),
+        ("PUT", "/media/upload/%2e%2e".to_owned()),
+        ("POST", "/media/confirm-upload/..%2fsecret".to_owned()),
+    ];
+    for (method, path) in attempts {
+        let response = media.server.http(method, &path, &[], b"x").await;
+        assert!(
+            [400, 404].contains(&response.status),
+            "{method} {path}: {} {}",
+            response.status,
+            response.text()
+        );
+        assert!(!response.text().contains("top secret"), "{method} {path}");
+    }
+    assert_eq!(
+        std::fs::read(media.dir.path().join("secret")).unwrap(),
+        b"top secret"
+    );
+    assert!(files(&media.media_dir()).is_empty());
+}
+
+/// S3 against a real S3-compatible server (moto): `scripts/test` and CI
+/// start one and set `AGENTWIRE_TEST_S3_ENDPOINT` and the AWS credentials.
+#[tokio::test]
+async fn s3_upload_confirm_info_and_presigned_download() {
+    let Ok(endpoint) = std::env::var("AGENTWIRE_TEST_S3_ENDPOINT") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the S3 test: set AGENTWIRE_TEST_S3_ENDPOINT (scripts/test does)"
+        );
+        eprintln!("skipped: no S3 endpoint (set AGENTWIRE_TEST_S3_ENDPOINT)");
+        return;
+    };
+    assert!(
+        std::env::var_os("AWS_ACCESS_KEY_ID").is_some()
+            && std::env::var_os("AWS_SECRET_ACCESS_KEY").is_some(),
+        "the S3 test needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (scripts/test sets dummies)"
+    );
+    let bucket = format!("agentwire-test-{}", uuid::Uuid::new_v4().simple());
+    let created = http_url("PUT", &format!("{endpoint}/{bucket}"), &[], b"").await;
+    assert_eq!(created.status, 200, "create bucket: {}", created.text());
+
+    let storage = format!(
+        "  media:\n    backend: s3\n    endpoint: {endpoint}\n    bucket: {bucket}\n    region: us-east-1\n    max_bytes: 100000\n"
+    );
+    let server = TestServer::with_storage_yaml("", &storage).await;
+    let (mut client, connected) = server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    let bytes = sample(50_000);
+    let ready = request_upload(&mut client, "scan.pdf", "application/pdf", bytes.len()).await;
+    let id = ready["upload_id"].as_str().unwrap().to_owned();
+    let upload_url = ready["upload_url"].as_str().unwrap();
+    assert!(
+        upload_url.starts_with(&format!("{endpoint}/{bucket}/sessions/{session}/{id}?")),
+        "{upload_url}"
+    );
+    assert!(upload_url.contains("X-Amz-Signature="), "{upload_url}");
+    assert_eq!(ready["headers"], json!({"Content-Type": "application/pdf"}));
+
+    // Nothing uploaded yet: confirming fails.
+    let early = server
+        .http("POST", &format!("/media/confirm-upload/{id}"), &[], b"")
+        .await;
+    assert_refused(&early, 400, "upload failed");
+    // The server's own upload route is for the local backend only.
+    let wrong = server
+        .http("PUT", &format!("/media/upload/{id}"), &[], b"x")
+        .await;
+    assert_refused(&wrong, 404, "not found");
+
+    let put = http_url(
+        "PUT",
+        upload_url,
+        &[("Content-Type", "application/pdf")],
+        &bytes,
+    )
+    .await;
+    assert_eq!(put.status, 200, "presigned PUT: {}", put.text());
+
+    let confirmed = server
+        .http("POST", &format!("/media/confirm-upload/{id}"), &[], b"")
+        .await;
+    assert_eq!(confirmed.status, 200, "{}", confirmed.text());
+    let confirmed = confirmed.json();
+    assert_eq!(confirmed["storage_ref"], ready["storage_ref"]);
+    assert_eq!(confirmed["size_bytes"], bytes.len());
+    assert_eq!(confirmed["filename"], "scan.pdf");
+
+    let info = server
+        .http("GET", &format!("/media/info/{session}/{id}"), &[], b"")
+        .await;
+    assert_eq!(info.status, 200, "{}", info.text());
+    assert_eq!(info.json(), confirmed);
+
+    let download = server
+        .http("GET", &format!("/media/download/{session}/{id}"), &[], b"")
+        .await;
+    assert_eq!(download.status, 307, "{}", download.text());
+    let location = download.header("location").unwrap();
+    assert!(
+        location.starts_with(&format!("{endpoint}/{bucket}/")),
+        "{location}"
+    );
+    let fetched = http_url("GET", location, &[], b"").await;
+    assert_eq!(fetched.status, 200, "{}", fetched.text());
+    assert!(fetched.body == bytes, "presigned download differs");
+
+    // Confirmed once; the id is spent.
+    let again = server
+        .http("POST", &format!("/media/confirm-upload/{id}"), &[], b"")
+        .await;
+    assert_refused(&again, 400, "upload failed");
+
+    // The item is usable in a message.
+    client
+        .send_json(json!({
+            "type": "message",
+            "metadata": {"mock_scenario": "parts"},
+            "parts": [{"type": "file", "media": {"storage_ref": ready["storage_ref"], "mime_type": "application/pdf"}}]
+        }))
+        .await;
+    let done = client.recv().await;
+    assert_eq!(done["type"], "done", "{done}");
+}

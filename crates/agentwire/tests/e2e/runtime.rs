@@ -1,0 +1,272 @@
+//! `handler: runtime` agents end to end: a scripted model calls a server-side
+//! HTTP tool, then a client-side tool, then answers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+
+use crate::support::{TestServer, assert_error, stored_messages};
+
+/// A one-route weather API: answers every request with the same JSON and
+/// counts the requests and remembers the last request line.
+struct WeatherApi {
+    addr: SocketAddr,
+    requests: Arc<AtomicUsize>,
+    last_request_line: Arc<Mutex<String>>,
+}
+
+async fn weather_api() -> WeatherApi {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let last = Arc::new(Mutex::new(String::new()));
+    let (count, seen) = (requests.clone(), last.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buffer = vec![0u8; 4096];
+            let n = stream.read(&mut buffer).await.unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            *seen.lock().await = request.lines().next().unwrap_or_default().to_owned();
+            count.fetch_add(1, Ordering::SeqCst);
+            let body = r#"{"temperature_c":3,"sky":"overcast"}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    WeatherApi {
+        addr,
+        requests,
+        last_request_line: last,
+    }
+}
+
+fn config(api: SocketAddr) -> String {
+    format!(
+        r#"
+providers:
+  - name: scripted
+    type: mock
+    model: mock-1
+    default_response: "I only know scripts."
+    scenarios:
+      trip:
+        turns:
+          1:
+            content: "Let me look that up."
+            tool_calls:
+              - name: get_weather
+                arguments: {{city: "Oslo"}}
+          2:
+            tool_calls:
+              - name: get_location
+                arguments: {{precision: "city"}}
+          3: "It is 3°C and overcast in Oslo; you are in Denver."
+      loop:
+        turns:
+          1: {{tool_calls: [{{name: get_weather, arguments: {{city: "A"}}}}]}}
+          2: {{tool_calls: [{{name: get_weather, arguments: {{city: "B"}}}}]}}
+          3: {{tool_calls: [{{name: get_weather, arguments: {{city: "C"}}}}]}}
+      bad-args:
+        turns:
+          1: {{tool_calls: [{{name: get_weather, arguments: {{town: "Oslo"}}}}]}}
+          2: "Sorry, I could not check."
+tools:
+  - name: get_weather
+    type: http
+    description: Current weather for a city
+    parameters:
+      type: object
+      properties: {{city: {{type: string}}}}
+      required: [city]
+    request:
+      method: GET
+      url: "http://{api}/weather/{{{{city}}}}"
+  - name: get_location
+    type: client
+    description: The user's location
+    parameters:
+      type: object
+      properties: {{precision: {{type: string}}}}
+    consent_message: "Share your location?"
+    categories: [location]
+"#
+    )
+}
+
+const RUNTIME_AGENT: &str = "  - name: assistant
+    handler: runtime
+    provider: scripted
+    instructions: You are a travel assistant.
+    tools: [get_weather, get_location]
+    max_rounds: 2
+";
+
+#[tokio::test]
+async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
+    let api = weather_api().await;
+    let server = TestServer::with_runtime(&config(api.addr), RUNTIME_AGENT).await;
+    let (mut client, connected) = server.connect("agent=assistant").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    client
+        .script(
+            "trip",
+            "What's the weather where I'm going, and where am I?",
+        )
+        .await;
+
+    let first = client.recv().await;
+    assert_eq!(
+        (first["type"].as_str(), first["content"].as_str()),
+        (Some("chunk"), Some("Let me look that up."))
+    );
+    let call = client.recv().await;
+    assert_eq!(
+        call["type"], "tool_call",
+        "the server tool is not shown; the client tool is: {call}"
+    );
+    assert_eq!(call["tool_call"]["name"], "get_location");
+    assert_eq!(call["tool_call"]["arguments"], json!({"precision": "city"}));
+    assert_eq!(call["tool_call"]["consent_message"], "Share your location?");
+    assert_eq!(
+        api.requests.load(Ordering::SeqCst),
+        1,
+        "the HTTP tool ran before the client was asked"
+    );
+    assert_eq!(
+        *api.last_request_line.lock().await,
+        "GET /weather/Oslo HTTP/1.1"
+    );
+    let call_id = call["tool_call"]["id"].as_str().unwrap();
+    client
+        .send_json(json!({"type": "tool_call_ack", "tool_call_ack": {"call_id": call_id}}))
+        .await;
+    client
+        .send_json(json!({"type": "tool_result", "tool_result": {"call_id": call_id, "result": {"city": "Denver"}}}))
+        .await;
+    let frames = client.recv_turn().await;
+    let (chunks, done) = frames.split_at(frames.len() - 1);
+    let streamed: String = chunks
+        .iter()
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["content"].as_str().unwrap().chars().count() <= 20),
+        "20-character chunks"
+    );
+    assert_eq!(
+        streamed,
+        "It is 3°C and overcast in Oslo; you are in Denver."
+    );
+    assert_eq!(done[0]["type"], "done");
+    assert_eq!(done[0]["content"], streamed.as_str());
+    assert_eq!(done[0]["session_id"], session.as_str());
+
+    let rows: Vec<(String, String)> = stored_messages(&server.db_path)
+        .into_iter()
+        .filter(|m| m.0 == session)
+        .map(|(_, _, role, content)| (role, content))
+        .collect();
+    let roles: Vec<&str> = rows.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "tool",
+            "tool",
+            "assistant"
+        ],
+        "{rows:?}"
+    );
+    assert_eq!(rows[1].1, "Let me look that up.");
+    let step = |i: usize| serde_json::from_str::<Value>(&rows[i].1).unwrap();
+    assert_eq!(step(2)["call"]["name"], "get_weather");
+    assert_eq!(step(2)["call"]["side"], "server");
+    assert_eq!(
+        step(3)["result"]["value"],
+        json!({"temperature_c": 3, "sky": "overcast"})
+    );
+    assert_eq!(step(4)["call"]["name"], "get_location");
+    assert_eq!(step(4)["call"]["side"], "client");
+    assert_eq!(step(5)["result"]["value"], json!({"city": "Denver"}));
+}
+
+#[tokio::test]
+async fn the_loop_stops_at_max_rounds_keeping_the_work_done() {
+    let api = weather_api().await;
+    let server = TestServer::with_runtime(&config(api.addr), RUNTIME_AGENT).await;
+    let (mut client, connected) = server.connect("agent=assistant").await;
+    client.script("loop", "keep going").await;
+    let error = client.recv().await;
+    assert_error(
+        &error,
+        "MAX_ROUNDS_EXCEEDED",
+        "the turn stopped at the agent's limit of 2 tool-call rounds",
+    );
+    assert_eq!(api.requests.load(Ordering::SeqCst), 2, "two rounds ran");
+    let session = connected["session_id"].as_str().unwrap();
+    let tool_rows = stored_messages(&server.db_path)
+        .into_iter()
+        .filter(|m| m.0 == session && m.2 == "tool")
+        .count();
+    assert_eq!(tool_rows, 4, "both rounds' calls and results are kept");
+    client.say("hello again").await;
+    assert_eq!(
+        client.recv().await["type"],
+        "chunk",
+        "the next message starts a new turn"
+    );
+}
+
+#[tokio::test]
+async fn invalid_arguments_go_back_to_the_model_as_an_error() {
+    let api = weather_api().await;
+    let server = TestServer::with_runtime(&config(api.addr), RUNTIME_AGENT).await;
+    let (mut client, _) = server.connect("agent=assistant").await;
+    client.script("bad-args", "weather?").await;
+    let done = client.recv_turn().await.pop().unwrap();
+    assert_eq!(done["content"], "Sorry, I could not check.");
+    assert_eq!(api.requests.load(Ordering::SeqCst), 0, "the tool never ran");
+}
+
+#[tokio::test]
+async fn a_resumed_session_gives_the_model_its_context() {
+    let api = weather_api().await;
+    let server = TestServer::with_runtime(&config(api.addr), RUNTIME_AGENT).await;
+    let (mut client, connected) = server.connect("agent=assistant").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    client.say("hi").await;
+    let done = client.recv_turn().await.pop().unwrap();
+    assert_eq!(done["content"], "I only know scripts.");
+    drop(client);
+    // The mock numbers its turns by the assistant messages it is shown: a
+    // resumed session that lost its context would replay turn 1.
+    let (mut client, _) = server.connect("agent=assistant").await;
+    client
+        .send_json(json!({"type": "message", "content": "x", "session_id": session, "metadata": {"mock_scenario": "trip"}}))
+        .await;
+    let first = client.recv().await;
+    assert_eq!(
+        first["type"], "tool_call",
+        "turn 2 of the script (after one assistant message): {first}"
+    );
+    assert_eq!(first["tool_call"]["name"], "get_location");
+    let call_id = first["tool_call"]["id"].as_str().unwrap();
+    client
+        .send_json(json!({"type": "tool_call_nack", "tool_call_nack": {"call_id": call_id, "reason": "no"}}))
+        .await;
+    assert_eq!(client.recv_turn().await.pop().unwrap()["type"], "done");
+}
