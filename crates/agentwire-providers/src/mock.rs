@@ -7,6 +7,10 @@
 //! scenario or turn answers `default_response`, else
 //! `Mock response for provider <name> model <model>`. Text streams in
 //! 20-character chunks; tool calls get PromptKit's ids `call_<i>_<name>`.
+//!
+//! agentwire's addition: `{{last_tool_result}}` in a scripted text is
+//! replaced by the content of the request's latest tool result, so a script
+//! can show that a tool's output reached the model.
 
 use std::collections::BTreeMap;
 
@@ -75,6 +79,19 @@ pub(crate) fn chunks(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+const LAST_TOOL_RESULT: &str = "{{last_tool_result}}";
+
+fn with_last_tool_result(text: &str, request: &ModelRequest) -> String {
+    if !text.contains(LAST_TOOL_RESULT) {
+        return text.to_owned();
+    }
+    let last = request.messages.iter().rev().find_map(|m| match m {
+        ModelMessage::Tool { content, .. } => Some(content.as_str()),
+        _ => None,
+    });
+    text.replace(LAST_TOOL_RESULT, last.unwrap_or_default())
+}
+
 async fn stream(text: &str, sink: &dyn TextSink) {
     for chunk in chunks(text) {
         sink.text(chunk).await;
@@ -89,7 +106,7 @@ impl ModelProvider for MockProvider {
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
         let (reply_text, tool_calls) = match self.turn(request) {
-            Some(MockTurn::Text(t)) => (t.clone(), Vec::new()),
+            Some(MockTurn::Text(t)) => (with_last_tool_result(t, request), Vec::new()),
             Some(MockTurn::ToolCalls {
                 content,
                 tool_calls,
@@ -127,6 +144,35 @@ impl ModelProvider for MockProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn last_tool_result_placeholder() {
+        let request = ModelRequest {
+            messages: vec![
+                ModelMessage::Tool {
+                    call_id: "a".into(),
+                    name: "t".into(),
+                    content: "first".into(),
+                    is_error: false,
+                },
+                ModelMessage::Tool {
+                    call_id: "b".into(),
+                    name: "t".into(),
+                    content: "second".into(),
+                    is_error: false,
+                },
+            ],
+            ..ModelRequest::default()
+        };
+        assert_eq!(
+            with_last_tool_result("got {{last_tool_result}}.", &request),
+            "got second."
+        );
+        assert_eq!(
+            with_last_tool_result("got {{last_tool_result}}.", &ModelRequest::default()),
+            "got ."
+        );
+    }
 
     #[test]
     fn chunks_are_twenty_characters() {

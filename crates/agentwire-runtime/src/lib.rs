@@ -26,6 +26,7 @@ pub trait ArgumentValidator: Send + Sync {
 }
 
 /// A tool the client runs, as declared in the config.
+#[derive(Clone)]
 pub struct ClientToolDecl {
     pub spec: ToolSpec,
     pub consent_message: Option<String>,

@@ -14,10 +14,13 @@ pub(crate) struct OpenBox {
     pub(crate) tool_box: Arc<dyn ToolBox>,
 }
 
+/// A tool set opened at most once, by whichever turn needs it first.
+type OpenOnce = Arc<OnceCell<Arc<dyn ToolBox>>>;
+
 /// The connection's open tool sets, by agent and source name.
 #[derive(Default)]
 struct ConnectionToolboxes {
-    opened: Mutex<HashMap<(String, String), Arc<OnceCell<Arc<dyn ToolBox>>>>>,
+    opened: Mutex<HashMap<(String, String), OpenOnce>>,
 }
 
 /// The agent's tool sets for this turn's connection, opening those not open

@@ -21,14 +21,11 @@ pub(super) struct RuntimeParts {
 
 enum BuiltTool {
     Server(Arc<dyn ToolSource>),
-    Client {
-        config: NamedTool,
-        schema: Arc<ArgumentSchema>,
-    },
+    Client(Box<ClientToolDecl>),
 }
 
 /// `ArgumentValidator` over a compiled JSON Schema.
-struct SchemaValidator(Arc<ArgumentSchema>);
+struct SchemaValidator(ArgumentSchema);
 
 impl ArgumentValidator for SchemaValidator {
     fn validate(&self, arguments: &serde_json::Value) -> Result<(), String> {
@@ -70,22 +67,7 @@ impl RuntimeParts {
         for name in &config.tools {
             match self.tools.get(name).context("tool was validated")? {
                 BuiltTool::Server(source) => server_tools.push(source.clone()),
-                BuiltTool::Client { config, schema } => {
-                    let ToolConfig::Client {
-                        spec,
-                        consent_message,
-                        categories,
-                    } = &config.config
-                    else {
-                        unreachable!("client tools are built from client configs");
-                    };
-                    client_tools.push(ClientToolDecl {
-                        spec: spec.clone(),
-                        consent_message: consent_message.clone(),
-                        categories: categories.clone(),
-                        validator: Arc::new(SchemaValidator(schema.clone())),
-                    });
-                }
+                BuiltTool::Client(decl) => client_tools.push((**decl).clone()),
             }
         }
         let metadata_template = config
@@ -108,12 +90,19 @@ impl RuntimeParts {
 
 fn build_tool(tool: &NamedTool) -> anyhow::Result<BuiltTool> {
     Ok(match &tool.config {
-        ToolConfig::Client { spec, .. } => BuiltTool::Client {
-            config: tool.clone(),
-            schema: Arc::new(
-                ArgumentSchema::compile(&spec.parameters).map_err(anyhow::Error::msg)?,
-            ),
-        },
+        ToolConfig::Client {
+            spec,
+            consent_message,
+            categories,
+        } => {
+            let schema = ArgumentSchema::compile(&spec.parameters).map_err(anyhow::Error::msg)?;
+            BuiltTool::Client(Box::new(ClientToolDecl {
+                spec: spec.clone(),
+                consent_message: consent_message.clone(),
+                categories: categories.clone(),
+                validator: Arc::new(SchemaValidator(schema)),
+            }))
+        }
         ToolConfig::Http(settings) => BuiltTool::Server(
             agentwire_tools::http_tool(settings.0.clone()).map_err(anyhow::Error::msg)?,
         ),

@@ -270,3 +270,67 @@ async fn a_resumed_session_gives_the_model_its_context() {
         .await;
     assert_eq!(client.recv_turn().await.pop().unwrap()["type"], "done");
 }
+
+/// server-everything's entry point: `AGENTWIRE_TEST_MCP_EVERYTHING`, else
+/// where `scripts/install-test-deps.sh` puts it. `None` skips the test,
+/// except under CI, where a missing server is a failure.
+fn mcp_everything() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("AGENTWIRE_TEST_MCP_EVERYTHING").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    });
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set and the MCP server is missing at {}; run scripts/install-test-deps.sh",
+        path.display()
+    );
+    eprintln!("skipped: MCP server-everything not installed (run scripts/install-test-deps.sh)");
+    None
+}
+
+#[tokio::test]
+async fn an_mcp_tool_from_a_real_server_reaches_the_reply() {
+    let Some(entry) = mcp_everything() else { return };
+    let top_level = format!(
+        r#"
+providers:
+  - name: scripted
+    type: mock
+    scenarios:
+      mcp:
+        turns:
+          1: {{tool_calls: [{{name: echo, arguments: {{message: "hello from the model"}}}}]}}
+          2: "The server said: {{{{last_tool_result}}}}"
+          3: {{tool_calls: [{{name: echo, arguments: {{message: "second turn"}}}}]}}
+          4: "Again: {{{{last_tool_result}}}}"
+tools:
+  - name: everything
+    type: mcp
+    command: node
+    args: ["{}", "stdio"]
+    timeout: 20s
+"#,
+        entry.display()
+    );
+    let agent = "  - name: mcp-agent\n    handler: runtime\n    provider: scripted\n    tools: [everything]\n";
+    let server = TestServer::with_runtime(&top_level, agent).await;
+    let (mut client, _) = server.connect("agent=mcp-agent").await;
+    client.script("mcp", "echo something").await;
+    let done = tokio::time::timeout(std::time::Duration::from_secs(30), client.recv_turn())
+        .await
+        .expect("the turn ends")
+        .pop()
+        .unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    let text = done["content"].as_str().unwrap();
+    assert!(text.starts_with("The server said: "), "{text}");
+    assert!(text.contains("hello from the model"), "the MCP echo result reached the reply: {text}");
+    // The connection's MCP session serves its next turn too.
+    client.script("mcp", "again").await;
+    let done = client.recv_turn().await.pop().unwrap();
+    let text = done["content"].as_str().unwrap();
+    assert!(text.starts_with("Again: ") && text.contains("second turn"), "{text}");
+}
