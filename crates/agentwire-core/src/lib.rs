@@ -4,6 +4,7 @@
 //! # Layout
 //!
 //! - [`ids`]: session and tool-call identifiers.
+//! - [`auth`]: the [`Authenticator`] port and the [`Identity`] it establishes.
 //! - [`time`]: [`Timestamp`] and the [`Clock`] port.
 //! - [`content`]: message content (text and media parts) and metadata.
 //! - [`error`]: [`ErrorCode`], the error vocabulary shared by every dialect.
@@ -22,6 +23,7 @@
 //! and every JSON shape belongs to a dialect crate. Time comes from [`Clock`],
 //! identifiers from [`IdSource`], storage from [`SessionStore`].
 
+pub mod auth;
 pub mod content;
 pub mod engine;
 pub mod error;
@@ -35,6 +37,7 @@ pub mod time;
 pub mod tools;
 pub mod turn;
 
+pub use auth::{AgentAuth, AuthError, Authenticator, Credentials, Identity, IdentityOrigin};
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{Agent, Engine, SessionLease, SubmitError, SubmitRequest, TurnHandle};
 pub use error::ErrorCode;

@@ -293,7 +293,9 @@ fn mcp_everything() -> Option<std::path::PathBuf> {
 
 #[tokio::test]
 async fn an_mcp_tool_from_a_real_server_reaches_the_reply() {
-    let Some(entry) = mcp_everything() else { return };
+    let Some(entry) = mcp_everything() else {
+        return;
+    };
     let top_level = format!(
         r#"
 providers:
@@ -327,10 +329,16 @@ tools:
     assert_eq!(done["type"], "done", "{done}");
     let text = done["content"].as_str().unwrap();
     assert!(text.starts_with("The server said: "), "{text}");
-    assert!(text.contains("hello from the model"), "the MCP echo result reached the reply: {text}");
+    assert!(
+        text.contains("hello from the model"),
+        "the MCP echo result reached the reply: {text}"
+    );
     // The connection's MCP session serves its next turn too.
     client.script("mcp", "again").await;
     let done = client.recv_turn().await.pop().unwrap();
     let text = done["content"].as_str().unwrap();
-    assert!(text.starts_with("Again: ") && text.contains("second turn"), "{text}");
+    assert!(
+        text.starts_with("Again: ") && text.contains("second turn"),
+        "{text}"
+    );
 }
