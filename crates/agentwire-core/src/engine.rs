@@ -65,6 +65,9 @@ struct Inner {
 struct LiveSession {
     record: SessionRecord,
     state: Mutex<LiveState>,
+    /// Serialises appends: a turn's records and an out-of-turn event must
+    /// not be given the same `seq`.
+    appending: tokio::sync::Mutex<()>,
 }
 
 struct LiveState {
@@ -228,6 +231,30 @@ impl Engine {
         })
     }
 
+    /// Records an event on the connection's current session (such as the
+    /// client's `disclosure_ack`), creating the session if it has no record.
+    pub async fn record_event(
+        &self,
+        agent: &Agent,
+        namespace: &str,
+        owner: Option<&str>,
+        session: &SessionId,
+        name: &str,
+        metadata: Metadata,
+    ) -> Result<(), SubmitError> {
+        let lease = self.attach(session, agent, namespace, owner, true).await?;
+        let event = record(
+            session,
+            MessageRole::Event,
+            name.to_owned(),
+            Vec::new(),
+            metadata,
+            self.inner.clock.now(),
+        );
+        lease.store_messages(vec![event]).await?;
+        Ok(())
+    }
+
     /// Leases `id`, loading it from the store when it is not live. `own` skips
     /// the resumability checks for the connection's own session.
     async fn attach(
@@ -247,6 +274,7 @@ impl Engine {
             Some(record) => {
                 let history = self.inner.store.load_messages(id).await?;
                 LiveSession {
+                    appending: tokio::sync::Mutex::new(()),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -259,6 +287,7 @@ impl Engine {
             None => {
                 let now = self.inner.clock.now();
                 LiveSession {
+                    appending: tokio::sync::Mutex::new(()),
                     record: SessionRecord {
                         id: id.clone(),
                         agent: agent.name.clone(),
@@ -348,12 +377,12 @@ impl SessionLease {
     }
 
     /// Stores `messages` (their `seq` is assigned here) and returns the
-    /// history including them. Only the task that holds the turn calls this,
-    /// so appends of one session never interleave.
+    /// history including them.
     async fn store_messages(
         &self,
         mut messages: Vec<StoredMessage>,
     ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+        let _appending = self.session.appending.lock().await;
         let store = &self.inner.store;
         let (persisted, next_seq) = {
             let state = self.session.state.lock();

@@ -26,6 +26,9 @@ pub enum MessageRole {
     Tool,
     /// A turn that failed: the code and message the client was sent.
     Error,
+    /// Something that happened on the session outside a turn, such as the
+    /// client asserting it displayed the AI disclosure. Never shown to a model.
+    Event,
 }
 
 impl MessageRole {
@@ -35,6 +38,7 @@ impl MessageRole {
             MessageRole::Assistant => "assistant",
             MessageRole::Tool => "tool",
             MessageRole::Error => "error",
+            MessageRole::Event => "event",
         }
     }
 
@@ -44,6 +48,7 @@ impl MessageRole {
             "assistant" => MessageRole::Assistant,
             "tool" => MessageRole::Tool,
             "error" => MessageRole::Error,
+            "event" => MessageRole::Event,
             _ => return None,
         })
     }

@@ -80,6 +80,7 @@ pub(crate) fn rebuild(
             }
             MessageRole::Tool => step.add_tool_record(&message.content),
             MessageRole::Error => step.flush(&mut out),
+            MessageRole::Event => {}
         }
     }
     step.flush(&mut out);

@@ -6,12 +6,13 @@
 //! connection costs one task and no extra queue: a turn's bounded event
 //! channel is the outbound queue, and a slow client slows its own turn.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ErrorCode, MediaChunk, SessionId, SessionLease, SubmitError,
-    SubmitRequest, ToolSide, TurnEvent,
+    ClientAnswer, ConnectionScope, ErrorCode, Identity, IdentityOrigin, MediaChunk, SessionId,
+    SessionLease, SubmitError, SubmitRequest, ToolSide, TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
@@ -19,6 +20,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
+use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
 use crate::{AgentEntry, AppState};
@@ -28,6 +30,10 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
+const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
+
+/// How long before its expiry a token stops being used, at most.
+const CREDENTIAL_MARGIN: Duration = Duration::from_secs(30);
 
 /// What the upgrade learned from the request.
 pub(crate) struct ConnectionParams {
@@ -36,6 +42,8 @@ pub(crate) struct ConnectionParams {
     /// The client asked for binary OMNI frames (`binary=true`).
     pub(crate) binary: bool,
     pub(crate) memory_facet: Option<String>,
+    /// Who is calling; anonymous when the agent is public and no credential came.
+    pub(crate) caller: Caller,
 }
 
 struct Connection {
@@ -57,6 +65,11 @@ struct Connection {
     limiter: TokenBucket,
     /// Binary media bytes per second.
     media_limiter: TokenBucket,
+    /// When the caller's token runs out; `None` for credentials without one.
+    credential_deadline: Option<Pin<Box<Sleep>>>,
+    /// The deadline passed: no new work is accepted, and the socket closes
+    /// with 4401 once no turn runs.
+    credential_expired: bool,
 }
 
 /// Why the loop ended; decides the close frame, if any.
@@ -80,6 +93,13 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
             u64::from(limits.message_burst),
         ),
         media_limiter: TokenBucket::new(limits.media_bytes_per_second, limits.media_burst_bytes),
+        credential_deadline: params
+            .caller
+            .identity
+            .as_ref()
+            .and_then(|identity| credential_deadline(&state, identity))
+            .map(|at| Box::pin(tokio::time::sleep_until(at))),
+        credential_expired: false,
         scope: ConnectionScope::new(),
         current: minted.clone(),
         minted,
@@ -112,8 +132,14 @@ impl Connection {
         let keepalive: Sleep = tokio::time::sleep(limits.pong_timeout);
         tokio::pin!(keepalive);
         loop {
+            if self.credential_expired && self.turn.is_none() {
+                return Exit::Close(CLOSE_CREDENTIAL_EXPIRED, "credential expired");
+            }
             tokio::select! {
                 () = force_close.cancelled() => return Exit::Close(CLOSE_GOING_AWAY, "server shutdown"),
+                () = until(&mut self.credential_deadline), if !self.credential_expired => {
+                    self.credential_expired = true;
+                }
                 () = drain.cancelled(), if self.turn.is_none() => {
                     return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
                 }
@@ -151,7 +177,7 @@ impl Connection {
                 },
                 resumed: false,
                 memory_facet: self.params.memory_facet.as_deref(),
-                ai_disclosure: None,
+                ai_disclosure: self.params.agent.requires_ai_disclosure,
             },
             self.state.engine.clock().now(),
         )
@@ -220,6 +246,17 @@ impl Connection {
     ) -> Result<(), SendFailed> {
         let current = self.current.clone();
         match frame {
+            ClientFrame::Message(_) | ClientFrame::UploadRequest { .. }
+                if self.credential_expired_now() =>
+            {
+                self.send_error(
+                    socket,
+                    Some(&current),
+                    ErrorCode::CredentialExpired,
+                    "credential expired",
+                )
+                .await
+            }
             ClientFrame::Message(message) => self.on_message(socket, message).await,
             ClientFrame::UploadRequest { request, .. } => {
                 let frame =
@@ -264,12 +301,16 @@ impl Connection {
                     .answer(&call_id, ClientAnswer::Nack(reason));
                 Ok(())
             }
-            // No reply by contract. Without realtime audio a hangup has nothing
-            // to end; without an authenticator there is no credential to
-            // refresh; without a disclosure there is nothing to acknowledge.
-            ClientFrame::Hangup
-            | ClientFrame::DisclosureAck
-            | ClientFrame::CredentialRefresh { .. } => Ok(()),
+            ClientFrame::CredentialRefresh { token } => {
+                self.refresh_credential(&token).await;
+                Ok(())
+            }
+            ClientFrame::DisclosureAck => {
+                self.record_disclosure_ack().await;
+                Ok(())
+            }
+            // No reply by contract. Without realtime audio a hangup has nothing to end.
+            ClientFrame::Hangup => Ok(()),
         }
     }
 
@@ -309,7 +350,7 @@ impl Connection {
         let request = SubmitRequest {
             agent: &agent,
             namespace: &self.params.namespace,
-            owner: None,
+            owner: self.params.caller.owner.as_deref(),
             current: &self.current,
             minted: &self.minted,
             requested: session_id.as_deref(),
@@ -466,6 +507,65 @@ impl Connection {
         Ok(())
     }
 
+    fn credential_expired_now(&self) -> bool {
+        self.credential_expired
+            || self
+                .credential_deadline
+                .as_ref()
+                .is_some_and(|sleep| sleep.deadline() <= Instant::now())
+    }
+
+    /// `credential_refresh`: a token for the same owner (subject and session
+    /// claim) that expires later replaces the credential; any other is
+    /// ignored, silently, as the contract says.
+    async fn refresh_credential(&mut self, token: &str) {
+        let (Some(authenticator), Some(current)) = (
+            self.state.identity.authenticator.clone(),
+            self.params.caller.identity.as_ref(),
+        ) else {
+            return;
+        };
+        let Ok(fresh) = authenticator.authenticate_refresh(token).await else {
+            tracing::info!("credential_refresh ignored: token refused");
+            return;
+        };
+        let same_owner = Some(pseudonym(&self.state.identity, &fresh)) == self.params.caller.owner;
+        let later = match (fresh.expires_at, current.expires_at) {
+            (Some(fresh), Some(current)) => fresh > current,
+            _ => false,
+        };
+        if !(same_owner && later) {
+            tracing::info!(same_owner, later, "credential_refresh ignored");
+            return;
+        }
+        let deadline = credential_deadline(&self.state, &fresh);
+        self.credential_deadline = deadline.map(|at| Box::pin(tokio::time::sleep_until(at)));
+        self.credential_expired = false;
+        self.params.caller.identity = Some(fresh);
+    }
+
+    /// `disclosure_ack`: recorded on the session as the client's assertion.
+    async fn record_disclosure_ack(&mut self) {
+        let metadata = [("asserted_by".to_owned(), "client".to_owned())]
+            .into_iter()
+            .collect();
+        let recorded = self
+            .state
+            .engine
+            .record_event(
+                &self.params.agent.agent,
+                &self.params.namespace,
+                self.params.caller.owner.as_deref(),
+                &self.current,
+                "ai.disclosure.displayed",
+                metadata,
+            )
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e, "recording disclosure_ack failed");
+        }
+    }
+
     async fn send_error(
         &mut self,
         socket: &mut WebSocket,
@@ -501,6 +601,30 @@ const SESSION_EXPIRED: &str = "session context has expired; start a new session"
 
 /// The socket could not take a frame; the connection is over.
 struct SendFailed;
+
+/// When a token-bearing credential must stop being used: its expiry less
+/// min(30 s, half its remaining life), as a timer instant. `None` for
+/// credentials without an expiry and for API keys and passwords.
+fn credential_deadline(state: &AppState, identity: &Identity) -> Option<Instant> {
+    if identity.origin != IdentityOrigin::Jwt {
+        return None;
+    }
+    let expires_at = identity.expires_at?;
+    let remaining_nanos = expires_at
+        .unix_nanos()
+        .saturating_sub(state.engine.clock().now().unix_nanos());
+    let remaining = Duration::from_nanos(u64::try_from(remaining_nanos).unwrap_or(0));
+    let margin = CREDENTIAL_MARGIN.min(remaining / 2);
+    Some(Instant::now() + (remaining - margin))
+}
+
+/// Waits for `timer`; never resolves without one.
+async fn until(timer: &mut Option<Pin<Box<Sleep>>>) {
+    match timer {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Waits for the running turn's next event; never resolves when idle.
 async fn next_event(turn: &mut Option<mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {

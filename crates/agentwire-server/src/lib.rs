@@ -19,6 +19,7 @@
 //! receives the engine and agents ready-made from the binary.
 
 mod connection;
+mod identity;
 mod lifecycle;
 mod media_routes;
 mod media_ws;
@@ -38,6 +39,7 @@ use axum::Router;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
+pub use identity::{AccessLevel, IdentitySettings};
 pub use lifecycle::Lifecycle;
 pub use metrics::Metrics;
 
@@ -83,6 +85,15 @@ pub struct AgentEntry {
     /// scripted demo and test handlers do: the runtime keeps server tools to
     /// itself.
     pub shows_server_tools: bool,
+    /// Whether callers without a credential may use the agent.
+    pub access_level: AccessLevel,
+    /// Argon2id PHC string: the agent's password (Gnosari password access).
+    pub password_argon2: Option<String>,
+    /// The memory container the agent is scoped to: a connection naming
+    /// another is refused with 403.
+    pub memory_facet: Option<String>,
+    /// Announced as `connected.ai_disclosure`; `None` says nothing.
+    pub requires_ai_disclosure: Option<bool>,
 }
 
 /// Everything a request handler needs. Built once by the binary.
@@ -94,6 +105,7 @@ pub struct AppState {
     pub lifecycle: Lifecycle,
     /// `None`: media storage is off (`storage.media.backend: none`).
     pub media: Option<MediaService>,
+    pub identity: IdentitySettings,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -111,6 +123,7 @@ impl AppState {
         agents: HashMap<String, Arc<AgentEntry>>,
         settings: ServerSettings,
         media: Option<MediaService>,
+        identity: IdentitySettings,
     ) -> AppState {
         AppState {
             engine,
@@ -119,6 +132,7 @@ impl AppState {
             metrics: Metrics::default(),
             lifecycle: Lifecycle::default(),
             media,
+            identity,
         }
     }
 }

@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use agentwire_core::media::sanitized_filename;
 use agentwire_core::{
-    Download, MediaBytes, MediaError, MediaId, MediaInfo, StorageRef, UploadSpec,
+    AgentAuth, Credentials, Download, MediaBytes, MediaError, MediaId, MediaInfo, SessionId,
+    StorageRef, UploadSpec,
 };
 use agentwire_omnia as omnia;
 use axum::Router;
@@ -33,6 +34,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post, put};
 use futures_util::StreamExt;
 
+use crate::identity;
 use crate::upgrade::Refusal;
 use crate::{AppState, MediaService};
 
@@ -74,14 +76,53 @@ const INVALID_PATH: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid path");
 const UNSUPPORTED_TYPE: Refusal =
     Refusal(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported media type");
 
-/// The media service, if the caller may use it.
+/// The media service, if it is on.
 fn service(state: &AppState) -> Result<&MediaService, Refusal> {
-    // No authenticator exists yet: with unauthenticated callers refused,
-    // every caller is refused, as at the upgrade.
-    if !state.settings.allow_unauthenticated {
-        return Err(Refusal(StatusCode::UNAUTHORIZED, "unauthorized"));
-    }
     state.media.as_ref().ok_or(NOT_ENABLED)
+}
+
+/// Admits the caller to `session`'s media: its credential (if any) must be
+/// valid, and the session must be the caller's own. Another owner's session
+/// answers 404, as a missing one does, so ids cannot be probed. A session not
+/// recorded yet (media uploaded before the first message) is open to its
+/// first user.
+async fn authorize(
+    state: &AppState,
+    headers: &HeaderMap,
+    session: &SessionId,
+) -> Result<(), Refusal> {
+    let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+    let owner = match (identity::bearer(headers), &state.identity.authenticator) {
+        (Some(token), Some(authenticator)) => {
+            let credentials = Credentials {
+                bearer: Some(token),
+                ..Credentials::default()
+            };
+            match authenticator
+                .authenticate(&credentials, &AgentAuth::default())
+                .await
+            {
+                Ok(Some(found)) => Some(identity::pseudonym(&state.identity, &found)),
+                Ok(None) | Err(_) => return Err(unauthorized),
+            }
+        }
+        (Some(_), None) => return Err(unauthorized),
+        (None, _) if !state.settings.allow_unauthenticated => return Err(unauthorized),
+        (None, _) => None,
+    };
+    match state.engine.store().load_session(session).await {
+        Ok(Some(record)) if record.owner != owner => {
+            Err(Refusal(StatusCode::NOT_FOUND, "not found"))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => {
+            tracing::error!(error = %e, "session store failed");
+            Err(Refusal(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal server error",
+            ))
+        }
+    }
 }
 
 /// The client-facing answer for a store failure.
@@ -133,13 +174,15 @@ struct RequestUpload {
 
 async fn request_upload(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    either(request_upload_inner(&state, body).await)
+    either(request_upload_inner(&state, &headers, body).await)
 }
 
 async fn request_upload_inner(
     state: &AppState,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Refusal> {
     let media = service(state)?;
@@ -147,6 +190,7 @@ async fn request_upload_inner(
     let request: RequestUpload = serde_json::from_slice(&body).map_err(|_| INVALID_BODY)?;
     let session =
         agentwire_core::media::media_session_id(&request.session_id).map_err(|_| INVALID_REF)?;
+    authorize(state, headers, &session).await?;
     if request.mime_type.is_empty() {
         return Err(UNSUPPORTED_TYPE);
     }
@@ -235,34 +279,40 @@ fn storage_ref(path: Result<Path<String>, PathRejection>) -> Result<StorageRef, 
 
 async fn info(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Response {
-    either(info_inner(&state, path).await)
+    either(info_inner(&state, &headers, path).await)
 }
 
 async fn info_inner(
     state: &AppState,
+    headers: &HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Refusal> {
     let media = service(state)?;
     let storage_ref = storage_ref(path)?;
+    authorize(state, headers, &storage_ref.session).await?;
     let info = media.store.info(&storage_ref).await.map_err(refusal)?;
     Ok(json(StatusCode::OK, omnia::encode_media_info(&info)))
 }
 
 async fn download(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Response {
-    either(download_inner(&state, path).await)
+    either(download_inner(&state, &headers, path).await)
 }
 
 async fn download_inner(
     state: &AppState,
+    headers: &HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Refusal> {
     let media = service(state)?;
     let storage_ref = storage_ref(path)?;
+    authorize(state, headers, &storage_ref.session).await?;
     match media.store.download(&storage_ref).await.map_err(refusal)? {
         Download::Redirect { url, .. } => Ok(Redirect::temporary(&url).into_response()),
         Download::Body { info, body } => {

@@ -8,7 +8,10 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use agentwire_core::Credentials;
+
 use crate::connection::{self, ConnectionParams};
+use crate::identity;
 use crate::lifecycle;
 use crate::query::QueryParams;
 use crate::{AgentEntry, AppState};
@@ -23,7 +26,7 @@ pub(crate) async fn ws_upgrade(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    match admit(&state, raw_query.as_deref(), &headers) {
+    match admit(&state, raw_query.as_deref(), &headers).await {
         Ok(admitted) => {
             let Ok(upgrade) = upgrade else {
                 return Refusal(StatusCode::BAD_REQUEST, "Bad Request").into_response();
@@ -64,7 +67,7 @@ impl IntoResponse for Refusal {
 }
 
 /// The checks in the Omnia reference's order (§2.2), then ours.
-fn admit(
+async fn admit(
     state: &AppState,
     raw_query: Option<&str>,
     headers: &HeaderMap,
@@ -94,18 +97,20 @@ fn admit(
     if lifecycle.is_draining() && resume.is_none() {
         return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "server draining"));
     }
-    if !state.settings.allow_unauthenticated {
-        return Err(Refusal(StatusCode::UNAUTHORIZED, "unauthorized"));
-    }
-    if !origin_allowed(&state.settings.allowed_origins, headers) {
-        return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
-    }
-    let memory_facet = memory_facet(&query)?;
     let agent: Arc<AgentEntry> = state
         .agents
         .get(agent_name)
         .cloned()
         .ok_or(Refusal(StatusCode::NOT_FOUND, "agent not found"))?;
+    let credentials = Credentials {
+        bearer: identity::bearer(headers),
+        ..Credentials::default()
+    };
+    let caller = identity::identify(state, &credentials, &agent).await?;
+    if !origin_allowed(&state.settings.allowed_origins, headers) {
+        return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
+    }
+    let memory_facet = memory_facet(&query, agent.memory_facet.as_deref())?;
     Ok(ConnectionParams {
         agent,
         namespace: query
@@ -115,14 +120,16 @@ fn admit(
             .to_owned(),
         binary: query.first("binary") == Some("true"),
         memory_facet,
+        caller,
     })
 }
 
 /// `memory_facet`: optional, at most once, `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`.
-fn memory_facet(query: &QueryParams) -> Result<Option<String>, Refusal> {
+/// An agent scoped to a facet uses it when none is named and refuses another.
+fn memory_facet(query: &QueryParams, agents: Option<&str>) -> Result<Option<String>, Refusal> {
     let invalid = || Refusal(StatusCode::BAD_REQUEST, "invalid memory_facet");
     match query.count("memory_facet") {
-        0 => return Ok(None),
+        0 => return Ok(agents.map(str::to_owned)),
         1 => {}
         _ => return Err(invalid()),
     }
@@ -134,10 +141,14 @@ fn memory_facet(query: &QueryParams) -> Result<Option<String>, Refusal> {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'/' | b'-'));
-    if valid {
-        Ok(Some(facet.to_owned()))
-    } else {
-        Err(invalid())
+    if !valid {
+        return Err(invalid());
+    }
+    match agents {
+        Some(own) if own != facet => {
+            Err(Refusal(StatusCode::FORBIDDEN, "memory_facet not allowed"))
+        }
+        _ => Ok(Some(facet.to_owned())),
     }
 }
 

@@ -8,11 +8,15 @@ use std::sync::Arc;
 use agentwire_core::{Agent, Clock, Engine, Handler, MediaStore, SessionStore};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
-use agentwire_server::{AgentEntry, AppState, Limits, MediaService, ServerSettings};
+use agentwire_server::{
+    AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings,
+};
 use agentwire_store::{MemoryStore, SqliteStore};
 use anyhow::Context as _;
 
-use crate::config::{AgentConfig, Config, HandlerKind, MediaBackend, MediaConfig, SessionStorage};
+use crate::config::{
+    AgentConfig, AuthConfig, Config, HandlerKind, MediaBackend, MediaConfig, SessionStorage,
+};
 use crate::system::{RandomIds, SystemClock};
 
 mod runtime;
@@ -26,6 +30,7 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
         store,
         public_base_url: public_base_url(config.public_url.as_deref(), local_addr),
     });
+    let identity = identity_settings(&config.auth, clock.clone())?;
     let engine = Engine::new(store, clock, Arc::new(RandomIds));
     let runtime_parts = runtime::RuntimeParts::build(&config)?;
     let agents = config
@@ -54,7 +59,9 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
             drain_timeout: limits.drain_timeout,
         },
     };
-    Ok(Arc::new(AppState::new(engine, agents, settings, media)))
+    Ok(Arc::new(AppState::new(
+        engine, agents, settings, media, identity,
+    )))
 }
 
 /// Where clients reach this server: `server.public_url`, else the bound
@@ -123,6 +130,26 @@ fn open_media(
     })
 }
 
+/// The authenticator, when any validator is configured.
+fn identity_settings(auth: &AuthConfig, clock: Arc<dyn Clock>) -> anyhow::Result<IdentitySettings> {
+    let authenticator = if auth.is_configured() {
+        Some(
+            agentwire_auth::build(auth.settings.clone(), clock)
+                .map_err(anyhow::Error::msg)
+                .context("auth")?,
+        )
+    } else {
+        None
+    };
+    Ok(IdentitySettings {
+        authenticator,
+        pseudonym_key: auth
+            .pseudonym_key
+            .as_ref()
+            .map(|k| k.expose().as_bytes().to_vec()),
+    })
+}
+
 async fn open_store(storage: &SessionStorage) -> anyhow::Result<Arc<dyn SessionStore>> {
     Ok(match storage {
         SessionStorage::Memory => Arc::new(MemoryStore::default()),
@@ -161,5 +188,9 @@ fn agent_entry(
             handler,
         }),
         shows_server_tools: matches!(config.handler, HandlerKind::Demo | HandlerKind::Test),
+        access_level: config.access_level,
+        password_argon2: config.password_argon2.clone(),
+        memory_facet: config.memory_facet.clone(),
+        requires_ai_disclosure: config.requires_ai_disclosure,
     })
 }

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod auth;
 mod duration;
 mod env;
 mod media;
 mod runtime;
 
+pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use media::{MediaBackend, MediaConfig};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
@@ -32,6 +34,8 @@ pub struct Config {
     pub sessions: SessionStorage,
     /// `storage.media`.
     pub media: MediaConfig,
+    /// `auth.*`: validators and the pseudonym key.
+    pub auth: AuthConfig,
     pub providers: Vec<agentwire_providers::ProviderSettings>,
     pub tools: Vec<NamedTool>,
     pub agents: Vec<AgentConfig>,
@@ -75,6 +79,12 @@ pub struct AgentConfig {
     pub client_tool_timeout: Duration,
     /// Set exactly for `handler: runtime`.
     pub runtime: Option<RuntimeAgentConfig>,
+    /// `access_level`, or `public` when unauthenticated callers are allowed
+    /// and `private` otherwise.
+    pub access_level: agentwire_server::AccessLevel,
+    pub password_argon2: Option<String>,
+    pub memory_facet: Option<String>,
+    pub requires_ai_disclosure: Option<bool>,
 }
 
 /// A configuration that cannot be served. `key` names the offending setting
@@ -146,6 +156,10 @@ fn validate(
     let limits = validate_limits(server.limits)?;
     let sessions = parse_session_storage(&raw.storage.sessions)?;
     let media = media::validate(raw.storage.media)?;
+    let auth = auth::validate(raw.auth)?;
+    let allow_unauthenticated = server
+        .allow_unauthenticated
+        .unwrap_or(!auth.is_configured());
     let providers = raw
         .providers
         .into_iter()
@@ -167,7 +181,7 @@ fn validate(
         .agents
         .into_iter()
         .enumerate()
-        .map(|(i, agent)| validate_agent(i, agent, &providers, &tools))
+        .map(|(i, agent)| validate_agent(i, agent, &providers, &tools, allow_unauthenticated))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, agent) in agents.iter().enumerate() {
         if agents[..i].iter().any(|a| a.name == agent.name) {
@@ -181,10 +195,11 @@ fn validate(
         listen,
         public_url: server.public_url,
         allowed_origins: server.allowed_origins,
-        allow_unauthenticated: server.allow_unauthenticated,
+        allow_unauthenticated,
         limits,
         sessions,
         media,
+        auth,
         providers,
         tools,
         agents,
@@ -252,6 +267,7 @@ fn validate_agent(
     raw: raw::Agent,
     providers: &[agentwire_providers::ProviderSettings],
     tools: &[NamedTool],
+    allow_unauthenticated: bool,
 ) -> Result<AgentConfig, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
     let name_ok = !raw.name.is_empty()
@@ -264,6 +280,24 @@ fn validate_agent(
         return Err(ConfigError::new(
             key("name"),
             "1 to 128 ASCII letters, digits, '.', '_' or '-'",
+        ));
+    }
+    let access_level = match raw.access_level {
+        Some(auth::RawAccessLevel::Public) => agentwire_server::AccessLevel::Public,
+        Some(auth::RawAccessLevel::Private) => agentwire_server::AccessLevel::Private,
+        None if allow_unauthenticated => agentwire_server::AccessLevel::Public,
+        None => agentwire_server::AccessLevel::Private,
+    };
+    if let Some(phc) = &raw.password_argon2 {
+        agentwire_auth::check_password_hash(phc)
+            .map_err(|e| ConfigError::new(key("password_argon2"), e))?;
+    }
+    if let Some(facet) = &raw.memory_facet
+        && !auth::valid_memory_facet(facet)
+    {
+        return Err(ConfigError::new(
+            key("memory_facet"),
+            "1 to 128 of A-Z a-z 0-9 . _ : / -, starting with a letter or digit",
         ));
     }
     let runtime_fields = runtime::RawAgentRuntime {
@@ -283,6 +317,10 @@ fn validate_agent(
         ack_timeout: raw.ack_timeout.0,
         client_tool_timeout: raw.client_tool_timeout.0,
         runtime,
+        access_level,
+        password_argon2: raw.password_argon2,
+        memory_facet: raw.memory_facet,
+        requires_ai_disclosure: raw.requires_ai_disclosure,
     })
 }
 
@@ -301,6 +339,7 @@ mod raw {
         pub(super) server: Server,
         #[serde(default)]
         pub(super) storage: Storage,
+        pub(super) auth: Option<super::auth::RawAuth>,
         #[serde(default)]
         pub(super) providers: Vec<super::runtime::RawProvider>,
         #[serde(default)]
@@ -315,7 +354,7 @@ mod raw {
         pub(super) listen: String,
         pub(super) public_url: Option<String>,
         pub(super) allowed_origins: Vec<String>,
-        pub(super) allow_unauthenticated: bool,
+        pub(super) allow_unauthenticated: Option<bool>,
         pub(super) limits: Limits,
     }
 
@@ -325,7 +364,7 @@ mod raw {
                 listen: "127.0.0.1:8080".to_owned(),
                 public_url: None,
                 allowed_origins: Vec::new(),
-                allow_unauthenticated: true,
+                allow_unauthenticated: None,
                 limits: Limits::default(),
             }
         }
@@ -393,6 +432,10 @@ mod raw {
         pub(super) tools: Option<Vec<String>>,
         pub(super) max_rounds: Option<u32>,
         pub(super) message_metadata_template: Option<String>,
+        pub(super) access_level: Option<super::auth::RawAccessLevel>,
+        pub(super) password_argon2: Option<String>,
+        pub(super) memory_facet: Option<String>,
+        pub(super) requires_ai_disclosure: Option<bool>,
     }
 
     fn default_context_ttl() -> ConfigDuration {

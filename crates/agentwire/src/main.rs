@@ -35,6 +35,12 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Print the SHA-256 hex digest of an API key read from standard input,
+    /// for `auth.api_keys[].sha256`.
+    HashKey,
+    /// Print an Argon2id PHC hash of a password read from standard input,
+    /// for `agents[].password_argon2`.
+    HashPassword,
 }
 
 /// BSD `EX_USAGE`: the exit status for a bad configuration.
@@ -44,6 +50,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     match cli.command {
+        Command::HashKey => print_from_stdin(|key| Ok(agentwire_auth::sha256_hex(key))),
+        Command::HashPassword => print_from_stdin(agentwire_auth::hash_password),
         Command::CheckConfig { config } => match config::load(&config) {
             Ok(_) => {
                 println!("{}: ok", config.display());
@@ -88,6 +96,33 @@ fn serve(config: Config) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads one secret from standard input (a trailing newline is not part of
+/// it) and prints what `transform` makes of it. Reading from stdin keeps the
+/// secret out of the shell history and the process list.
+fn print_from_stdin(transform: impl Fn(&str) -> Result<String, String>) -> ExitCode {
+    let mut secret = String::new();
+    if let Err(e) = std::io::stdin().read_line(&mut secret) {
+        eprintln!("error: cannot read standard input: {e}");
+        return ExitCode::FAILURE;
+    }
+    let secret = secret.strip_suffix('\n').unwrap_or(&secret);
+    let secret = secret.strip_suffix('\r').unwrap_or(secret);
+    if secret.is_empty() {
+        eprintln!("error: nothing on standard input");
+        return ExitCode::FAILURE;
+    }
+    match transform(secret) {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }

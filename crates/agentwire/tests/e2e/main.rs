@@ -4,6 +4,7 @@
 
 mod support;
 
+mod auth;
 mod binary_frames;
 mod client_tools;
 mod config_errors;

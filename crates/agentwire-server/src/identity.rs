@@ -1,0 +1,146 @@
+//! Who is calling: the credentials a request carries, the authenticator's
+//! verdict, and the owner pseudonym sessions are recorded under.
+
+use std::sync::Arc;
+
+use agentwire_core::{AgentAuth, Authenticator, Credentials, Identity};
+use axum::http::{HeaderMap, StatusCode, header};
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::upgrade::Refusal;
+use crate::{AgentEntry, AppState};
+
+/// Identity settings (`auth.*`).
+#[derive(Default)]
+pub struct IdentitySettings {
+    /// `None`: no credential is recognised; only public agents can be used.
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// Keys the owner pseudonym (HMAC-SHA-256); without it a plain SHA-256.
+    /// Keep it stable: a new key makes every owner a stranger to its sessions.
+    pub pseudonym_key: Option<Vec<u8>>,
+}
+
+/// Whether an agent takes callers without a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLevel {
+    Public,
+    Private,
+}
+
+/// An admitted caller.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    /// The pseudonymous owner id: a keyed hash of the subject (and the
+    /// session claim, so a token bound to another session is a stranger).
+    /// `None` is anonymous.
+    pub(crate) owner: Option<String>,
+    pub(crate) identity: Option<Identity>,
+}
+
+/// The token of `Authorization: Bearer <token>`; the scheme is case-sensitive,
+/// as in Omnia. Another scheme is no credential.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    value
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Authenticates `credentials` for `agent`: 401 for a refused credential or
+/// a missing one on a private agent, 403 for an identity the agent does not
+/// admit.
+pub(crate) async fn identify(
+    state: &AppState,
+    credentials: &Credentials<'_>,
+    agent: &AgentEntry,
+) -> Result<Caller, Refusal> {
+    let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+    let verdict = match &state.identity.authenticator {
+        Some(authenticator) => {
+            let agent_auth = AgentAuth {
+                name: &agent.agent.name,
+                password_argon2: agent.password_argon2.as_deref(),
+            };
+            authenticator.authenticate(credentials, &agent_auth).await
+        }
+        None => Ok(None),
+    };
+    match verdict {
+        Err(reason) => {
+            tracing::info!(agent = %agent.agent.name, %reason, "credential refused");
+            Err(unauthorized)
+        }
+        Ok(None) if agent.access_level == AccessLevel::Public => Ok(Caller::default()),
+        Ok(None) => Err(unauthorized),
+        Ok(Some(identity)) if !identity.may_use(&agent.agent.name) => {
+            Err(Refusal(StatusCode::FORBIDDEN, "forbidden"))
+        }
+        Ok(Some(identity)) => Ok(Caller {
+            owner: Some(pseudonym(&state.identity, &identity)),
+            identity: Some(identity),
+        }),
+    }
+}
+
+/// 128 bits of a (keyed) hash of the subject and session claim, in hex.
+pub(crate) fn pseudonym(settings: &IdentitySettings, identity: &Identity) -> String {
+    let mut material = identity.subject.clone().into_bytes();
+    if let Some(claim) = &identity.session_claim {
+        material.push(0);
+        material.extend_from_slice(claim.as_bytes());
+    }
+    let digest: [u8; 32] = match &settings.pseudonym_key {
+        Some(key) => {
+            let mut mac =
+                Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+            mac.update(&material);
+            mac.finalize().into_bytes().into()
+        }
+        None => Sha256::digest(&material).into(),
+    };
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::IdentityOrigin;
+
+    fn identity(subject: &str, claim: Option<&str>) -> Identity {
+        Identity {
+            subject: subject.into(),
+            origin: IdentityOrigin::Jwt,
+            expires_at: None,
+            session_claim: claim.map(str::to_owned),
+            allowed_agents: None,
+        }
+    }
+
+    #[test]
+    fn pseudonyms_are_stable_keyed_and_claim_bound() {
+        let plain = IdentitySettings::default();
+        let keyed = IdentitySettings {
+            pseudonym_key: Some(b"k".to_vec()),
+            ..IdentitySettings::default()
+        };
+        let a = pseudonym(&plain, &identity("alice", None));
+        assert_eq!(a.len(), 32);
+        assert_eq!(a, pseudonym(&plain, &identity("alice", None)));
+        assert_ne!(a, pseudonym(&keyed, &identity("alice", None)));
+        assert_ne!(a, pseudonym(&plain, &identity("alice", Some("s1"))));
+        assert!(!a.contains("alice"));
+    }
+
+    #[test]
+    fn only_bearer_counts() {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, "Bearer abc".parse().unwrap());
+        assert_eq!(bearer(&h), Some("abc"));
+        h.insert(header::AUTHORIZATION, "bearer abc".parse().unwrap());
+        assert_eq!(bearer(&h), None);
+        h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&h), None);
+    }
+}
