@@ -84,7 +84,7 @@ impl Jwks {
 
     pub(crate) fn from_url(url: &str, issuer: &str, min_refresh: Duration) -> Result<Jwks, String> {
         let url = parse_http_url(url).map_err(|reason| format!("the JWKS URL {reason}"))?;
-        Ok(Jwks::fetched(Origin::Url(url), issuer, min_refresh)?)
+        Jwks::fetched(Origin::Url(url), issuer, min_refresh)
     }
 
     pub(crate) fn from_discovery(

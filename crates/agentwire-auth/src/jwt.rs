@@ -286,7 +286,6 @@ fn numeric_date(value: Option<&Value>) -> Result<Option<Timestamp>, AuthError> {
     }
     match number.as_f64() {
         // `as` saturates: out-of-range dates clamp to the ends of time.
-        #[allow(clippy::cast_possible_truncation)]
         Some(seconds) if seconds.is_finite() => Ok(Some(Timestamp((seconds * 1e9) as i64))),
         _ => Err(AuthError::Malformed),
     }

@@ -31,10 +31,17 @@
 //! Nothing here logs or puts in an error a token, key, secret or password:
 //! only reasons, key ids, `kid`s and the issuer.
 //!
-//! Why `ring` and not `jsonwebtoken`: jsonwebtoken 10 must be built with
-//! either `aws_lc_rs` (whose build wants cmake, missing here) or
-//! `rust_crypto` (which pulls the `rsa` crate); the workspace already has
-//! `ring` through rustls, and what a verifier needs from JOSE is small.
+//! Why `ring` and not `jsonwebtoken`: jsonwebtoken (10 and later) must be
+//! built with one of two crypto backends, `aws_lc_rs` (whose build wants
+//! cmake, which this workspace avoids everywhere) or `rust_crypto` (a second
+//! RustCrypto stack: `rsa` 0.9, which carries the unpatched RUSTSEC-2023-0071
+//! timing advisory, `p256`, `ed25519-dalek`, `rand` 0.8). The workspace
+//! already has `ring` through rustls, and what a verifier needs from JOSE is
+//! small: split the compact form, decode base64url and JSON, read RSA, P-256
+//! and Ed25519 JWKs, and call `ring`'s verifiers (`RSA_PKCS1_2048_8192_SHA256`,
+//! `ECDSA_P256_SHA256_FIXED`, `ED25519`, HMAC-SHA256). The `rsa` crate (0.10)
+//! is a dev-dependency only, to generate the RSA test key (ring cannot
+//! generate RSA keys); it never signs or decrypts here.
 
 mod api_key;
 mod jwk;

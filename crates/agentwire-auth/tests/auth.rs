@@ -775,6 +775,56 @@ async fn an_unreachable_or_broken_provider_is_unavailable() {
     assert_eq!(refuse_token(&auth, &token).await, AuthError::Unavailable);
 }
 
+/// A server that answers one request with `body` as a chunked body (no
+/// `Content-Length`), so only the streaming size cap can stop it.
+async fn chunked_server(body: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = [0u8; 4096];
+        let _ = socket.read(&mut request).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+        if socket.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        for chunk in body.as_bytes().chunks(64 * 1024) {
+            let size = format!("{:x}\r\n", chunk.len());
+            let sent = async {
+                socket.write_all(size.as_bytes()).await?;
+                socket.write_all(chunk).await?;
+                socket.write_all(b"\r\n").await
+            };
+            if sent.await.is_err() {
+                return; // The client gave up.
+            }
+        }
+        let _ = socket.write_all(b"0\r\n\r\n").await;
+    });
+    url
+}
+
+/// A valid JWKS padded with whitespace to `size` bytes.
+fn padded_jwks(key: &TestKey, size: usize) -> String {
+    let mut body = jwks(&[key]).to_string();
+    body.push_str(&" ".repeat(size - body.len()));
+    body
+}
+
+#[tokio::test]
+async fn a_streamed_jwks_over_1_mib_is_refused() {
+    let key = TestKey::es256("k");
+    let token = key.mint(&claims());
+    // Just under the cap: admitted, so the cap is what refuses the next one.
+    let under = chunked_server(padded_jwks(&key, 1024 * 1024)).await;
+    let auth = with_jwt(jwt_settings(JwtKeys::JwksUrl(under)), TestClock::new());
+    admit(&auth, &token).await;
+    let over = chunked_server(padded_jwks(&key, 1024 * 1024 + 1)).await;
+    let auth = with_jwt(jwt_settings(JwtKeys::JwksUrl(over)), TestClock::new());
+    assert_eq!(refuse_token(&auth, &token).await, AuthError::Unavailable);
+}
+
 #[test]
 fn bad_urls_are_refused_at_build() {
     for keys in [

@@ -330,9 +330,13 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn spawn(args: &[&str], current_dir: Option<&Path>) -> ServerProcess {
+        ServerProcess::spawn_logging(args, current_dir, "info")
+    }
+
+    fn spawn_logging(args: &[&str], current_dir: Option<&Path>, log: &str) -> ServerProcess {
         let mut command = agentwire();
         command
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", log)
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -585,6 +589,180 @@ async fn valid_media_storage_configs_pass() {
             Some(0),
             "{body}: {}",
             String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[tokio::test]
+async fn hash_commands_print_what_the_config_takes() {
+    use std::io::Write as _;
+    let run = |subcommand: &str, input: &str| {
+        let mut child = agentwire()
+            .arg(subcommand)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{subcommand}: {:?}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    assert_eq!(
+        run("hash-key", "abc\n"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let phc = run("hash-password", "s3cret\n");
+    assert!(phc.starts_with("$argon2id$"), "{phc}");
+    let (_dir, path) = write_config(&format!(
+        "auth:\n  api_keys:\n    - id: k\n      sha256: ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n      subject: s\nagents:\n  - name: a\n    handler: echo\n    password_argon2: '{phc}'\n"
+    ));
+    let output = check_config(&path);
+    assert!(
+        output.status.success(),
+        "{:?}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Every credential the server sees, good and bad, must stay out of its log.
+#[tokio::test]
+async fn no_credential_reaches_the_log() {
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+    const KEY: &str = "ak_log_test_secret_key_0001";
+    const BAD_KEY: &str = "ak_log_test_wrong_key_0002";
+    const SECRET: &str = "log-test-hs256-secret-at-least-32-bytes";
+    const PSEUDONYM_KEY: &str = "log-test-pseudonym-key";
+    let b64 = |bytes: &[u8]| -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+            for i in 0..=chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            }
+        }
+        out
+    };
+    let jwt = |sub: &str, exp: i64, secret: &str| {
+        let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let body = b64(
+            json!({"iss": "https://i.test", "aud": "a", "sub": sub, "exp": exp})
+                .to_string()
+                .as_bytes(),
+        );
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{head}.{body}").as_bytes());
+        format!("{head}.{body}.{}", b64(&mac.finalize().into_bytes()))
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let good_jwt = jwt("log-subject-alice", now + 600, SECRET);
+    let forged_jwt = jwt(
+        "log-subject-alice",
+        now + 600,
+        "a-different-secret-at-least-32-bytes!!",
+    );
+    let expired_jwt = jwt("log-subject-alice", now - 600, SECRET);
+    let refresh_jwt = jwt("log-subject-alice", now + 1200, SECRET);
+    let digest: String = Sha256::digest(KEY.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (dir, path) = write_config(&format!(
+        "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {SECRET}\n{ONE_AGENT}"
+    ));
+    let path = path.to_str().unwrap().to_owned();
+    let mut server = ServerProcess::spawn_logging(
+        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
+        Some(dir.path()),
+        "debug",
+    );
+    let addr = server.listening_address().await;
+    for bearer in [
+        KEY,
+        BAD_KEY,
+        good_jwt.as_str(),
+        forged_jwt.as_str(),
+        expired_jwt.as_str(),
+    ] {
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+                format!("ws://{addr}/ws?agent=echo"),
+            )
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("Authorization", format!("Bearer {bearer}").parse().unwrap());
+        if let Ok((ws, _)) = tokio_tungstenite::connect_async(request).await {
+            let mut client = Client { ws };
+            client.recv().await;
+            client
+                .send_json(json!({"type": "credential_refresh", "token": refresh_jwt}))
+                .await;
+            client
+                .send_json(json!({"type": "credential_refresh", "token": forged_jwt}))
+                .await;
+            client
+                .send_json(json!({"type": "message", "content": "hello"}))
+                .await;
+            let done = client.recv().await;
+            assert!(
+                !done.to_string().contains(bearer),
+                "no credential in a frame"
+            );
+        }
+    }
+    server.sigterm();
+    server.wait_exit(Duration::from_secs(10)).await;
+    let mut log = String::new();
+    while let Ok(line) = server.stderr.try_recv() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    assert!(
+        log.contains("credential refused"),
+        "the refusals were logged (without the credentials): {log}"
+    );
+    for secret in [
+        KEY,
+        BAD_KEY,
+        SECRET,
+        PSEUDONYM_KEY,
+        &good_jwt,
+        &forged_jwt,
+        &expired_jwt,
+        &refresh_jwt,
+        "log-subject-alice",
+        "log-subject-bob",
+    ] {
+        assert!(
+            !log.contains(secret),
+            "{secret:?} appears in the log:\n{log}"
+        );
+    }
+    // Signature segments alone must not leak either.
+    for token in [&good_jwt, &forged_jwt] {
+        let signature = token.rsplit('.').next().unwrap();
+        assert!(
+            !log.contains(signature),
+            "a token signature appears in the log"
         );
     }
 }
