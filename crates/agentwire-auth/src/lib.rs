@@ -26,7 +26,8 @@
 //! **API keys** are known by their SHA-256 digests, compared in constant time
 //! with every configured digest.
 //!
-//! **Passwords** are Argon2id PHC strings, verified on tokio's blocking pool.
+//! **Passwords** are Argon2id PHC strings, verified on tokio's blocking pool,
+//! as many at once as there are CPUs.
 //!
 //! Nothing here logs or puts in an error a token, key, secret or password:
 //! only reasons, key ids, `kid`s and the issuer.
@@ -79,10 +80,14 @@ pub fn build(
         .jwt
         .map(|jwt| JwtValidator::new(jwt, clock.clone()))
         .transpose()?;
+    // Each verification holds ~19 MiB for ~0.1 s: bound how many run at once
+    // so a burst of password attempts queues instead of exhausting memory.
+    let password_slots = std::thread::available_parallelism().map_or(2, usize::from);
     Ok(Arc::new(Chain {
         api_keys,
         jwt,
         clock,
+        password_slots: Arc::new(tokio::sync::Semaphore::new(password_slots)),
     }))
 }
 
@@ -90,6 +95,7 @@ struct Chain {
     api_keys: ApiKeys,
     jwt: Option<JwtValidator>,
     clock: Arc<dyn Clock>,
+    password_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Chain {
@@ -105,10 +111,19 @@ impl Chain {
             tracing::debug!(agent = agent.name, "password refused: the agent has none");
             return Err(AuthError::Rejected("agent has no password"));
         };
-        let (phc, password) = (phc.to_owned(), password.to_owned());
-        let matches = tokio::task::spawn_blocking(move || verify_password(&phc, &password))
+        let slot = self
+            .password_slots
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| AuthError::Unavailable)?;
+        let (phc, password) = (phc.to_owned(), password.to_owned());
+        let matches = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            verify_password(&phc, &password)
+        })
+        .await
+        .map_err(|_| AuthError::Unavailable)?;
         if !matches {
             tracing::debug!(agent = agent.name, "password refused: wrong password");
             return Err(AuthError::Rejected("wrong password"));
