@@ -6,9 +6,6 @@ use std::fmt;
 use agentwire_core::Timestamp;
 use serde::{Serialize, Serializer};
 
-const NANOS_PER_SEC: i64 = 1_000_000_000;
-const SECS_PER_DAY: i64 = 86_400;
-
 /// RFC 3339 in UTC with the fraction's trailing zeros trimmed, and no dot at
 /// all on a whole second: `2026-07-24T16:47:30.5Z`, `2026-07-24T16:47:30Z`.
 pub fn format_timestamp(ts: Timestamp) -> String {
@@ -22,23 +19,13 @@ pub(crate) struct Rfc3339(pub(crate) Timestamp);
 
 impl fmt::Display for Rfc3339 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Euclidean division keeps pre-epoch instants on the right calendar
-        // day and second, with a non-negative fraction.
-        let nanos = self.0.unix_nanos();
-        let secs = nanos.div_euclid(NANOS_PER_SEC);
-        let fraction = nanos.rem_euclid(NANOS_PER_SEC);
-        let (year, month, day) = civil_from_days(secs.div_euclid(SECS_PER_DAY));
-        let second_of_day = secs.rem_euclid(SECS_PER_DAY);
-        let (hour, minute, second) = (
-            second_of_day / 3600,
-            second_of_day % 3600 / 60,
-            second_of_day % 60,
-        );
+        let t = self.0.to_utc();
         write!(
             f,
-            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}"
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            t.year, t.month, t.day, t.hour, t.minute, t.second
         )?;
-        write_fraction(f, fraction)?;
+        write_fraction(f, t.nanosecond)?;
         f.write_str("Z")
     }
 }
@@ -50,7 +37,7 @@ impl Serialize for Rfc3339 {
 }
 
 /// Writes `.ddd` with trailing zeros trimmed, or nothing for a whole second.
-fn write_fraction(f: &mut fmt::Formatter<'_>, fraction: i64) -> fmt::Result {
+fn write_fraction(f: &mut fmt::Formatter<'_>, fraction: u32) -> fmt::Result {
     if fraction == 0 {
         return Ok(());
     }
@@ -63,30 +50,12 @@ fn write_fraction(f: &mut fmt::Formatter<'_>, fraction: i64) -> fmt::Result {
     write!(f, ".{value:0digits$}")
 }
 
-/// Proleptic Gregorian (year, month, day) for a count of days since
-/// 1970-01-01. Howard Hinnant's `civil_from_days`, valid for every day an
-/// `i64` nanosecond count can reach.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NANOS_PER_SEC: i64 = 1_000_000_000;
+    const SECS_PER_DAY: i64 = 86_400;
 
     fn at(secs: i64, nanos: i64) -> String {
         format_timestamp(Timestamp(secs * NANOS_PER_SEC + nanos))

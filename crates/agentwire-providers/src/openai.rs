@@ -76,13 +76,10 @@ impl ModelProvider for OpenAiProvider {
         request: &ModelRequest,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
-        let body = serde_json::to_vec(&request_body(&self.http.policy.model, request))
-            .map(Bytes::from)
-            .map_err(|_| {
-                self.http
-                    .policy
-                    .error(ProviderErrorKind::Failed, "request not serialisable")
-            })?;
+        let body = self
+            .http
+            .policy
+            .json_body(&request_body(&self.http.policy.model, request))?;
         self.http
             .policy
             .run(move || self.attempt(body.clone(), text))

@@ -89,6 +89,16 @@ fn attempts(n: u32) -> String {
 }
 
 impl Policy {
+    /// `body` as the bytes of a JSON request.
+    pub(crate) fn json_body(
+        &self,
+        body: &serde_json::Value,
+    ) -> Result<bytes::Bytes, ProviderError> {
+        serde_json::to_vec(body)
+            .map(bytes::Bytes::from)
+            .map_err(|_| self.error(ProviderErrorKind::Failed, "request not serialisable"))
+    }
+
     /// The wait before retry `retry` (0-based).
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
         let delay = match retry_after {
