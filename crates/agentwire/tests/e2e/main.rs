@@ -14,6 +14,7 @@ mod keepalive;
 mod limits;
 mod media;
 mod media_out;
+mod media_owner;
 mod messages;
 mod ops;
 mod runtime;

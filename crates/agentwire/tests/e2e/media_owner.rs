@@ -1,0 +1,138 @@
+//! Media belongs to the owner of its session: another user gets 404 for it,
+//! and a caller without a credential gets 401 once authentication is on.
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::support::TestServer;
+
+const ALICE: &str = "ak_media_alice_0123456789";
+const BOB: &str = "ak_media_bob_0123456789";
+
+fn digest(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn another_users_media_is_not_found() {
+    let media_dir = tempfile::tempdir().unwrap();
+    // Continues the harness's `storage:` block, then adds `auth:`.
+    let top_level = format!(
+        "  media:\n    backend: local\n    path: {}\nauth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
+        media_dir.path().display(),
+        digest(ALICE),
+        digest(BOB)
+    );
+    let server = TestServer::with_runtime(&top_level, "").await;
+    let as_alice = format!("Bearer {ALICE}");
+    let as_bob = format!("Bearer {BOB}");
+
+    // Alice's session exists once she has said something in it.
+    let mut alice = server
+        .try_connect_with("agent=test-agent", &[("Authorization", &as_alice)])
+        .await
+        .unwrap();
+    let session = alice.recv().await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    alice.say("hello").await;
+    alice.recv().await;
+
+    let request = json!({"session_id": session, "filename": "a.txt", "mime_type": "text/plain", "size_bytes": 5}).to_string();
+    fn json_headers(auth: &str) -> [(&'static str, &str); 2] {
+        [
+            ("Content-Type", "application/json"),
+            ("Authorization", auth),
+        ]
+    }
+    let bob_request = server
+        .http(
+            "POST",
+            "/media/request-upload",
+            &json_headers(&as_bob),
+            request.as_bytes(),
+        )
+        .await;
+    assert_eq!(
+        bob_request.status,
+        404,
+        "bob cannot upload into alice's session: {}",
+        bob_request.text()
+    );
+    let ready = server
+        .http(
+            "POST",
+            "/media/request-upload",
+            &json_headers(&as_alice),
+            request.as_bytes(),
+        )
+        .await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    let ready = ready.json();
+    let upload_path = ready["upload_url"]
+        .as_str()
+        .unwrap()
+        .split_once("/media/")
+        .map(|(_, p)| format!("/media/{p}"))
+        .unwrap();
+    let put = server
+        .http(
+            "PUT",
+            &upload_path,
+            &[("Content-Type", "text/plain")],
+            b"hello",
+        )
+        .await;
+    assert_eq!(put.status, 204, "{}", put.text());
+
+    let media_id = ready["storage_ref"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    for kind in ["info", "download"] {
+        let path = format!("/media/{kind}/{session}/{media_id}");
+        assert_eq!(
+            server
+                .http("GET", &path, &[("Authorization", &as_alice)], b"")
+                .await
+                .status,
+            200,
+            "{kind}"
+        );
+        let bob = server
+            .http("GET", &path, &[("Authorization", &as_bob)], b"")
+            .await;
+        assert_eq!(
+            (bob.status, bob.text().as_str()),
+            (404, "not found\n"),
+            "{kind} as bob"
+        );
+        let nobody = server.http("GET", &path, &[], b"").await;
+        assert_eq!(nobody.status, 401, "{kind} without a credential");
+        let forged = server
+            .http(
+                "GET",
+                &path,
+                &[("Authorization", "Bearer ak_forged_0123456789")],
+                b"",
+            )
+            .await;
+        assert_eq!(forged.status, 401, "{kind} with a bad credential");
+    }
+    let download = server
+        .http(
+            "GET",
+            &format!("/media/download/{session}/{media_id}"),
+            &[("Authorization", &as_alice)],
+            b"",
+        )
+        .await;
+    assert_eq!(download.body, b"hello");
+}
