@@ -14,6 +14,7 @@
 //! - [`store`]: the [`SessionStore`] port.
 //! - [`model`]: the [`ModelProvider`] port and the server-side [`ToolBox`] port.
 //! - [`media`]: the [`MediaStore`] port and its ids ([`MediaId`], [`StorageRef`]).
+//! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
 //!   rule, resumption and persistence of every accepted message.
 //!
@@ -31,6 +32,7 @@ pub mod ids;
 pub mod media;
 pub mod model;
 pub mod scope;
+pub mod screening;
 pub mod session;
 pub mod store;
 pub mod time;
@@ -51,9 +53,10 @@ pub use model::{
     ProviderErrorKind, TextSink, ToolBox, ToolSource, ToolSpec, Usage,
 };
 pub use scope::ConnectionScope;
+pub use screening::PromptScreen;
 pub use session::{MessageRole, SessionRecord, StoredMessage};
 pub use store::{SessionStore, StoreError};
-pub use time::{Clock, Timestamp};
+pub use time::{Clock, Timestamp, UtcDateTime};
 pub use tools::{ClientAnswer, ClientToolBroker};
 pub use turn::{
     AudioFormat, ClientToolRequest, EventSink, Handler, MediaChunk, Reply, ToolCall, ToolOutcome,

@@ -43,7 +43,7 @@ fn write_fraction(f: &mut fmt::Formatter<'_>, fraction: u32) -> fmt::Result {
     }
     let mut digits = 9;
     let mut value = fraction;
-    while value % 10 == 0 {
+    while value.is_multiple_of(10) {
         value /= 10;
         digits -= 1;
     }

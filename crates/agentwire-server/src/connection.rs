@@ -8,32 +8,26 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ErrorCode, Identity, IdentityOrigin, MediaChunk, SessionId,
-    SessionLease, SubmitError, SubmitRequest, ToolSide, TurnEvent,
+    ClientAnswer, ConnectionScope, ErrorCode, MediaChunk, SessionId, SessionLease, SubmitError,
+    SubmitRequest, ToolSide, TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use bytes::Bytes;
+use axum::extract::ws::{Message, WebSocket};
 use tokio::sync::mpsc;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
+use crate::socket::{
+    self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS, classify_read_error,
+    credential_timer, next_event, until,
+};
 use crate::{AgentEntry, AppState};
 
-/// A frame the client does not take within this long ends the connection.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-const CLOSE_GOING_AWAY: u16 = 1001;
-const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
 const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
-
-/// How long before its expiry a token stops being used, at most.
-const CREDENTIAL_MARGIN: Duration = Duration::from_secs(30);
 
 /// What the upgrade learned from the request.
 pub(crate) struct ConnectionParams {
@@ -72,19 +66,9 @@ struct Connection {
     credential_expired: bool,
 }
 
-/// Why the loop ended; decides the close frame, if any.
-enum Exit {
-    /// The client closed or the socket failed: nothing more to send.
-    Gone,
-    Close(u16, &'static str),
-}
-
 pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: ConnectionParams) {
     let state = slot.state().clone();
-    state
-        .metrics
-        .connections_total
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    socket::count_connection(&state);
     let minted = state.engine.mint_session_id();
     let limits = &state.settings.limits;
     let mut conn = Connection {
@@ -93,12 +77,7 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
             u64::from(limits.message_burst),
         ),
         media_limiter: TokenBucket::new(limits.media_bytes_per_second, limits.media_burst_bytes),
-        credential_deadline: params
-            .caller
-            .identity
-            .as_ref()
-            .and_then(|identity| credential_deadline(&state, identity))
-            .map(|at| Box::pin(tokio::time::sleep_until(at))),
+        credential_deadline: credential_timer(&state, params.caller.identity.as_ref()),
         credential_expired: false,
         scope: ConnectionScope::new(),
         current: minted.clone(),
@@ -109,13 +88,7 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
         state: state.clone(),
     };
     let exit = conn.serve(&mut socket).await;
-    if let Exit::Close(code, reason) = exit {
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
-    }
+    socket::close(&mut socket, exit).await;
     drop(slot);
 }
 
@@ -124,13 +97,9 @@ impl Connection {
         if self.send(socket, self.connected_frame()).await.is_err() {
             return Exit::Gone;
         }
-        let limits = self.state.settings.limits.clone();
         let lifecycle = &self.state.lifecycle;
         let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
-        let mut ping =
-            tokio::time::interval_at(Instant::now() + limits.ping_interval, limits.ping_interval);
-        let keepalive: Sleep = tokio::time::sleep(limits.pong_timeout);
-        tokio::pin!(keepalive);
+        let mut keepalive = Keepalive::new(&self.state.settings.limits);
         loop {
             if self.credential_expired && self.turn.is_none() {
                 return Exit::Close(CLOSE_CREDENTIAL_EXPIRED, "credential expired");
@@ -149,18 +118,17 @@ impl Connection {
                     }
                 }
                 frame = socket.recv() => {
-                    keepalive.as_mut().reset(Instant::now() + limits.pong_timeout);
+                    keepalive.heard();
                     match self.on_frame(socket, frame).await {
                         Ok(()) => {}
                         Err(exit) => return exit,
                     }
                 }
-                _ = ping.tick() => {
-                    if self.send_raw(socket, Message::Ping(Bytes::new())).await.is_err() {
-                        return Exit::Gone;
+                tick = keepalive.tick() => {
+                    if let Err(exit) = Keepalive::act(tick, &self.state, socket).await {
+                        return exit;
                     }
                 }
-                () = &mut keepalive => return Exit::Close(CLOSE_GOING_AWAY, "keepalive timeout"),
             }
         }
     }
@@ -196,10 +164,7 @@ impl Connection {
         let gone = |_| Exit::Gone;
         match message {
             Message::Text(text) => {
-                self.state
-                    .metrics
-                    .messages_received_total
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                socket::count_received(&self.state);
                 if !self.limiter.try_take() {
                     return self
                         .send_error(socket, None, ErrorCode::RateLimited, "rate limit exceeded")
@@ -215,10 +180,7 @@ impl Connection {
                 }
             }
             Message::Binary(bytes) => {
-                self.state
-                    .metrics
-                    .messages_received_total
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                socket::count_received(&self.state);
                 if !self.media_limiter.try_take_n(bytes.len() as u64) {
                     return self
                         .send_error(
@@ -502,17 +464,13 @@ impl Connection {
             &chunk.data,
         );
         for frame in frames {
-            self.send_raw(socket, Message::Binary(frame.into())).await?;
+            socket::send_raw(&self.state, socket, Message::Binary(frame.into())).await?;
         }
         Ok(())
     }
 
     fn credential_expired_now(&self) -> bool {
-        self.credential_expired
-            || self
-                .credential_deadline
-                .as_ref()
-                .is_some_and(|sleep| sleep.deadline() <= Instant::now())
+        self.credential_expired || socket::passed(self.credential_deadline.as_ref())
     }
 
     /// `credential_refresh`: a token for the same owner (subject and session
@@ -538,8 +496,7 @@ impl Connection {
             tracing::info!(same_owner, later, "credential_refresh ignored");
             return;
         }
-        let deadline = credential_deadline(&self.state, &fresh);
-        self.credential_deadline = deadline.map(|at| Box::pin(tokio::time::sleep_until(at)));
+        self.credential_deadline = credential_timer(&self.state, Some(&fresh));
         self.credential_expired = false;
         self.params.caller.identity = Some(fresh);
     }
@@ -580,66 +537,8 @@ impl Connection {
     }
 
     async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
-        self.send_raw(socket, Message::Text(text.into())).await
-    }
-
-    async fn send_raw(&self, socket: &mut WebSocket, message: Message) -> Result<(), SendFailed> {
-        self.state
-            .metrics
-            .messages_sent_total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match tokio::time::timeout(WRITE_TIMEOUT, socket.send(message)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) | Err(_) => Err(SendFailed),
-        }
+        socket::send_text(&self.state, socket, text).await
     }
 }
 
-const TURN_IN_PROGRESS: &str =
-    "the session's previous turn is still running; send the message again after the reply arrives";
 const SESSION_EXPIRED: &str = "session context has expired; start a new session";
-
-/// The socket could not take a frame; the connection is over.
-struct SendFailed;
-
-/// When a token-bearing credential must stop being used: its expiry less
-/// min(30 s, half its remaining life), as a timer instant. `None` for
-/// credentials without an expiry and for API keys and passwords.
-fn credential_deadline(state: &AppState, identity: &Identity) -> Option<Instant> {
-    if identity.origin != IdentityOrigin::Jwt {
-        return None;
-    }
-    let expires_at = identity.expires_at?;
-    let remaining_nanos = expires_at
-        .unix_nanos()
-        .saturating_sub(state.engine.clock().now().unix_nanos());
-    let remaining = Duration::from_nanos(u64::try_from(remaining_nanos).unwrap_or(0));
-    let margin = CREDENTIAL_MARGIN.min(remaining / 2);
-    Some(Instant::now() + (remaining - margin))
-}
-
-/// Waits for `timer`; never resolves without one.
-async fn until(timer: &mut Option<Pin<Box<Sleep>>>) {
-    match timer {
-        Some(sleep) => sleep.as_mut().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Waits for the running turn's next event; never resolves when idle.
-async fn next_event(turn: &mut Option<mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {
-    match turn {
-        Some(events) => events.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A frame over the payload limit closes with 1009; any other read error
-/// means the socket is unusable.
-fn classify_read_error(error: axum::Error) -> Exit {
-    let inner = error.into_inner();
-    match inner.downcast_ref::<tungstenite::Error>() {
-        Some(tungstenite::Error::Capacity(_)) => Exit::Close(CLOSE_MESSAGE_TOO_BIG, ""),
-        _ => Exit::Gone,
-    }
-}

@@ -5,8 +5,13 @@
 //! - [`router`] builds the axum router tests and the binary share.
 //! - [`serve`] runs it on an already bound listener until `shutdown`
 //!   resolves, then drains.
-//! - `upgrade`: the `/ws` upgrade checks, in the Omnia reference's order.
-//! - `connection`: one task per socket: decode, limits, keepalive, turns.
+//! - `upgrade`: the `/ws` upgrade checks, in the Omnia reference's order,
+//!   and the pieces every upgrade shares (capacity, origin, opening a socket).
+//! - `connection`: one task per Omnia socket: decode, limits, keepalive, turns.
+//! - `gnosari_upgrade`, `gnosari_connection`: the Gnosari dialect on
+//!   `/ws/agent/{agent}`: its credential forms, screening, ordered turns.
+//! - `socket`: what both connection tasks share: sends with the write
+//!   timeout, close codes, keepalive, credential deadline.
 //! - `lifecycle`: connection accounting and the drain.
 //! - `ops`: `/healthz`, `/readyz`, `/metrics`.
 //! - `media_routes`: the `/media/*` HTTP routes; `media_ws`: `upload_request`
@@ -19,6 +24,8 @@
 //! receives the engine and agents ready-made from the binary.
 
 mod connection;
+mod gnosari_connection;
+mod gnosari_upgrade;
 mod identity;
 mod lifecycle;
 mod media_routes;
@@ -27,6 +34,7 @@ mod metrics;
 mod ops;
 mod query;
 mod rate;
+mod socket;
 mod upgrade;
 
 use std::collections::HashMap;
@@ -34,7 +42,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::{Agent, Engine, MediaStore};
+use agentwire_core::{Agent, Engine, MediaStore, PromptScreen};
 use axum::Router;
 use axum::routing::get;
 use tokio::net::TcpListener;
@@ -53,6 +61,9 @@ pub struct ServerSettings {
     /// `false` refuses every upgrade.
     pub allow_unauthenticated: bool,
     pub limits: Limits,
+    /// Prompt-injection screening of visitor messages; `None` is off. Only
+    /// the Gnosari endpoint screens (the Omnia contract has no rejection).
+    pub screening: Option<PromptScreen>,
 }
 
 /// Per-server and per-connection limits (`server.limits.*`).
@@ -83,7 +94,7 @@ pub struct AgentEntry {
     pub agent: Arc<Agent>,
     /// Show server-side tool calls and results to Omnia clients. Only the
     /// scripted demo and test handlers do: the runtime keeps server tools to
-    /// itself.
+    /// itself. Gnosari clients always see server tools, as that contract says.
     pub shows_server_tools: bool,
     /// Whether callers without a credential may use the agent.
     pub access_level: AccessLevel,
@@ -137,10 +148,12 @@ impl AppState {
     }
 }
 
-/// The router: `/ws`, the media routes and the operational routes.
+/// The router: `/ws` (Omnia), `/ws/agent/{agent}` (Gnosari), the media
+/// routes and the operational routes.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/ws", get(upgrade::ws_upgrade))
+        .route("/ws/agent/{agent}", get(gnosari_upgrade::ws_upgrade))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

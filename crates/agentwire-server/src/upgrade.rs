@@ -1,9 +1,11 @@
 //! The `/ws` upgrade: every refusal happens here, before a socket exists, with
-//! a short plain-text body.
+//! a short plain-text body. The pieces every dialect's upgrade shares (the
+//! capacity checks, the origin check, opening a counted socket) live here too.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,7 +14,7 @@ use agentwire_core::Credentials;
 
 use crate::connection::{self, ConnectionParams};
 use crate::identity;
-use crate::lifecycle;
+use crate::lifecycle::{self, ConnectionSlot};
 use crate::query::QueryParams;
 use crate::{AgentEntry, AppState};
 
@@ -27,25 +29,59 @@ pub(crate) async fn ws_upgrade(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     match admit(&state, raw_query.as_deref(), &headers).await {
-        Ok(admitted) => {
-            let Ok(upgrade) = upgrade else {
-                return Refusal(StatusCode::BAD_REQUEST, "Bad Request").into_response();
-            };
-            let Some(slot) = lifecycle::try_open(&state) else {
-                return Refusal(StatusCode::SERVICE_UNAVAILABLE, "connection limit reached")
-                    .into_response();
-            };
-            let max_payload = state.settings.limits.max_payload_bytes;
-            upgrade
-                .read_buffer_size(READ_BUFFER_BYTES)
-                // Every frame is flushed as it is sent; no buffer to hold.
-                .write_buffer_size(0)
-                .max_message_size(max_payload)
-                .max_frame_size(max_payload)
-                .on_upgrade(move |socket| connection::run(socket, slot, admitted))
-        }
+        Ok(admitted) => open_socket(&state, upgrade, move |socket, slot| {
+            connection::run(socket, slot, admitted)
+        }),
         Err(refusal) => refusal.into_response(),
     }
+}
+
+/// Completes an admitted upgrade: takes a connection slot (503 when the
+/// limit was reached meanwhile), applies the payload limit and the buffer
+/// sizes, and runs `serve` on the socket.
+pub(crate) fn open_socket<F, Fut>(
+    state: &Arc<AppState>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    serve: F,
+) -> Response
+where
+    F: FnOnce(WebSocket, ConnectionSlot) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Ok(upgrade) = upgrade else {
+        return Refusal(StatusCode::BAD_REQUEST, "Bad Request").into_response();
+    };
+    let Some(slot) = lifecycle::try_open(state) else {
+        return Refusal(StatusCode::SERVICE_UNAVAILABLE, "connection limit reached")
+            .into_response();
+    };
+    let max_payload = state.settings.limits.max_payload_bytes;
+    upgrade
+        .read_buffer_size(READ_BUFFER_BYTES)
+        // Every frame is flushed as it is sent; no buffer to hold.
+        .write_buffer_size(0)
+        .max_message_size(max_payload)
+        .max_frame_size(max_payload)
+        .on_upgrade(move |socket| serve(socket, slot))
+}
+
+/// The first checks of every upgrade: a server that has shut down, or one
+/// at its connection limit, refuses with 503.
+pub(crate) fn check_capacity(state: &AppState) -> Result<(), Refusal> {
+    let lifecycle = &state.lifecycle;
+    if lifecycle.is_shut_down() {
+        return Err(Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server is shutting down",
+        ));
+    }
+    if lifecycle.open_connections() >= state.settings.limits.max_connections {
+        return Err(Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "connection limit reached",
+        ));
+    }
+    Ok(())
 }
 
 /// Why a request was refused: a status and a short plain-text reason. The
@@ -72,19 +108,8 @@ async fn admit(
     raw_query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<ConnectionParams, Refusal> {
+    check_capacity(state)?;
     let lifecycle = &state.lifecycle;
-    if lifecycle.is_shut_down() {
-        return Err(Refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server is shutting down",
-        ));
-    }
-    if lifecycle.open_connections() >= state.settings.limits.max_connections {
-        return Err(Refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "connection limit reached",
-        ));
-    }
     let query = QueryParams::parse(raw_query);
     let agent_name = query.first("agent").filter(|a| !a.is_empty());
     let Some(agent_name) = agent_name else {
@@ -154,7 +179,7 @@ fn memory_facet(query: &QueryParams, agents: Option<&str>) -> Result<Option<Stri
 
 /// A missing `Origin` is allowed (non-browser clients send none). With an
 /// allow-list the origin must be on it; without one it must be same-origin.
-fn origin_allowed(allowed: &[String], headers: &HeaderMap) -> bool {
+pub(crate) fn origin_allowed(allowed: &[String], headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };

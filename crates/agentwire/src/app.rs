@@ -30,7 +30,8 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
         store,
         public_base_url: public_base_url(config.public_url.as_deref(), local_addr),
     });
-    let identity = identity_settings(&config.auth, clock.clone())?;
+    let any_password = config.agents.iter().any(|a| a.password_argon2.is_some());
+    let identity = identity_settings(&config.auth, any_password, clock.clone())?;
     let engine = Engine::new(store, clock, Arc::new(RandomIds));
     let runtime_parts = runtime::RuntimeParts::build(&config)?;
     let agents = config
@@ -58,6 +59,7 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
             pong_timeout: limits.pong_timeout,
             drain_timeout: limits.drain_timeout,
         },
+        screening: config.screening.screen(),
     };
     Ok(Arc::new(AppState::new(
         engine, agents, settings, media, identity,
@@ -130,9 +132,14 @@ fn open_media(
     })
 }
 
-/// The authenticator, when any validator is configured.
-fn identity_settings(auth: &AuthConfig, clock: Arc<dyn Clock>) -> anyhow::Result<IdentitySettings> {
-    let authenticator = if auth.is_configured() {
+/// The authenticator, when any validator is configured or any agent has a
+/// password (which only the authenticator can check).
+fn identity_settings(
+    auth: &AuthConfig,
+    any_password: bool,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<IdentitySettings> {
+    let authenticator = if auth.is_configured() || any_password {
         Some(
             agentwire_auth::build(auth.settings.clone(), clock)
                 .map_err(anyhow::Error::msg)

@@ -13,11 +13,13 @@ mod duration;
 mod env;
 mod media;
 mod runtime;
+mod screening;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use media::{MediaBackend, MediaConfig};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
+pub use screening::ScreeningConfig;
 
 /// The built-in configuration served when no `--config` is given: three
 /// scripted agents on an SQLite file under `./data/`.
@@ -36,6 +38,8 @@ pub struct Config {
     pub media: MediaConfig,
     /// `auth.*`: validators and the pseudonym key.
     pub auth: AuthConfig,
+    /// `screening`: prompt-injection screening of visitor messages.
+    pub screening: ScreeningConfig,
     pub providers: Vec<agentwire_providers::ProviderSettings>,
     pub tools: Vec<NamedTool>,
     pub agents: Vec<AgentConfig>,
@@ -79,8 +83,9 @@ pub struct AgentConfig {
     pub client_tool_timeout: Duration,
     /// Set exactly for `handler: runtime`.
     pub runtime: Option<RuntimeAgentConfig>,
-    /// `access_level`, or `public` when unauthenticated callers are allowed
-    /// and `private` otherwise.
+    /// `access_level`; without it `private` for an agent with a password,
+    /// else `public` when unauthenticated callers are allowed and `private`
+    /// otherwise.
     pub access_level: agentwire_server::AccessLevel,
     pub password_argon2: Option<String>,
     pub memory_facet: Option<String>,
@@ -157,6 +162,7 @@ fn validate(
     let sessions = parse_session_storage(&raw.storage.sessions)?;
     let media = media::validate(raw.storage.media)?;
     let auth = auth::validate(raw.auth)?;
+    let screening = screening::validate(raw.screening)?;
     let allow_unauthenticated = server
         .allow_unauthenticated
         .unwrap_or(!auth.is_configured());
@@ -200,6 +206,7 @@ fn validate(
         sessions,
         media,
         auth,
+        screening,
         providers,
         tools,
         agents,
@@ -285,6 +292,8 @@ fn validate_agent(
     let access_level = match raw.access_level {
         Some(auth::RawAccessLevel::Public) => agentwire_server::AccessLevel::Public,
         Some(auth::RawAccessLevel::Private) => agentwire_server::AccessLevel::Private,
+        // A password is there to be asked for: such an agent is not open by default.
+        None if raw.password_argon2.is_some() => agentwire_server::AccessLevel::Private,
         None if allow_unauthenticated => agentwire_server::AccessLevel::Public,
         None => agentwire_server::AccessLevel::Private,
     };
@@ -340,6 +349,7 @@ mod raw {
         #[serde(default)]
         pub(super) storage: Storage,
         pub(super) auth: Option<super::auth::RawAuth>,
+        pub(super) screening: Option<super::screening::RawScreening>,
         #[serde(default)]
         pub(super) providers: Vec<super::runtime::RawProvider>,
         #[serde(default)]

@@ -594,6 +594,58 @@ async fn valid_media_storage_configs_pass() {
 }
 
 #[tokio::test]
+async fn screening_keys_are_checked_and_named() {
+    let cases = [
+        (
+            "screening:\n  enabld: false\n",
+            "screening.enabld",
+            "unknown field `enabld`",
+        ),
+        (
+            "screening:\n  enabled: maybe\n",
+            "screening.enabled",
+            "expected a boolean",
+        ),
+        (
+            "screening:\n  phrases: [\"open sesame\", \"  \"]\n",
+            "screening.phrases[1]",
+            "must not be empty",
+        ),
+        (
+            "screening:\n  phrases: []\n",
+            "screening.phrases",
+            "at least one phrase, or `enabled: false`",
+        ),
+        (
+            "screening:\n  phrases: open sesame\n",
+            "screening.phrases",
+            "expected a sequence",
+        ),
+    ];
+    for (body, key, fragment) in cases {
+        assert_rejected(&format!("{body}{ONE_AGENT}"), key, fragment);
+    }
+}
+
+#[tokio::test]
+async fn valid_screening_configs_pass() {
+    for body in [
+        "screening: {}\n",
+        "screening:\n  enabled: false\n  phrases: []\n",
+        "screening:\n  phrases: [open sesame, \"ignore   previous instructions\"]\n",
+    ] {
+        let (_dir, path) = write_config(&format!("{body}{ONE_AGENT}"));
+        let output = check_config(&path);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{body}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[tokio::test]
 async fn hash_commands_print_what_the_config_takes() {
     use std::io::Write as _;
     let run = |subcommand: &str, input: &str| {

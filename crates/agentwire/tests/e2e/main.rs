@@ -2,6 +2,7 @@
 //!
 //! One test binary for the whole crate (each `tests/*.rs` would link its own).
 
+mod credentials;
 mod support;
 
 mod auth;
@@ -10,6 +11,7 @@ mod client_tools;
 mod config_errors;
 mod demo;
 mod drain;
+mod gnosari;
 mod keepalive;
 mod limits;
 mod media;

@@ -140,10 +140,35 @@ impl TestServer {
         query: &str,
         headers: &[(&str, &str)],
     ) -> Result<Client, (u16, String)> {
-        let mut request = self
-            .url(&format!("/ws?{query}"))
-            .into_client_request()
-            .unwrap();
+        self.try_connect_path(&format!("/ws?{query}"), headers)
+            .await
+    }
+
+    /// Connects to the Gnosari endpoint `/ws/agent/<agent_and_query>` with
+    /// extra request headers; a refused upgrade gives its status and body.
+    pub async fn try_connect_gnosari(
+        &self,
+        agent_and_query: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Client, (u16, String)> {
+        self.try_connect_path(&format!("/ws/agent/{agent_and_query}"), headers)
+            .await
+    }
+
+    /// Connects to the Gnosari endpoint; the upgrade must be accepted.
+    pub async fn connect_gnosari(&self, agent_and_query: &str) -> Client {
+        self.try_connect_gnosari(agent_and_query, &[])
+            .await
+            .expect("upgrade accepted")
+    }
+
+    /// Opens a WebSocket on `path_and_query` with extra request headers.
+    async fn try_connect_path(
+        &self,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Client, (u16, String)> {
+        let mut request = self.url(path_and_query).into_client_request().unwrap();
         for (name, value) in headers {
             request.headers_mut().insert(
                 tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes())
@@ -256,6 +281,39 @@ impl Client {
                 }
                 Message::Ping(_) | Message::Pong(_) => continue,
                 other => panic!("expected a text frame, got {other:?}"),
+            }
+        }
+    }
+
+    /// The next JSON text frame, skipping pings and pongs, as it is: the
+    /// Gnosari dialect's events carry no timestamp.
+    pub async fn recv_event(&mut self) -> Value {
+        loop {
+            let message = tokio::time::timeout(FRAME_TIMEOUT, self.ws.next())
+                .await
+                .expect("a frame within the timeout")
+                .expect("socket open")
+                .expect("frame readable");
+            match message {
+                Message::Text(text) => {
+                    return serde_json::from_str(text.as_str()).expect("server frames are JSON");
+                }
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("expected a text frame, got {other:?}"),
+            }
+        }
+    }
+
+    /// Gnosari events up to and including the turn's `agent_completed` or
+    /// `error`.
+    pub async fn recv_gnosari_turn(&mut self) -> Vec<Value> {
+        let mut events = Vec::new();
+        loop {
+            let event = self.recv_event().await;
+            let terminal = event["type"] == "agent_completed" || event["type"] == "error";
+            events.push(event);
+            if terminal {
+                return events;
             }
         }
     }

@@ -1,0 +1,480 @@
+//! One task per Gnosari socket (`/ws/agent/{agent}`). It reads message
+//! frames, screens them, hands them to the same engine the Omnia dialect
+//! uses, and writes each turn's events back, encoded once by
+//! `agentwire_gnosari::TurnEncoder`.
+//!
+//! **Order.** Frames are answered strictly in the order they arrive, as a
+//! Gnosari receive loop would: one turn runs at a time, and a frame that
+//! arrives while a turn runs waits in a small per-connection queue with its
+//! answer (a turn to run, or an `error` / `message_rejected` already
+//! decided at arrival). The queue holds [`MAX_QUEUED`] frames; past that a
+//! message is answered at once with an `error` and not processed. Nothing is
+//! stored for a message until its turn starts.
+//!
+//! **Sessions.** A message without `session_id` opens a new session under a
+//! freshly minted id, announced in `agent_started`; one with `session_id`
+//! continues that session under the engine's rules (same agent, same owner,
+//! within `context_ttl`; an id never seen opens a session under that id).
+//!
+//! **Client-side tools** have no flow in this dialect: a call a handler makes
+//! is denied at once (the turn goes on with the denial) and is not shown.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use agentwire_core::{
+    ClientAnswer, ConnectionScope, ErrorCode, SessionId, SessionLease, SubmitError, SubmitRequest,
+    ToolSide, TurnEvent,
+};
+use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
+use axum::extract::ws::{Message, WebSocket};
+use tokio::sync::mpsc;
+use tokio::time::Sleep;
+
+use crate::identity::Caller;
+use crate::lifecycle::ConnectionSlot;
+use crate::rate::TokenBucket;
+use crate::socket::{
+    self, CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS,
+    classify_read_error, credential_timer, until,
+};
+use crate::{AgentEntry, AppState};
+
+/// Frames that may wait behind the running turn.
+pub(crate) const MAX_QUEUED: usize = 8;
+
+/// Sessions have no namespace in this dialect.
+const NAMESPACE: &str = "default";
+
+const CLIENT_TOOLS_UNAVAILABLE: &str = "client-side tools are not available on this endpoint";
+const SESSION_NOT_FOUND: &str = "session not found";
+const QUEUE_FULL: &str =
+    "too many messages waiting for a reply; send this one again after the replies arrive";
+const RATE_LIMITED: &str = "rate limit exceeded";
+const BINARY_UNSUPPORTED: &str = "binary frames are not supported";
+const CREDENTIAL_EXPIRED: &str = "credential expired";
+const SHUTTING_DOWN: &str = "server is shutting down; the message was not processed";
+const INTERNAL: &str = "internal server error";
+
+/// What the upgrade learned from the request.
+pub(crate) struct GnosariParams {
+    pub(crate) agent: Arc<AgentEntry>,
+    /// Who is calling; anonymous when the agent is public and no credential came.
+    pub(crate) caller: Caller,
+}
+
+/// A frame waiting for its turn to be answered.
+enum Pending {
+    Message(InboundMessage),
+    /// An answer decided at arrival (a frame error, a rejection).
+    Reply(Reply),
+}
+
+/// An event to send; `code` is counted in the metrics when it is sent.
+struct Reply {
+    frame: String,
+    code: Option<ErrorCode>,
+}
+
+struct RunningTurn {
+    events: mpsc::Receiver<TurnEvent>,
+    encoder: TurnEncoder,
+}
+
+struct Connection {
+    state: Arc<AppState>,
+    params: GnosariParams,
+    /// The session this socket used last; before the first turn, a minted id
+    /// no client knows.
+    current: SessionId,
+    /// Keeps `current` live in the engine while the socket is open.
+    lease: Option<SessionLease>,
+    turn: Option<RunningTurn>,
+    queue: VecDeque<Pending>,
+    /// Per-connection state: the client-tool broker (used only to deny),
+    /// handler caches such as MCP sessions.
+    scope: Arc<ConnectionScope>,
+    /// Frames per second.
+    limiter: TokenBucket,
+    /// When the caller's token runs out; `None` for credentials without one.
+    credential_deadline: Option<Pin<Box<Sleep>>>,
+    /// The deadline passed: no new turn starts, and the socket closes with
+    /// 1008 once the running turn and the queue are done.
+    credential_expired: bool,
+}
+
+pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: GnosariParams) {
+    let state = slot.state().clone();
+    socket::count_connection(&state);
+    let limits = &state.settings.limits;
+    let mut conn = Connection {
+        limiter: TokenBucket::new(
+            u64::from(limits.messages_per_second),
+            u64::from(limits.message_burst),
+        ),
+        credential_deadline: credential_timer(&state, params.caller.identity.as_ref()),
+        credential_expired: false,
+        scope: ConnectionScope::new(),
+        current: state.engine.mint_session_id(),
+        lease: None,
+        turn: None,
+        queue: VecDeque::new(),
+        params,
+        state: state.clone(),
+    };
+    let exit = conn.serve(&mut socket).await;
+    socket::close(&mut socket, exit).await;
+    drop(slot);
+}
+
+impl Connection {
+    async fn serve(&mut self, socket: &mut WebSocket) -> Exit {
+        let lifecycle = &self.state.lifecycle;
+        let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
+        let mut keepalive = Keepalive::new(&self.state.settings.limits);
+        loop {
+            if self.turn.is_none() {
+                if drain.is_cancelled() {
+                    if self.refuse_queued(socket).await.is_err() {
+                        return Exit::Gone;
+                    }
+                    return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
+                }
+                if self.credential_expired && self.queue.is_empty() {
+                    return Exit::Close(CLOSE_POLICY_VIOLATION, CREDENTIAL_EXPIRED);
+                }
+            }
+            tokio::select! {
+                () = force_close.cancelled() => return Exit::Close(CLOSE_GOING_AWAY, "server shutdown"),
+                () = until(&mut self.credential_deadline), if !self.credential_expired => {
+                    self.credential_expired = true;
+                }
+                // Handled at the top of the loop.
+                () = drain.cancelled(), if self.turn.is_none() => {}
+                event = next_event(&mut self.turn) => {
+                    if self.on_turn_event(socket, event).await.is_err() {
+                        return Exit::Gone;
+                    }
+                }
+                frame = socket.recv() => {
+                    keepalive.heard();
+                    if let Err(exit) = self.on_frame(socket, frame).await {
+                        return exit;
+                    }
+                }
+                tick = keepalive.tick() => {
+                    if let Err(exit) = Keepalive::act(tick, &self.state, socket).await {
+                        return exit;
+                    }
+                }
+            }
+        }
+    }
+
+    fn agent_name(&self) -> &str {
+        &self.params.agent.agent.name
+    }
+
+    async fn on_frame(
+        &mut self,
+        socket: &mut WebSocket,
+        frame: Option<Result<Message, axum::Error>>,
+    ) -> Result<(), Exit> {
+        let message = match frame {
+            None => return Err(Exit::Gone),
+            Some(Ok(message)) => message,
+            Some(Err(error)) => return Err(classify_read_error(error)),
+        };
+        let pending = match message {
+            Message::Text(text) => {
+                socket::count_received(&self.state);
+                self.ingress(text.as_str())
+            }
+            Message::Binary(_) => {
+                socket::count_received(&self.state);
+                Pending::Reply(if self.limiter.try_take() {
+                    self.error_reply(ErrorCode::InvalidMessage, BINARY_UNSUPPORTED, None, None)
+                } else {
+                    self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None)
+                })
+            }
+            Message::Close(_) => return Err(Exit::Gone),
+            // Pongs and pings only reset the keepalive, which the caller did;
+            // tungstenite answers pings itself.
+            Message::Ping(_) | Message::Pong(_) => return Ok(()),
+        };
+        self.accept(socket, pending)
+            .await
+            .map_err(|SendFailed| Exit::Gone)
+    }
+
+    /// Everything decided about a frame when it arrives, in the behaviour
+    /// notes' order (§5.13): rate, parse and schema, screening, attachments.
+    fn ingress(&mut self, text: &str) -> Pending {
+        if !self.limiter.try_take() {
+            let reply = self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None);
+            return Pending::Reply(reply);
+        }
+        let message = match gnosari::decode_inbound(text) {
+            Ok(message) => message,
+            Err(e) => {
+                return Pending::Reply(self.error_reply(
+                    ErrorCode::InvalidMessage,
+                    &e.message,
+                    None,
+                    e.client_message_id.as_deref(),
+                ));
+            }
+        };
+        if let Some(screen) = &self.state.settings.screening
+            && let Some(phrase) = screen.find(&message.message)
+        {
+            tracing::info!(agent = %self.agent_name(), phrase, "message rejected: prompt injection");
+            let frame = gnosari::encode_message_rejected(
+                RejectReason::PromptInjection,
+                message.client_message_id.as_deref(),
+                message.session_id.as_deref(),
+                self.state.engine.clock().now(),
+            );
+            return Pending::Reply(Reply { frame, code: None });
+        }
+        if let Err(e) = message.check_attachments() {
+            return Pending::Reply(self.error_reply(
+                ErrorCode::InvalidMessage,
+                &e.message,
+                message.session_id.as_deref(),
+                e.client_message_id.as_deref(),
+            ));
+        }
+        Pending::Message(message)
+    }
+
+    /// Answers `pending` now when nothing runs, else queues it behind the
+    /// running turn.
+    async fn accept(&mut self, socket: &mut WebSocket, pending: Pending) -> Result<(), SendFailed> {
+        if self.turn.is_none() && self.queue.is_empty() {
+            return self.answer(socket, pending).await;
+        }
+        if self.queue.len() < MAX_QUEUED {
+            self.queue.push_back(pending);
+            return Ok(());
+        }
+        // Full: answered out of order, and a message is not processed.
+        let reply = match pending {
+            Pending::Reply(reply) => reply,
+            Pending::Message(message) => self.error_reply(
+                ErrorCode::RateLimited,
+                QUEUE_FULL,
+                message.session_id.as_deref(),
+                message.client_message_id.as_deref(),
+            ),
+        };
+        self.send_reply(socket, reply).await
+    }
+
+    async fn answer(&mut self, socket: &mut WebSocket, pending: Pending) -> Result<(), SendFailed> {
+        match pending {
+            Pending::Reply(reply) => self.send_reply(socket, reply).await,
+            Pending::Message(message) => self.start_turn(socket, message).await,
+        }
+    }
+
+    async fn send_reply(&self, socket: &mut WebSocket, reply: Reply) -> Result<(), SendFailed> {
+        if let Some(code) = reply.code {
+            self.state.metrics.count_error(code);
+        }
+        self.send(socket, reply.frame).await
+    }
+
+    /// Answers queued frames until one starts a turn.
+    async fn advance(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
+        while self.turn.is_none() && !self.state.lifecycle.drain.is_cancelled() {
+            let Some(pending) = self.queue.pop_front() else {
+                break;
+            };
+            self.answer(socket, pending).await?;
+        }
+        Ok(())
+    }
+
+    /// On shutdown: every queued frame still gets its answer, and a queued
+    /// message is told it was not processed.
+    async fn refuse_queued(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
+        while let Some(pending) = self.queue.pop_front() {
+            let reply = match pending {
+                Pending::Message(message) => self.error_reply(
+                    ErrorCode::Internal,
+                    SHUTTING_DOWN,
+                    message.session_id.as_deref(),
+                    message.client_message_id.as_deref(),
+                ),
+                Pending::Reply(reply) => reply,
+            };
+            self.send_reply(socket, reply).await?;
+        }
+        Ok(())
+    }
+
+    async fn start_turn(
+        &mut self,
+        socket: &mut WebSocket,
+        message: InboundMessage,
+    ) -> Result<(), SendFailed> {
+        let InboundMessage {
+            message: text,
+            session_id,
+            client_message_id,
+            metadata,
+            attachments: _,
+        } = message;
+        if self.credential_expired_now() {
+            let reply = self.error_reply(
+                ErrorCode::CredentialExpired,
+                CREDENTIAL_EXPIRED,
+                session_id.as_deref(),
+                client_message_id.as_deref(),
+            );
+            return self.send_reply(socket, reply).await;
+        }
+        let fresh;
+        let current = match session_id {
+            None => {
+                fresh = self.state.engine.mint_session_id();
+                &fresh
+            }
+            Some(_) => &self.current,
+        };
+        let agent = self.params.agent.agent.clone();
+        let request = SubmitRequest {
+            agent: &agent,
+            namespace: NAMESPACE,
+            owner: self.params.caller.owner.as_deref(),
+            current,
+            minted: current,
+            requested: session_id.as_deref(),
+            content: Some(text),
+            parts: Vec::new(),
+            metadata,
+            scope: &self.scope,
+        };
+        let failure = match self.state.engine.submit(request).await {
+            Ok(handle) => {
+                self.state
+                    .metrics
+                    .turns_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let session = handle.session.id().clone();
+                let encoder = TurnEncoder::new(&agent.name, session.as_str(), client_message_id);
+                let started = encoder.agent_started();
+                self.current = session;
+                self.lease = Some(handle.session);
+                self.turn = Some(RunningTurn {
+                    events: handle.events,
+                    encoder,
+                });
+                return self.send(socket, started).await;
+            }
+            Err(SubmitError::Expired { requested }) => (
+                ErrorCode::SessionExpired,
+                SESSION_NOT_FOUND.to_owned(),
+                Some(requested),
+            ),
+            Err(SubmitError::TurnInProgress { session }) => (
+                ErrorCode::TurnInProgress,
+                TURN_IN_PROGRESS.to_owned(),
+                Some(session),
+            ),
+            Err(SubmitError::InvalidSessionId(e)) => {
+                (ErrorCode::InvalidMessage, e.to_string(), None)
+            }
+            Err(SubmitError::Store(e)) => {
+                tracing::error!(error = %e, "accepting a message failed");
+                (ErrorCode::Internal, INTERNAL.to_owned(), None)
+            }
+        };
+        let (code, error, session) = failure;
+        let reply = self.error_reply(
+            code,
+            &error,
+            session.as_ref().map(SessionId::as_str),
+            client_message_id.as_deref(),
+        );
+        self.send_reply(socket, reply).await
+    }
+
+    async fn on_turn_event(
+        &mut self,
+        socket: &mut WebSocket,
+        event: Option<TurnEvent>,
+    ) -> Result<(), SendFailed> {
+        let Some(turn) = self.turn.as_mut() else {
+            return Ok(());
+        };
+        let Some(event) = event else {
+            // The turn task ended without a terminal event: it was aborted.
+            let session = turn.encoder.session_id().to_owned();
+            self.turn = None;
+            let reply = self.error_reply(ErrorCode::Internal, INTERNAL, Some(&session), None);
+            self.send_reply(socket, reply).await?;
+            return self.advance(socket).await;
+        };
+        if let TurnEvent::ToolCall(call) = &event
+            && call.side == ToolSide::Client
+        {
+            let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
+            self.scope.client_tools().answer(&call.id, denial);
+        }
+        if let TurnEvent::Failed(failure) = &event {
+            self.state.metrics.count_error(failure.code);
+        }
+        let frame = turn.encoder.encode(&event);
+        let terminal = event.is_terminal();
+        if terminal {
+            self.turn = None;
+        }
+        if let Some(frame) = frame {
+            self.send(socket, frame).await?;
+        }
+        if terminal {
+            self.advance(socket).await?;
+        }
+        Ok(())
+    }
+
+    fn credential_expired_now(&self) -> bool {
+        self.credential_expired || socket::passed(self.credential_deadline.as_ref())
+    }
+
+    /// An `error` event.
+    fn error_reply(
+        &self,
+        code: ErrorCode,
+        error: &str,
+        session_id: Option<&str>,
+        client_message_id: Option<&str>,
+    ) -> Reply {
+        let frame = gnosari::encode_error(&ErrorEvent {
+            agent_name: self.agent_name(),
+            error,
+            session_id,
+            client_message_id,
+        });
+        Reply {
+            frame,
+            code: Some(code),
+        }
+    }
+
+    async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
+        socket::send_text(&self.state, socket, text).await
+    }
+}
+
+/// Waits for the running turn's next event; never resolves when idle.
+async fn next_event(turn: &mut Option<RunningTurn>) -> Option<TurnEvent> {
+    match turn {
+        Some(turn) => turn.events.recv().await,
+        None => std::future::pending().await,
+    }
+}

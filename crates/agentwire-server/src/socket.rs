@@ -1,0 +1,205 @@
+//! What every dialect's connection task shares: writing frames (with the
+//! write timeout and the sent-frames metric), the close on exit, read-error
+//! classification, the keepalive, the credential deadline, and the waits a
+//! `select!` needs on optional timers and turns.
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agentwire_core::{Identity, IdentityOrigin, TurnEvent};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, Interval, Sleep};
+
+use crate::{AppState, Limits};
+
+/// A frame the client does not take within this long ends the connection.
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) const CLOSE_GOING_AWAY: u16 = 1001;
+pub(crate) const CLOSE_POLICY_VIOLATION: u16 = 1008;
+pub(crate) const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
+
+/// How long before its expiry a token stops being used, at most.
+const CREDENTIAL_MARGIN: Duration = Duration::from_secs(30);
+
+/// Why a connection loop ended; decides the close frame, if any.
+pub(crate) enum Exit {
+    /// The client closed or the socket failed: nothing more to send.
+    Gone,
+    Close(u16, &'static str),
+}
+
+/// The socket could not take a frame; the connection is over.
+pub(crate) struct SendFailed;
+
+/// Counts a new connection in the metrics.
+pub(crate) fn count_connection(state: &AppState) {
+    state
+        .metrics
+        .connections_total
+        .fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a client frame (text or binary) in the metrics.
+pub(crate) fn count_received(state: &AppState) {
+    state
+        .metrics
+        .messages_received_total
+        .fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) async fn send_text(
+    state: &AppState,
+    socket: &mut WebSocket,
+    text: String,
+) -> Result<(), SendFailed> {
+    send_raw(state, socket, Message::Text(text.into())).await
+}
+
+/// Sends one frame, counted, within [`WRITE_TIMEOUT`].
+pub(crate) async fn send_raw(
+    state: &AppState,
+    socket: &mut WebSocket,
+    message: Message,
+) -> Result<(), SendFailed> {
+    state
+        .metrics
+        .messages_sent_total
+        .fetch_add(1, Ordering::Relaxed);
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.send(message)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) | Err(_) => Err(SendFailed),
+    }
+}
+
+/// Sends the close frame `exit` asks for, if any.
+pub(crate) async fn close(socket: &mut WebSocket, exit: Exit) {
+    if let Exit::Close(code, reason) = exit {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
+    }
+}
+
+/// A frame over the payload limit closes with 1009; any other read error
+/// means the socket is unusable.
+pub(crate) fn classify_read_error(error: axum::Error) -> Exit {
+    let inner = error.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>() {
+        Some(tungstenite::Error::Capacity(_)) => Exit::Close(CLOSE_MESSAGE_TOO_BIG, ""),
+        _ => Exit::Gone,
+    }
+}
+
+/// The ping interval and the silence deadline. Any client frame resets the
+/// deadline, not just pongs.
+pub(crate) struct Keepalive {
+    ping: Interval,
+    silence: Pin<Box<Sleep>>,
+    pong_timeout: Duration,
+}
+
+/// What the keepalive wants done.
+pub(crate) enum KeepaliveTick {
+    /// Time to send a ping.
+    Ping,
+    /// The client has been silent for `pong_timeout`.
+    Expired,
+}
+
+impl Keepalive {
+    pub(crate) fn new(limits: &Limits) -> Keepalive {
+        Keepalive {
+            ping: tokio::time::interval_at(
+                Instant::now() + limits.ping_interval,
+                limits.ping_interval,
+            ),
+            silence: Box::pin(tokio::time::sleep(limits.pong_timeout)),
+            pong_timeout: limits.pong_timeout,
+        }
+    }
+
+    /// The client sent a frame.
+    pub(crate) fn heard(&mut self) {
+        self.silence
+            .as_mut()
+            .reset(Instant::now() + self.pong_timeout);
+    }
+
+    pub(crate) async fn tick(&mut self) -> KeepaliveTick {
+        tokio::select! {
+            _ = self.ping.tick() => KeepaliveTick::Ping,
+            () = self.silence.as_mut() => KeepaliveTick::Expired,
+        }
+    }
+
+    /// Sends the ping, or gives the exit for a silent client.
+    pub(crate) async fn act(
+        tick: KeepaliveTick,
+        state: &AppState,
+        socket: &mut WebSocket,
+    ) -> Result<(), Exit> {
+        match tick {
+            KeepaliveTick::Ping => send_raw(state, socket, Message::Ping(Bytes::new()))
+                .await
+                .map_err(|SendFailed| Exit::Gone),
+            KeepaliveTick::Expired => Err(Exit::Close(CLOSE_GOING_AWAY, "keepalive timeout")),
+        }
+    }
+}
+
+/// When a token-bearing credential must stop being used: its expiry less
+/// min(30 s, half its remaining life), as a timer instant. `None` for
+/// credentials without an expiry and for API keys and passwords.
+pub(crate) fn credential_deadline(state: &AppState, identity: &Identity) -> Option<Instant> {
+    if identity.origin != IdentityOrigin::Jwt {
+        return None;
+    }
+    let expires_at = identity.expires_at?;
+    let remaining_nanos = expires_at
+        .unix_nanos()
+        .saturating_sub(state.engine.clock().now().unix_nanos());
+    let remaining = Duration::from_nanos(u64::try_from(remaining_nanos).unwrap_or(0));
+    let margin = CREDENTIAL_MARGIN.min(remaining / 2);
+    Some(Instant::now() + (remaining - margin))
+}
+
+/// The deadline timer for `identity`, if its credential has one.
+pub(crate) fn credential_timer(
+    state: &AppState,
+    identity: Option<&Identity>,
+) -> Option<Pin<Box<Sleep>>> {
+    identity
+        .and_then(|identity| credential_deadline(state, identity))
+        .map(|at| Box::pin(tokio::time::sleep_until(at)))
+}
+
+/// Whether `timer` has run out (without waiting for it).
+pub(crate) fn passed(timer: Option<&Pin<Box<Sleep>>>) -> bool {
+    timer.is_some_and(|sleep| sleep.deadline() <= Instant::now())
+}
+
+/// Waits for `timer`; never resolves without one.
+pub(crate) async fn until(timer: &mut Option<Pin<Box<Sleep>>>) {
+    match timer {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits for the running turn's next event; never resolves when idle.
+pub(crate) async fn next_event(turn: &mut Option<mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {
+    match turn {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The text both dialects show when a session's turn is already running.
+pub(crate) const TURN_IN_PROGRESS: &str =
+    "the session's previous turn is still running; send the message again after the reply arrives";
