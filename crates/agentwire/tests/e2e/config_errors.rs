@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -737,8 +738,11 @@ async fn no_credential_reaches_the_log() {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
+    const PASSWORD: &str = "log-test-agent-password";
+    const BAD_PASSWORD: &str = "log-test-wrong-password";
+    let phc = agentwire_auth::hash_password(PASSWORD).unwrap();
     let (dir, path) = write_config(&format!(
-        "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {SECRET}\n{ONE_AGENT}"
+        "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {SECRET}\n{ONE_AGENT}  - name: locked\n    handler: echo\n    password_argon2: '{phc}'\n"
     ));
     let path = path.to_str().unwrap().to_owned();
     let mut server = ServerProcess::spawn_logging(
@@ -781,6 +785,46 @@ async fn no_credential_reaches_the_log() {
             );
         }
     }
+    // The Gnosari dialect also takes credentials in the query and in its own headers.
+    let gnosari = [
+        (format!("/ws/agent/echo?token={good_jwt}"), None, true),
+        (format!("/ws/agent/echo?token={forged_jwt}"), None, false),
+        (format!("/ws/agent/echo?api_key={KEY}"), None, true),
+        (format!("/ws/agent/echo?api_key={BAD_KEY}"), None, false),
+        (
+            "/ws/agent/echo".to_owned(),
+            Some(("X-AUTH-TOKEN", KEY)),
+            true,
+        ),
+        (format!("/ws/agent/locked?password={PASSWORD}"), None, true),
+        (
+            format!("/ws/agent/locked?password={BAD_PASSWORD}"),
+            None,
+            false,
+        ),
+        (
+            "/ws/agent/locked".to_owned(),
+            Some(("X-Access-Password", PASSWORD)),
+            true,
+        ),
+    ];
+    for (path, header, admitted) in gnosari {
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+                format!("ws://{addr}{path}"),
+            )
+            .unwrap();
+        if let Some((name, value)) = header {
+            request.headers_mut().insert(name, value.parse().unwrap());
+        }
+        let connected = tokio_tungstenite::connect_async(request).await;
+        assert_eq!(connected.is_ok(), admitted, "{path} {header:?}");
+        if let Ok((ws, _)) = connected {
+            let mut client = Client { ws };
+            client.send_json(json!({"message": "hello"})).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), client.ws.next()).await;
+        }
+    }
     server.sigterm();
     server.wait_exit(Duration::from_secs(10)).await;
     let mut log = String::new();
@@ -797,6 +841,8 @@ async fn no_credential_reaches_the_log() {
         BAD_KEY,
         SECRET,
         PSEUDONYM_KEY,
+        PASSWORD,
+        BAD_PASSWORD,
         &good_jwt,
         &forged_jwt,
         &expired_jwt,
