@@ -6,6 +6,12 @@
 //! one a client named), refuses if that session is busy or expired, stores the
 //! message, and starts the turn on its own task. The connection reads the
 //! turn's events from the returned [`TurnHandle`].
+//!
+//! After a turn completes, the engine (re)schedules the session's summary
+//! with the [`SummaryScheduler`], when it has one, before it sends the
+//! terminal event; the due time reaches the connection through
+//! [`TurnHandle::summary`]. [`Engine::delete_session`] removes a session
+//! that no turn is running on.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -14,7 +20,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::content::{ContentPart, Metadata};
@@ -22,6 +28,7 @@ use crate::ids::{IdSource, InvalidSessionId, SessionId};
 use crate::scope::ConnectionScope;
 use crate::session::{MessageRole, SessionRecord, StoredMessage};
 use crate::store::{SessionStore, StoreError};
+use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
 use crate::turn::{
     ClientTools, EventSink, Handler, Reply, ToolOutcome, ToolSide, TurnContext, TurnEvent,
@@ -60,6 +67,9 @@ struct Inner {
     live: Mutex<HashMap<SessionId, Arc<LiveSession>>>,
     /// Parent of every turn's cancellation token.
     turns_cancel: CancellationToken,
+    /// Schedules a session's summary after each completed turn; `None`: no
+    /// summaries.
+    summaries: Option<SummaryScheduler>,
 }
 
 struct LiveSession {
@@ -78,6 +88,9 @@ struct LiveState {
     /// Shared with running turns; appends copy only while a turn still holds
     /// the previous snapshot.
     history: Arc<Vec<StoredMessage>>,
+    /// Deleted through [`Engine::delete_session`]: whoever still holds a
+    /// lease is refused as for an expired session.
+    deleted: bool,
 }
 
 /// A message a connection wants answered.
@@ -120,6 +133,29 @@ pub struct TurnHandle {
     pub session: SessionLease,
     /// The turn's events; the last one received is terminal.
     pub events: mpsc::Receiver<TurnEvent>,
+    /// When the session's summary is due after this turn: set before a
+    /// `Completed` event is sent, so it can be read as soon as that arrives.
+    pub summary: SummaryNotice,
+}
+
+/// When a completed turn scheduled its session's summary.
+pub struct SummaryNotice(oneshot::Receiver<Timestamp>);
+
+impl SummaryNotice {
+    /// The summary's due time, once the turn has completed and scheduled it;
+    /// `None` before, after a failed turn, or when the agent has no summaries.
+    pub fn scheduled_at(&mut self) -> Option<Timestamp> {
+        self.0.try_recv().ok()
+    }
+}
+
+/// Why a session was not deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    #[error("the session's turn is still running")]
+    TurnInProgress,
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Keeps a session live in memory while held. Connections hold one on their
@@ -135,6 +171,26 @@ impl Engine {
         clock: Arc<dyn Clock>,
         ids: Arc<dyn IdSource>,
     ) -> Engine {
+        Engine::build(store, clock, ids, None)
+    }
+
+    /// An engine that schedules a session's summary after each completed
+    /// turn with `summaries`.
+    pub fn with_summaries(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+        summaries: SummaryScheduler,
+    ) -> Engine {
+        Engine::build(store, clock, ids, Some(summaries))
+    }
+
+    fn build(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+        summaries: Option<SummaryScheduler>,
+    ) -> Engine {
         Engine {
             inner: Arc::new(Inner {
                 store,
@@ -142,7 +198,66 @@ impl Engine {
                 ids,
                 live: Mutex::new(HashMap::new()),
                 turns_cancel: CancellationToken::new(),
+                summaries,
             }),
+        }
+    }
+
+    /// Stops the summary scheduler, if any (after the server has drained).
+    /// Summaries not written yet keep their due time in the store.
+    pub async fn shutdown(&self) {
+        if let Some(summaries) = &self.inner.summaries {
+            summaries.shutdown().await;
+        }
+    }
+
+    /// Deletes the session of `record` (loaded by the caller, who checked
+    /// its owner): its messages, summary and scheduled summary. Refused while
+    /// a turn runs on it. A connection still on the session afterwards is
+    /// answered as for an expired session. `Ok(false)`: it was not stored.
+    pub async fn delete_session(&self, record: &SessionRecord) -> Result<bool, DeleteError> {
+        let id = &record.id;
+        // A placeholder in the live map, when the session is not live, keeps
+        // a concurrent resume from loading it while it is being deleted.
+        let session = self
+            .inner
+            .live
+            .lock()
+            .entry(id.clone())
+            .or_insert_with(|| {
+                Arc::new(LiveSession {
+                    record: record.clone(),
+                    appending: tokio::sync::Mutex::new(()),
+                    state: Mutex::new(LiveState {
+                        persisted: true,
+                        last_active_at: record.last_active_at,
+                        turn_running: false,
+                        history: Arc::new(Vec::new()),
+                        deleted: false,
+                    }),
+                })
+            })
+            .clone();
+        let lease = self.lease(session);
+        let _appending = lease.session.appending.lock().await;
+        {
+            let mut state = lease.session.state.lock();
+            if state.turn_running {
+                return Err(DeleteError::TurnInProgress);
+            }
+            state.deleted = true;
+        }
+        match self.inner.store.delete_session(id).await {
+            Ok(existed) => {
+                if let Some(summaries) = &self.inner.summaries {
+                    summaries.forget(id);
+                }
+                Ok(existed)
+            }
+            Err(e) => {
+                lease.session.state.lock().deleted = false;
+                Err(e.into())
+            }
         }
     }
 
@@ -208,6 +323,7 @@ impl Engine {
             }
         };
         let (tx, rx) = mpsc::channel(TURN_EVENT_QUEUE);
+        let (summary_tx, summary_rx) = oneshot::channel();
         let turn = TurnContext {
             session_id: lease.id().clone(),
             input,
@@ -224,10 +340,16 @@ impl Engine {
         };
         drop(history);
         let turn_lease = lease.clone_lease();
-        tokio::spawn(run_turn(req.agent.handler.clone(), turn, turn_lease));
+        tokio::spawn(run_turn(
+            req.agent.handler.clone(),
+            turn,
+            turn_lease,
+            summary_tx,
+        ));
         Ok(TurnHandle {
             session: lease,
             events: rx,
+            summary: SummaryNotice(summary_rx),
         })
     }
 
@@ -280,6 +402,7 @@ impl Engine {
                         last_active_at: record.last_active_at,
                         turn_running: false,
                         history: Arc::new(history),
+                        deleted: false,
                     }),
                     record,
                 }
@@ -301,6 +424,7 @@ impl Engine {
                         last_active_at: now,
                         turn_running: false,
                         history: Arc::new(Vec::new()),
+                        deleted: false,
                     }),
                 }
             }
@@ -324,11 +448,19 @@ impl Engine {
         owner: Option<&str>,
         own: bool,
     ) -> Result<SessionLease, SubmitError> {
+        let (last_active_at, deleted) = {
+            let state = lease.session.state.lock();
+            (state.last_active_at, state.deleted)
+        };
+        if deleted {
+            return Err(SubmitError::Expired {
+                requested: id.clone(),
+            });
+        }
         if own {
             return Ok(lease);
         }
         let record = &lease.session.record;
-        let last_active_at = lease.session.state.lock().last_active_at;
         let expired = self.inner.clock.now() > last_active_at.plus(agent.context_ttl);
         let resumable = record.agent == agent.name && record.owner.as_deref() == owner && !expired;
         if resumable {
@@ -363,6 +495,11 @@ impl SessionLease {
 
     fn begin_turn(&self) -> Result<(), SubmitError> {
         let mut state = self.session.state.lock();
+        if state.deleted {
+            return Err(SubmitError::Expired {
+                requested: self.id().clone(),
+            });
+        }
         if state.turn_running {
             return Err(SubmitError::TurnInProgress {
                 session: self.id().clone(),
@@ -386,6 +523,12 @@ impl SessionLease {
         let store = &self.inner.store;
         let (persisted, next_seq) = {
             let state = self.session.state.lock();
+            if state.deleted {
+                return Err(StoreError::Rejected(format!(
+                    "session {}: deleted",
+                    self.id()
+                )));
+            }
             (state.persisted, state.history.len() as u64)
         };
         if !persisted {
@@ -403,6 +546,26 @@ impl SessionLease {
         Arc::make_mut(&mut state.history).extend(messages);
         Ok(state.history.clone())
     }
+
+    /// (Re)schedules the session's summary after a completed turn and tells
+    /// the connection when it is due. A failure is logged: the turn stands.
+    async fn schedule_summary(&self, notice: oneshot::Sender<Timestamp>) {
+        let Some(summaries) = &self.inner.summaries else {
+            return;
+        };
+        match summaries
+            .schedule(self.id(), &self.session.record.agent)
+            .await
+        {
+            Ok(Some(due)) => {
+                let _ = notice.send(due);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(session = %self.id(), error = %e, "scheduling the session summary failed");
+            }
+        }
+    }
 }
 
 impl Drop for SessionLease {
@@ -416,7 +579,12 @@ impl Drop for SessionLease {
     }
 }
 
-async fn run_turn(handler: Arc<dyn Handler>, turn: TurnContext, lease: SessionLease) {
+async fn run_turn(
+    handler: Arc<dyn Handler>,
+    turn: TurnContext,
+    lease: SessionLease,
+    summary: oneshot::Sender<Timestamp>,
+) {
     let result = AssertUnwindSafe(handler.run(&turn))
         .catch_unwind()
         .await
@@ -433,7 +601,10 @@ async fn run_turn(handler: Arc<dyn Handler>, turn: TurnContext, lease: SessionLe
     );
     records.push(terminal_record(lease.id(), &result, now));
     let terminal = match (lease.store_messages(records).await, result) {
-        (Ok(_), Ok(reply)) => TurnEvent::Completed(reply),
+        (Ok(_), Ok(reply)) => {
+            lease.schedule_summary(summary).await;
+            TurnEvent::Completed(reply)
+        }
         (Ok(_), Err(failure)) => TurnEvent::Failed(failure),
         (Err(e), _) => {
             tracing::error!(session = %lease.id(), error = %e, "storing the turn's reply failed");

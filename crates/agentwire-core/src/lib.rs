@@ -17,6 +17,8 @@
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
 //!   rule, resumption and persistence of every accepted message.
+//! - [`summary`]: the [`Summarizer`] port and the [`SummaryScheduler`], which
+//!   writes a session's summary once it has been idle.
 //!
 //! # Invariants
 //!
@@ -35,13 +37,16 @@ pub mod scope;
 pub mod screening;
 pub mod session;
 pub mod store;
+pub mod summary;
 pub mod time;
 pub mod tools;
 pub mod turn;
 
 pub use auth::{AgentAuth, AuthError, Authenticator, Credentials, Identity, IdentityOrigin};
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
-pub use engine::{Agent, Engine, SessionLease, SubmitError, SubmitRequest, TurnHandle};
+pub use engine::{
+    Agent, DeleteError, Engine, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,
+};
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};
 pub use media::{
@@ -54,8 +59,11 @@ pub use model::{
 };
 pub use scope::ConnectionScope;
 pub use screening::PromptScreen;
-pub use session::{MessageRole, SessionRecord, StoredMessage};
+pub use session::{
+    MessageRole, SessionCursor, SessionOverview, SessionRecord, SessionSummary, StoredMessage,
+};
 pub use store::{SessionStore, StoreError};
+pub use summary::{Summarizer, SummaryPolicy, SummaryScheduler};
 pub use time::{Clock, Timestamp, UtcDateTime};
 pub use tools::{ClientAnswer, ClientToolBroker};
 pub use turn::{

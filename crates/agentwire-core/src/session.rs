@@ -66,3 +66,38 @@ pub struct StoredMessage {
     pub metadata: Metadata,
     pub created_at: Timestamp,
 }
+
+/// A session's summary: a short recap written after the session went idle
+/// (see [`crate::summary`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub text: String,
+    pub created_at: Timestamp,
+}
+
+/// A session as an owner's listing shows it: its record and its summary, if
+/// one was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionOverview {
+    pub record: SessionRecord,
+    pub summary: Option<SessionSummary>,
+}
+
+/// Where a page of an owner's sessions ends. Listings are ordered by
+/// `last_active_at` descending, then `id` descending; the next page holds the
+/// sessions strictly after this position in that order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    pub last_active_at: Timestamp,
+    pub id: SessionId,
+}
+
+impl SessionCursor {
+    /// The position of `record` in a listing.
+    pub fn after(record: &SessionRecord) -> SessionCursor {
+        SessionCursor {
+            last_active_at: record.last_active_at,
+            id: record.id.clone(),
+        }
+    }
+}

@@ -3,7 +3,10 @@
 use async_trait::async_trait;
 
 use crate::ids::SessionId;
-use crate::session::{SessionRecord, StoredMessage};
+use crate::session::{
+    SessionCursor, SessionOverview, SessionRecord, SessionSummary, StoredMessage,
+};
+use crate::time::Timestamp;
 
 /// Why the store could not do what was asked. Callers answer every variant the
 /// same way (an internal error to the client, `/readyz` down), so the variants
@@ -36,4 +39,50 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Cheap liveness check for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Up to `limit` of `owner`'s sessions, most recently active first
+    /// (`last_active_at` descending, then `id` descending), starting strictly
+    /// after `after` in that order: keyset pagination, so a page costs the
+    /// same however deep it is. Each comes with its summary, if written.
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<Vec<SessionOverview>, StoreError>;
+
+    /// Deletes the session, its messages, its summary and any scheduled
+    /// summary. `Ok(false)` when there was no such session.
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
+
+    /// The session's summary; `None` when none was written or the session
+    /// does not exist.
+    async fn load_summary(&self, id: &SessionId) -> Result<Option<SessionSummary>, StoreError>;
+
+    /// Records that the session's summary is due at `due`, replacing any
+    /// earlier due time, so the schedule survives a restart. An unknown
+    /// session is [`StoreError::Rejected`].
+    async fn schedule_summary(&self, id: &SessionId, due: Timestamp) -> Result<(), StoreError>;
+
+    /// Every session with a summary due, with its due time, earliest first.
+    async fn pending_summaries(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError>;
+
+    /// Stores `summary` (replacing the previous one) and clears the due time
+    /// if it is still `handled_due`: a turn that rescheduled the summary
+    /// meanwhile keeps its later due time. An unknown session is ignored (it
+    /// was deleted while its summary was written).
+    async fn store_summary(
+        &self,
+        id: &SessionId,
+        summary: &SessionSummary,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// Clears the due time if it is still `handled_due`, storing nothing
+    /// (the summary could not be written).
+    async fn clear_summary_due(
+        &self,
+        id: &SessionId,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError>;
 }

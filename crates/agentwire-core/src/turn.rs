@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
-use crate::session::StoredMessage;
+use crate::session::{MessageRole, StoredMessage};
 use crate::tools::{ClientCallEnd, ClientToolBroker, await_answer};
 
 /// What the user sent, as the handler sees it.
@@ -127,6 +127,14 @@ pub enum TurnEvent {
     /// Barge-in: the client drops buffered audio output.
     Interrupt,
     AudioFormat(AudioFormat),
+    /// From here on `name` is answering: a delegation began or ended, or the
+    /// turn was handed off. `delegated` says whether `name` answers a
+    /// delegation (its text is then not part of the turn's reply) rather than
+    /// the user. Not stored; dialects without agent identities ignore it.
+    AgentSwitched {
+        name: String,
+        delegated: bool,
+    },
     Completed(Reply),
     Failed(TurnFailure),
 }
@@ -185,6 +193,51 @@ impl TurnContext {
         &self.events
     }
 
+    /// How many delegations deep this turn runs: 0 for a user's turn.
+    pub fn delegation_depth(&self) -> u32 {
+        self.events.delegation_depth
+    }
+
+    /// A sub-turn in which another agent answers `input` alone, as a
+    /// delegation: same session, connection and client tools, cancelled with
+    /// this turn. Its events reach the client but are not stored with the
+    /// turn; only the delegating call and its outcome are.
+    pub fn delegated(&self, input: TurnInput) -> TurnContext {
+        let created_at = self
+            .history
+            .last()
+            .map_or(crate::time::Timestamp(0), |m| m.created_at);
+        let message = StoredMessage {
+            session_id: self.session_id.clone(),
+            seq: 0,
+            role: MessageRole::User,
+            content: input.text.clone(),
+            parts: input.parts.clone(),
+            metadata: input.metadata.clone(),
+            created_at,
+        };
+        let tools = &self.client_tools;
+        TurnContext {
+            session_id: self.session_id.clone(),
+            input,
+            history: Arc::new(vec![message]),
+            cancel: self.cancel.child_token(),
+            scope: self.scope.clone(),
+            events: EventSink {
+                tx: self.events.tx.clone(),
+                tool_log: parking_lot::Mutex::new(Vec::new()),
+                recording: false,
+                delegation_depth: self.events.delegation_depth + 1,
+            },
+            client_tools: ClientTools {
+                broker: tools.broker.clone(),
+                ids: tools.ids.clone(),
+                ack_timeout: tools.ack_timeout,
+                result_timeout: tools.result_timeout,
+            },
+        }
+    }
+
     /// A fresh, unguessable tool-call id.
     pub fn new_call_id(&self) -> String {
         self.client_tools.ids.call_id()
@@ -240,6 +293,9 @@ pub struct EventSink {
     tx: mpsc::Sender<TurnEvent>,
     /// Tool events, kept to be persisted with the turn.
     pub(crate) tool_log: parking_lot::Mutex<Vec<TurnEvent>>,
+    /// False in a delegated sub-turn: its work is not stored.
+    recording: bool,
+    delegation_depth: u32,
 }
 
 impl EventSink {
@@ -247,6 +303,8 @@ impl EventSink {
         EventSink {
             tx,
             tool_log: parking_lot::Mutex::new(Vec::new()),
+            recording: true,
+            delegation_depth: 0,
         }
     }
 
@@ -280,6 +338,13 @@ impl EventSink {
         self.send(TurnEvent::AudioFormat(format)).await;
     }
 
+    /// `name` answers from here on (see [`TurnEvent::AgentSwitched`]).
+    pub async fn agent_switched(&self, name: impl Into<String>, delegated: bool) {
+        let name = name.into();
+        self.send(TurnEvent::AgentSwitched { name, delegated })
+            .await;
+    }
+
     /// Sends `event` and keeps it to be stored with the turn.
     async fn emit_recorded(&self, event: TurnEvent) {
         self.record(event.clone());
@@ -294,7 +359,9 @@ impl EventSink {
 
     /// Keeps `event` to be stored with the turn without sending it.
     fn record(&self, event: TurnEvent) {
-        self.tool_log.lock().push(event);
+        if self.recording {
+            self.tool_log.lock().push(event);
+        }
     }
 
     pub(crate) async fn send(&self, event: TurnEvent) {

@@ -11,8 +11,8 @@
 //!   attachments?}`, parsed once and validated with messages that name the
 //!   offending field.
 //! - [`outbound`]: the flat events (`agent_started`, `token`, `tool_call`,
-//!   `tool_result`, `agent_completed`, `error`) and the `message_rejected`
-//!   envelope, with the contract's key order.
+//!   `tool_result`, `agent_completed`, `session_summary_scheduled`, `error`)
+//!   and the `message_rejected` envelope, with the contract's key order.
 //! - [`turn`]: [`TurnEncoder`], which maps one turn's engine events to
 //!   events, remembering tool names so `tool_result` can carry them.
 
@@ -23,6 +23,7 @@ pub mod turn;
 pub use inbound::{FrameError, InboundMessage, decode_inbound};
 pub use outbound::{
     ErrorEvent, RejectReason, encode_agent_completed, encode_agent_started, encode_error,
-    encode_message_rejected, encode_token, encode_tool_call, encode_tool_result, format_timestamp,
+    encode_message_rejected, encode_session_summary_scheduled, encode_token, encode_tool_call,
+    encode_tool_result, format_timestamp,
 };
 pub use turn::TurnEncoder;

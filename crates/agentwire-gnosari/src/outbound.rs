@@ -56,6 +56,23 @@ pub fn encode_agent_completed(agent_name: &str, full_response: &str) -> String {
     })
 }
 
+/// `session_summary_scheduled`: sent after `agent_completed` when the turn
+/// (re)scheduled the session's summary. `scheduled_at` is the summary's due
+/// time, written like every timestamp of the contract (to the second) and
+/// rounded up, so it never names a time before the summary can exist.
+pub fn encode_session_summary_scheduled(session_id: &str, scheduled_at: Timestamp) -> String {
+    const NANOS_PER_SEC: i64 = 1_000_000_000;
+    let rounded_up = match scheduled_at.0.rem_euclid(NANOS_PER_SEC) {
+        0 => scheduled_at,
+        fraction => Timestamp(scheduled_at.0.saturating_add(NANOS_PER_SEC - fraction)),
+    };
+    to_json(&SummaryScheduled {
+        kind: "session_summary_scheduled",
+        session_id,
+        scheduled_at: format_timestamp(rounded_up),
+    })
+}
+
 /// An `error` event. The contract's fields are `error` and `agent_name`;
 /// `session_id` and `client_message_id` are optional extras (behaviour notes
 /// §5.12) written only when known, for clients that correlate.
@@ -169,6 +186,14 @@ struct AgentCompleted<'a> {
 }
 
 #[derive(Serialize)]
+struct SummaryScheduled<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    session_id: &'a str,
+    scheduled_at: String,
+}
+
+#[derive(Serialize)]
 struct ErrorOut<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -258,6 +283,21 @@ mod tests {
                 "The weather in San Francisco is sunny with a temperature of 72°F."
             ),
             r#"{"type":"agent_completed","agent_name":"Weather Assistant","full_response":"The weather in San Francisco is sunny with a temperature of 72°F."}"#
+        );
+    }
+
+    #[test]
+    fn session_summary_scheduled_golden() {
+        // 2025-02-15T10:30:00Z exactly, and a quarter second before it.
+        let due = Timestamp(1_739_615_400_000_000_000);
+        let expected = r#"{"type":"session_summary_scheduled","session_id":"session-abc123","scheduled_at":"2025-02-15T10:30:00Z"}"#;
+        assert_eq!(
+            encode_session_summary_scheduled("session-abc123", due),
+            expected
+        );
+        assert_eq!(
+            encode_session_summary_scheduled("session-abc123", Timestamp(due.0 - 250_000_000)),
+            expected
         );
     }
 

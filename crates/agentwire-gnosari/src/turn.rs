@@ -10,10 +10,16 @@
 //! | `ToolResult` (server side) | `tool_result`, `tool_name` from the call |
 //! | `Completed` | `agent_completed`, `full_response` the reply's text |
 //! | `Failed` | `error`, with the session id |
+//! | `AgentSwitched` | nothing; later events carry the new `agent_name` |
 //! | client-side calls and results, media, interrupts, audio formats | nothing |
 //!
 //! Gnosari has no client-tool flow, so client-side calls are not shown; the
 //! server denies them at once.
+//!
+//! **Teams.** A delegation's sub-turn and a handoff switch the answering
+//! agent: the behaviour notes (§2.4) give no event for it, so the events that
+//! follow carry the new `agent_name`, down to `agent_completed` after a
+//! handoff.
 
 use std::collections::HashMap;
 
@@ -26,7 +32,8 @@ use crate::outbound::{
     encode_tool_call, encode_tool_result,
 };
 
-/// Encodes the events of one turn of `agent_name` on `session_id`.
+/// Encodes the events of one turn of `agent_name` on `session_id`; the name
+/// follows the turn's `AgentSwitched` events.
 #[derive(Debug, Clone)]
 pub struct TurnEncoder {
     agent_name: String,
@@ -87,6 +94,10 @@ impl TurnEncoder {
                     &name,
                     &tool_result(outcome),
                 ))
+            }
+            TurnEvent::AgentSwitched { name, .. } => {
+                self.agent_name.clone_from(name);
+                None
             }
             TurnEvent::ToolCall(_)
             | TurnEvent::ToolResult { .. }
@@ -265,6 +276,33 @@ mod tests {
         };
         assert_eq!(e.encode(&TurnEvent::Media(chunk)), None);
         assert_eq!(e.encode(&TurnEvent::Interrupt), None);
+    }
+
+    #[test]
+    fn switched_agents_name_the_events_that_follow() {
+        let mut e = encoder();
+        let switch = |name: &str| TurnEvent::AgentSwitched {
+            name: name.into(),
+            delegated: false,
+        };
+        assert_eq!(e.encode(&switch("Billing")), None);
+        assert_eq!(
+            parse(e.encode(&TurnEvent::TextDelta("a".into())))["agent_name"],
+            "Billing"
+        );
+        e.encode(&call("c", "lookup", json!({}), ToolSide::Server));
+        assert_eq!(e.encode(&switch("Tech Support")), None);
+        let result = parse(e.encode(&TurnEvent::ToolResult {
+            id: "c".into(),
+            outcome: ToolOutcome::Ok(json!(1)),
+            side: ToolSide::Server,
+        }));
+        assert_eq!(
+            (&result["tool_name"], &result["agent_name"]),
+            (&json!("lookup"), &json!("Tech Support"))
+        );
+        let done = parse(e.encode(&TurnEvent::Completed(Reply::text("ok"))));
+        assert_eq!(done["agent_name"], "Tech Support");
     }
 
     #[test]

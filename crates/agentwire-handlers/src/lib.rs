@@ -5,15 +5,19 @@
 //! - [`EchoHandler`]: `Echo: <content>`.
 //! - [`DemoHandler`]: a keyword-driven responder (§9) with simulated
 //!   server-side tool calls, so a new user sees every frame kind.
+//! - [`ExtractiveSummarizer`]: the session summary of these agents, taken
+//!   from the conversation itself.
 
 mod demo;
 mod media;
+mod summary;
 mod test_scripts;
 
 use agentwire_core::{Handler, Reply, TurnContext, TurnFailure};
 use async_trait::async_trait;
 
 pub use demo::DemoHandler;
+pub use summary::ExtractiveSummarizer;
 pub use test_scripts::TestHandler;
 
 /// Replies `done "Echo: <content>"`.

@@ -8,9 +8,10 @@
 //! `Mock response for provider <name> model <model>`. Text streams in
 //! 20-character chunks; tool calls get PromptKit's ids `call_<i>_<name>`.
 //!
-//! agentwire's addition: `{{last_tool_result}}` in a scripted text is
-//! replaced by the content of the request's latest tool result, so a script
-//! can show that a tool's output reached the model.
+//! agentwire's addition: `{{last_tool_result}}` in a scripted text (a text
+//! turn, or the `content` of a tool-call turn) is replaced by the content of
+//! the request's latest tool result, so a script can show that a tool's
+//! output reached the model.
 
 use std::collections::BTreeMap;
 
@@ -111,7 +112,7 @@ impl ModelProvider for MockProvider {
                 content,
                 tool_calls,
             }) => (
-                content.clone().unwrap_or_default(),
+                with_last_tool_result(content.as_deref().unwrap_or_default(), request),
                 tool_calls
                     .iter()
                     .enumerate()
@@ -172,6 +173,51 @@ mod tests {
             with_last_tool_result("got {{last_tool_result}}.", &ModelRequest::default()),
             "got ."
         );
+    }
+
+    #[tokio::test]
+    async fn tool_call_turns_fill_the_placeholder_in_their_content() {
+        struct Collect(parking_lot::Mutex<String>);
+        #[async_trait]
+        impl TextSink for Collect {
+            async fn text(&self, delta: &str) {
+                self.0.lock().push_str(delta);
+            }
+        }
+        let turn = MockTurn::ToolCalls {
+            content: Some("A said: {{last_tool_result}}".into()),
+            tool_calls: vec![("next".into(), serde_json::json!({}))],
+        };
+        let scenario = MockScenario {
+            turns: BTreeMap::from([(2, turn)]),
+        };
+        let provider = MockProvider::new(
+            "p".into(),
+            "m".into(),
+            None,
+            BTreeMap::from([("s".to_owned(), scenario)]),
+        );
+        let request = ModelRequest {
+            messages: vec![
+                ModelMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: Vec::new(),
+                },
+                ModelMessage::Tool {
+                    call_id: "a".into(),
+                    name: "t".into(),
+                    content: "five days".into(),
+                    is_error: false,
+                },
+            ],
+            scenario: Some("s".into()),
+            ..ModelRequest::default()
+        };
+        let sink = Collect(parking_lot::Mutex::new(String::new()));
+        let reply = provider.complete(&request, &sink).await.unwrap();
+        assert_eq!(reply.text, "A said: five days");
+        assert_eq!(*sink.0.lock(), "A said: five days");
+        assert_eq!(reply.tool_calls[0].name, "next");
     }
 
     #[test]

@@ -5,8 +5,18 @@
 //! messages ([`context`]), then loops: ask the model; if it calls tools, run
 //! them (server tools here, client tools through the connection) and ask
 //! again with their results; stop when it answers, or at `max_rounds`.
+//!
+//! **Teams** ([`team`]): an agent with delegations gets a `delegate_agent`
+//! tool, which runs another agent's handler on a sub-turn and returns its
+//! answer as the tool's result; an agent with handoffs gets a
+//! `transfer_to_<agent>` tool per target, which hands the rest of the turn,
+//! with the conversation so far, to that agent's model and tools.
 
 mod context;
+mod summary;
+mod team;
+#[cfg(test)]
+mod tests;
 mod toolbox;
 
 use std::sync::Arc;
@@ -19,6 +29,8 @@ use agentwire_core::{
 use async_trait::async_trait;
 
 pub use context::MetadataTemplate;
+pub use summary::{ModelSummarizer, SUMMARY_INSTRUCTIONS, SUMMARY_SCENARIO};
+pub use team::{DELEGATE_TOOL, Delegation, Handoff, Peer, Roster, transfer_tool_name};
 
 /// Validates a tool's arguments against its schema; the message goes to the model.
 pub trait ArgumentValidator: Send + Sync {
@@ -47,6 +59,12 @@ pub struct RuntimeSettings {
     /// Rendered from each user message's metadata and appended to its text
     /// in what the model sees.
     pub metadata_template: Option<MetadataTemplate>,
+    /// Agents this one may ask through `delegate_agent`.
+    pub delegations: Vec<Delegation>,
+    /// Agents this one may hand the turn to, each through `transfer_to_<name>`.
+    pub handoffs: Vec<Handoff>,
+    /// Where the targets of `delegations` and `handoffs` are found.
+    pub roster: Arc<Roster>,
 }
 
 pub struct RuntimeHandler {
@@ -59,24 +77,60 @@ impl RuntimeHandler {
     }
 }
 
+/// How one agent's part of a turn ended.
+enum Answer {
+    Reply(Reply),
+    /// The agent handed the rest of the turn to another.
+    HandOff(Arc<RuntimeHandler>),
+}
+
 #[async_trait]
 impl Handler for RuntimeHandler {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
+        let mut messages =
+            context::rebuild(&turn.history, self.settings.metadata_template.as_ref());
+        let mut rounds = 0;
+        let mut handed_to: Option<Arc<RuntimeHandler>> = None;
+        loop {
+            let agent = handed_to.as_deref().unwrap_or(self);
+            match agent.answer(turn, &mut messages, &mut rounds).await? {
+                Answer::Reply(reply) => return Ok(reply),
+                Answer::HandOff(target) => {
+                    let delegated = turn.delegation_depth() > 0;
+                    turn.events()
+                        .agent_switched(&target.settings.agent_name, delegated)
+                        .await;
+                    handed_to = Some(target);
+                }
+            }
+        }
+    }
+}
+
+impl RuntimeHandler {
+    /// This agent's tool loop on the conversation so far: until it answers,
+    /// hands off, or the turn runs out of rounds (counted across handoffs).
+    async fn answer(
+        &self,
+        turn: &TurnContext,
+        messages: &mut Vec<ModelMessage>,
+        rounds: &mut u32,
+    ) -> Result<Answer, TurnFailure> {
         let settings = &self.settings;
         let boxes =
             toolbox::open_for_connection(turn, &settings.agent_name, &settings.server_tools).await;
         let tools = Tools {
             client: &settings.client_tools,
             server: &boxes,
+            team: team::TeamTools::new(settings),
         };
         let mut request = ModelRequest {
             system: settings.instructions.clone(),
-            messages: context::rebuild(&turn.history, settings.metadata_template.as_ref()),
+            messages: std::mem::take(messages),
             tools: tools.specs(),
             scenario: turn.input.metadata.get("mock_scenario").cloned(),
         };
         let sink = StreamToClient(turn);
-        let mut rounds = 0;
         loop {
             let reply = settings
                 .provider
@@ -84,9 +138,9 @@ impl Handler for RuntimeHandler {
                 .await
                 .map_err(|e| TurnFailure::new(e.code(), e.message))?;
             if reply.tool_calls.is_empty() {
-                return Ok(Reply::text(reply.text));
+                return Ok(Answer::Reply(Reply::text(reply.text)));
             }
-            if rounds == settings.max_rounds {
+            if *rounds == settings.max_rounds {
                 return Err(TurnFailure::new(
                     ErrorCode::MaxRoundsExceeded,
                     format!(
@@ -95,7 +149,7 @@ impl Handler for RuntimeHandler {
                     ),
                 ));
             }
-            rounds += 1;
+            *rounds += 1;
             if !reply.text.is_empty() {
                 turn.events().record_interim_text(reply.text.clone());
             }
@@ -111,11 +165,21 @@ impl Handler for RuntimeHandler {
                 text: reply.text,
                 tool_calls: calls.clone(),
             });
+            let mut handoff = None;
             for call in calls {
-                let outcome = tools.run(turn, &call).await;
+                let outcome = match tools.team.handoff(&call.name) {
+                    Some(target) => {
+                        team::hand_off(turn, settings, &call, target, &mut handoff).await
+                    }
+                    None => tools.run(turn, settings, &call).await,
+                };
                 request
                     .messages
                     .push(context::tool_message(&call.id, &call.name, &outcome));
+            }
+            if let Some(target) = handoff {
+                *messages = request.messages;
+                return Ok(Answer::HandOff(target));
             }
         }
     }
@@ -125,6 +189,9 @@ impl Handler for RuntimeHandler {
 struct Tools<'a> {
     client: &'a [ClientToolDecl],
     server: &'a [toolbox::OpenBox],
+    /// `delegate_agent` and `transfer_to_*`; they win over a configured
+    /// tool of the same name.
+    team: team::TeamTools<'a>,
 }
 
 impl Tools<'_> {
@@ -134,12 +201,20 @@ impl Tools<'_> {
             .server
             .iter()
             .flat_map(|b| b.tool_box.specs().iter().cloned());
-        client.chain(server).collect()
+        client.chain(server).chain(self.team.specs()).collect()
     }
 
     /// Runs one call. Every failure becomes an error result for the model;
     /// none ends the turn.
-    async fn run(&self, turn: &TurnContext, call: &ModelToolCall) -> ToolOutcome {
+    async fn run(
+        &self,
+        turn: &TurnContext,
+        settings: &RuntimeSettings,
+        call: &ModelToolCall,
+    ) -> ToolOutcome {
+        if self.team.delegates(&call.name) {
+            return team::delegate(turn, settings, call).await;
+        }
         if let Some(decl) = self.client.iter().find(|c| c.spec.name == call.name) {
             if let Err(problem) = decl.validator.validate(&call.arguments) {
                 return self
@@ -192,7 +267,7 @@ impl Tools<'_> {
     }
 }
 
-async fn announce(turn: &TurnContext, call: &ModelToolCall) {
+pub(crate) async fn announce(turn: &TurnContext, call: &ModelToolCall) {
     turn.events()
         .tool_call(ToolCall {
             id: call.id.clone(),

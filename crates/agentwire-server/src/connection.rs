@@ -53,6 +53,9 @@ struct Connection {
     /// Events of the running turn; `None` when idle. One turn at a time per
     /// connection.
     turn: Option<mpsc::Receiver<TurnEvent>>,
+    /// The running turn is inside a delegation: the delegate's text is not
+    /// part of the reply, and Omnia has no agent identities to show it by.
+    in_delegation: bool,
     /// Per-connection state: pending client tool calls, handler caches.
     scope: Arc<ConnectionScope>,
     /// Text frames per second.
@@ -84,6 +87,7 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
         minted,
         lease: None,
         turn: None,
+        in_delegation: false,
         params,
         state: state.clone(),
     };
@@ -397,6 +401,7 @@ impl Connection {
         let Some(event) = event else {
             // The turn task ended without a terminal event: it was aborted.
             self.turn = None;
+            self.in_delegation = false;
             let current = self.current.clone();
             return self
                 .send_error(
@@ -409,11 +414,17 @@ impl Connection {
         };
         if event.is_terminal() {
             self.turn = None;
+            self.in_delegation = false;
         }
         let session = self.current.as_str();
         let now = self.state.engine.clock().now();
         let shows_server_tools = self.params.agent.shows_server_tools;
         let frame = match &event {
+            TurnEvent::AgentSwitched { delegated, .. } => {
+                self.in_delegation = *delegated;
+                return Ok(());
+            }
+            TurnEvent::TextDelta(_) if self.in_delegation => return Ok(()),
             TurnEvent::TextDelta(delta) => omnia::encode_chunk(session, delta, now),
             TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
                 omnia::encode_tool_call(session, call, now)

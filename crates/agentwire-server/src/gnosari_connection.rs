@@ -1,4 +1,5 @@
-//! One task per Gnosari socket (`/ws/agent/{agent}`). It reads message
+//! One task per Gnosari socket (`/ws/agent/{agent}`, `/ws/team/{team}`,
+//! `/ws/team/{team}/agent/{agent}`). It reads message
 //! frames, screens them, hands them to the same engine the Omnia dialect
 //! uses, and writes each turn's events back, encoded once by
 //! `agentwire_gnosari::TurnEncoder`.
@@ -16,6 +17,10 @@
 //! continues that session under the engine's rules (same agent, same owner,
 //! within `context_ttl`; an id never seen opens a session under that id).
 //!
+//! **Summaries.** A completed turn that scheduled its session's summary is
+//! followed by `session_summary_scheduled` with the due time, right after
+//! `agent_completed`; a failed turn schedules nothing.
+//!
 //! **Client-side tools** have no flow in this dialect: a call a handler makes
 //! is denied at once (the turn goes on with the denial) and is not shown.
 
@@ -24,14 +29,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ErrorCode, SessionId, SessionLease, SubmitError, SubmitRequest,
-    ToolSide, TurnEvent,
+    Agent, ClientAnswer, ConnectionScope, ErrorCode, SessionId, SessionLease, SubmitError,
+    SubmitRequest, SummaryNotice, ToolSide, TurnEvent,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 use axum::extract::ws::{Message, WebSocket};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
+use crate::AppState;
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -39,7 +45,6 @@ use crate::socket::{
     self, CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS,
     classify_read_error, credential_timer, until,
 };
-use crate::{AgentEntry, AppState};
 
 /// Frames that may wait behind the running turn.
 pub(crate) const MAX_QUEUED: usize = 8;
@@ -59,7 +64,10 @@ const INTERNAL: &str = "internal server error";
 
 /// What the upgrade learned from the request.
 pub(crate) struct GnosariParams {
-    pub(crate) agent: Arc<AgentEntry>,
+    /// What answers: an agent, or a team's orchestrator or member.
+    pub(crate) agent: Arc<Agent>,
+    /// The `agent_name` of the events (a turn's events follow its handoffs).
+    pub(crate) agent_name: String,
     /// Who is calling; anonymous when the agent is public and no credential came.
     pub(crate) caller: Caller,
 }
@@ -80,6 +88,9 @@ struct Reply {
 struct RunningTurn {
     events: mpsc::Receiver<TurnEvent>,
     encoder: TurnEncoder,
+    /// When the completed turn scheduled the session's summary: announced
+    /// by `session_summary_scheduled` right after `agent_completed`.
+    summary: SummaryNotice,
 }
 
 struct Connection {
@@ -173,7 +184,7 @@ impl Connection {
     }
 
     fn agent_name(&self) -> &str {
-        &self.params.agent.agent.name
+        &self.params.agent_name
     }
 
     async fn on_frame(
@@ -345,7 +356,7 @@ impl Connection {
             }
             Some(_) => &self.current,
         };
-        let agent = self.params.agent.agent.clone();
+        let agent = self.params.agent.clone();
         let request = SubmitRequest {
             agent: &agent,
             namespace: NAMESPACE,
@@ -365,13 +376,15 @@ impl Connection {
                     .turns_total
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let session = handle.session.id().clone();
-                let encoder = TurnEncoder::new(&agent.name, session.as_str(), client_message_id);
+                let encoder =
+                    TurnEncoder::new(self.agent_name(), session.as_str(), client_message_id);
                 let started = encoder.agent_started();
                 self.current = session;
                 self.lease = Some(handle.session);
                 self.turn = Some(RunningTurn {
                     events: handle.events,
                     encoder,
+                    summary: handle.summary,
                 });
                 return self.send(socket, started).await;
             }
@@ -430,10 +443,21 @@ impl Connection {
         }
         let frame = turn.encoder.encode(&event);
         let terminal = event.is_terminal();
+        // The engine sets the due time before it sends `Completed`.
+        let summary_scheduled = match &event {
+            TurnEvent::Completed(_) => turn
+                .summary
+                .scheduled_at()
+                .map(|at| gnosari::encode_session_summary_scheduled(turn.encoder.session_id(), at)),
+            _ => None,
+        };
         if terminal {
             self.turn = None;
         }
         if let Some(frame) = frame {
+            self.send(socket, frame).await?;
+        }
+        if let Some(frame) = summary_scheduled {
             self.send(socket, frame).await?;
         }
         if terminal {

@@ -1,9 +1,10 @@
-//! The Gnosari upgrade, `GET /ws/agent/{agent}`: every refusal happens here,
-//! before a socket exists, with the same short plain-text bodies as `/ws`.
+//! The Gnosari upgrades, `GET /ws/agent/{agent}`, `GET /ws/team/{team}` and
+//! `GET /ws/team/{team}/agent/{agent}`: every refusal happens here, before a
+//! socket exists, with the same short plain-text bodies as `/ws`.
 //!
 //! Order: shut down or at the connection limit (503), draining (503), unknown
-//! agent (404), credentials (401 missing or refused, 403 not admitted),
-//! origin (403).
+//! agent, team or member (404), credentials (401 missing or refused, 403 not
+//! admitted), origin (403). A member is named by its id, then its name.
 
 use std::sync::Arc;
 
@@ -15,16 +16,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::gnosari_connection::{self, GnosariParams};
-use crate::identity;
+use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
-use crate::{AgentEntry, AppState};
+use crate::{AccessLevel, AgentEntry, AppState, TeamEntry, TeamMember};
 
 /// The API key header; header names are matched case-insensitively, so the
 /// engine's `X-Auth-Token` spelling works too.
 const API_KEY_HEADER: &str = "x-auth-token";
 const PASSWORD_HEADER: &str = "x-access-password";
 
+/// `/ws/agent/{agent}`.
 pub(crate) async fn ws_upgrade(
     State(state): State<Arc<AppState>>,
     agent: Result<Path<String>, PathRejection>,
@@ -34,8 +36,56 @@ pub(crate) async fn ws_upgrade(
 ) -> Response {
     // A path segment that does not decode names no agent.
     let agent = agent.map(|Path(agent)| agent).unwrap_or_default();
-    match admit(&state, &agent, raw_query.as_deref(), &headers).await {
-        Ok(params) => open_socket(&state, upgrade, move |socket, slot| {
+    let target = Target::Agent(&agent);
+    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+}
+
+/// `/ws/team/{team}`: the team's orchestrator answers.
+pub(crate) async fn team_upgrade(
+    State(state): State<Arc<AppState>>,
+    team: Result<Path<String>, PathRejection>,
+    RawQuery(raw_query): RawQuery,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let team = team.map(|Path(team)| team).unwrap_or_default();
+    let target = Target::Team(&team);
+    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+}
+
+/// `/ws/team/{team}/agent/{agent}`: one member of the team answers.
+pub(crate) async fn team_member_upgrade(
+    State(state): State<Arc<AppState>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    RawQuery(raw_query): RawQuery,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let (team, agent) = path.map(|Path(pair)| pair).unwrap_or_default();
+    let target = Target::Member {
+        team: &team,
+        agent: &agent,
+    };
+    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+}
+
+/// What a Gnosari path names.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Agent(&'a str),
+    Team(&'a str),
+    Member { team: &'a str, agent: &'a str },
+}
+
+async fn upgrade_to(
+    state: &Arc<AppState>,
+    target: Target<'_>,
+    raw_query: Option<&str>,
+    headers: &HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    match admit(state, target, raw_query, headers).await {
+        Ok(params) => open_socket(state, upgrade, move |socket, slot| {
             gnosari_connection::run(socket, slot, params)
         }),
         Err(refusal) => refusal.into_response(),
@@ -44,7 +94,7 @@ pub(crate) async fn ws_upgrade(
 
 async fn admit(
     state: &AppState,
-    agent_name: &str,
+    target: Target<'_>,
     raw_query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<GnosariParams, Refusal> {
@@ -52,18 +102,57 @@ async fn admit(
     if state.lifecycle.is_draining() {
         return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "server draining"));
     }
-    let agent: Arc<AgentEntry> = state
-        .agents
-        .get(agent_name)
-        .cloned()
-        .ok_or(Refusal(StatusCode::NOT_FOUND, "agent not found"))?;
+    let agent_not_found = Refusal(StatusCode::NOT_FOUND, "agent not found");
+    let team_entry: Arc<TeamEntry>;
+    let agent_entry: Arc<AgentEntry>;
+    let (agent, agent_name, gate) = match target {
+        Target::Agent(name) => {
+            agent_entry = state.agents.get(name).cloned().ok_or(agent_not_found)?;
+            let agent = agent_entry.agent.clone();
+            (agent.clone(), agent.name.clone(), Gate::agent(&agent_entry))
+        }
+        Target::Team(team) | Target::Member { team, .. } => {
+            team_entry = state
+                .teams
+                .get(team)
+                .cloned()
+                .ok_or(Refusal(StatusCode::NOT_FOUND, "team not found"))?;
+            let member = match target {
+                Target::Member { agent, .. } => team_entry.member(agent).ok_or(agent_not_found)?,
+                _ => &team_entry.orchestrator,
+            };
+            let gate = team_gate(&team_entry, member);
+            (member.agent.clone(), member.name.clone(), gate)
+        }
+    };
     let query = QueryParams::parse(raw_query);
     let credentials = credentials(headers, &query);
-    let caller = identity::identify(state, &credentials, &agent).await?;
+    let caller = identity::identify_at(state, &credentials, &gate).await?;
     if !origin_allowed(&state.settings.allowed_origins, headers) {
         return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
     }
-    Ok(GnosariParams { agent, caller })
+    Ok(GnosariParams {
+        agent,
+        agent_name,
+        caller,
+    })
+}
+
+/// A team endpoint admits as the team does (its name in allow-lists, its
+/// password), and is private when the team or the answering member is
+/// (behaviour notes §5.4: a stricter agent setting also applies).
+fn team_gate<'a>(team: &'a TeamEntry, member: &TeamMember) -> Gate<'a> {
+    let private =
+        team.access_level == AccessLevel::Private || member.access_level == AccessLevel::Private;
+    Gate {
+        name: &team.name,
+        access_level: if private {
+            AccessLevel::Private
+        } else {
+            AccessLevel::Public
+        },
+        password_argon2: team.password_argon2.as_deref(),
+    }
 }
 
 /// The contract's three credential forms; a header wins over its query

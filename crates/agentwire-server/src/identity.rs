@@ -48,6 +48,25 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// What a caller asks to be admitted to: an agent, or a team, whose name
+/// an identity's allow-list must hold and whose password the password
+/// credential is checked against.
+pub(crate) struct Gate<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) access_level: AccessLevel,
+    pub(crate) password_argon2: Option<&'a str>,
+}
+
+impl<'a> Gate<'a> {
+    pub(crate) fn agent(agent: &'a AgentEntry) -> Gate<'a> {
+        Gate {
+            name: &agent.agent.name,
+            access_level: agent.access_level,
+            password_argon2: agent.password_argon2.as_deref(),
+        }
+    }
+}
+
 /// Authenticates `credentials` for `agent`: 401 for a refused credential or
 /// a missing one on a private agent, 403 for an identity the agent does not
 /// admit.
@@ -56,12 +75,21 @@ pub(crate) async fn identify(
     credentials: &Credentials<'_>,
     agent: &AgentEntry,
 ) -> Result<Caller, Refusal> {
+    identify_at(state, credentials, &Gate::agent(agent)).await
+}
+
+/// Authenticates `credentials` for `gate`, as [`identify`] does for an agent.
+pub(crate) async fn identify_at(
+    state: &AppState,
+    credentials: &Credentials<'_>,
+    gate: &Gate<'_>,
+) -> Result<Caller, Refusal> {
     let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
     let verdict = match &state.identity.authenticator {
         Some(authenticator) => {
             let agent_auth = AgentAuth {
-                name: &agent.agent.name,
-                password_argon2: agent.password_argon2.as_deref(),
+                name: gate.name,
+                password_argon2: gate.password_argon2,
             };
             authenticator.authenticate(credentials, &agent_auth).await
         }
@@ -69,12 +97,12 @@ pub(crate) async fn identify(
     };
     match verdict {
         Err(reason) => {
-            tracing::info!(agent = %agent.agent.name, %reason, "credential refused");
+            tracing::info!(agent = %gate.name, %reason, "credential refused");
             Err(unauthorized)
         }
-        Ok(None) if agent.access_level == AccessLevel::Public => Ok(Caller::default()),
+        Ok(None) if gate.access_level == AccessLevel::Public => Ok(Caller::default()),
         Ok(None) => Err(unauthorized),
-        Ok(Some(identity)) if !identity.may_use(&agent.agent.name) => {
+        Ok(Some(identity)) if !identity.may_use(gate.name) => {
             Err(Refusal(StatusCode::FORBIDDEN, "forbidden"))
         }
         Ok(Some(identity)) => Ok(Caller {
@@ -101,6 +129,39 @@ pub(crate) fn pseudonym(settings: &IdentitySettings, identity: &Identity) -> Str
         None => Sha256::digest(&material).into(),
     };
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The owner a request that names no agent (the sessions API) speaks for:
+/// `Ok(None)` is an anonymous caller, admitted only when unauthenticated
+/// callers are allowed. 401 for a refused credential, for a missing one
+/// otherwise, and for any credential when no authenticator is configured.
+/// An identity's agent allow-list does not apply: there is no agent.
+pub(crate) async fn identify_owner(
+    state: &AppState,
+    credentials: &Credentials<'_>,
+) -> Result<Option<String>, Refusal> {
+    let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+    if credentials.is_empty() {
+        return if state.settings.allow_unauthenticated {
+            Ok(None)
+        } else {
+            Err(unauthorized)
+        };
+    }
+    let Some(authenticator) = &state.identity.authenticator else {
+        return Err(unauthorized);
+    };
+    match authenticator
+        .authenticate(credentials, &AgentAuth::default())
+        .await
+    {
+        Ok(Some(identity)) => Ok(Some(pseudonym(&state.identity, &identity))),
+        Ok(None) => Err(unauthorized),
+        Err(reason) => {
+            tracing::info!(%reason, "credential refused");
+            Err(unauthorized)
+        }
+    }
 }
 
 #[cfg(test)]

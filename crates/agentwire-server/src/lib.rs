@@ -9,7 +9,11 @@
 //!   and the pieces every upgrade shares (capacity, origin, opening a socket).
 //! - `connection`: one task per Omnia socket: decode, limits, keepalive, turns.
 //! - `gnosari_upgrade`, `gnosari_connection`: the Gnosari dialect on
-//!   `/ws/agent/{agent}`: its credential forms, screening, ordered turns.
+//!   `/ws/agent/{agent}`, `/ws/team/{team}` and
+//!   `/ws/team/{team}/agent/{agent}`: its credential forms, screening,
+//!   ordered turns.
+//! - `sessions_api`: `/api/v1/sessions*`, the caller's sessions of both
+//!   dialects (list, read, messages, delete) as JSON.
 //! - `socket`: what both connection tasks share: sends with the write
 //!   timeout, close codes, keepalive, credential deadline.
 //! - `lifecycle`: connection accounting and the drain.
@@ -34,6 +38,7 @@ mod metrics;
 mod ops;
 mod query;
 mod rate;
+mod sessions_api;
 mod socket;
 mod upgrade;
 
@@ -107,10 +112,51 @@ pub struct AgentEntry {
     pub requires_ai_disclosure: Option<bool>,
 }
 
+/// A team on the Gnosari endpoints: `/ws/team/{name}` (its orchestrator
+/// answers) and `/ws/team/{name}/agent/{member}`.
+pub struct TeamEntry {
+    pub name: String,
+    /// Whether callers without a credential may use the team. A private
+    /// member makes its own endpoint (and, as orchestrator, the team's)
+    /// private as well.
+    pub access_level: AccessLevel,
+    /// Argon2id PHC string: the team's password, for both endpoints.
+    pub password_argon2: Option<String>,
+    /// Answers on `/ws/team/{name}`; its agent's name keys the team's sessions.
+    pub orchestrator: TeamMember,
+    /// Each answers on `/ws/team/{name}/agent/{id or name}`.
+    pub members: Vec<TeamMember>,
+}
+
+/// One agent of a team, as an endpoint serves it.
+pub struct TeamMember {
+    /// Matched first in the path.
+    pub id: String,
+    /// Matched second in the path; the `agent_name` of its events.
+    pub name: String,
+    /// The member's own level, applied on top of the team's.
+    pub access_level: AccessLevel,
+    /// What the engine runs. Its name keys the sessions, so a session opened
+    /// on one endpoint resumes on that endpoint only.
+    pub agent: Arc<Agent>,
+}
+
+impl TeamEntry {
+    /// The member `identifier` names: by id, then by name.
+    pub fn member(&self, identifier: &str) -> Option<&TeamMember> {
+        self.members
+            .iter()
+            .find(|m| m.id == identifier)
+            .or_else(|| self.members.iter().find(|m| m.name == identifier))
+    }
+}
+
 /// Everything a request handler needs. Built once by the binary.
 pub struct AppState {
     pub engine: Engine,
     pub agents: HashMap<String, Arc<AgentEntry>>,
+    /// Teams by name; empty unless the binary sets them after [`AppState::new`].
+    pub teams: HashMap<String, Arc<TeamEntry>>,
     pub settings: ServerSettings,
     pub metrics: Metrics,
     pub lifecycle: Lifecycle,
@@ -139,6 +185,7 @@ impl AppState {
         AppState {
             engine,
             agents,
+            teams: HashMap::new(),
             settings,
             metrics: Metrics::default(),
             lifecycle: Lifecycle::default(),
@@ -148,16 +195,23 @@ impl AppState {
     }
 }
 
-/// The router: `/ws` (Omnia), `/ws/agent/{agent}` (Gnosari), the media
-/// routes and the operational routes.
+/// The router: `/ws` (Omnia), `/ws/agent/{agent}`, `/ws/team/{team}` and
+/// `/ws/team/{team}/agent/{agent}` (Gnosari), the media routes and the
+/// operational routes.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/ws", get(upgrade::ws_upgrade))
         .route("/ws/agent/{agent}", get(gnosari_upgrade::ws_upgrade))
+        .route("/ws/team/{team}", get(gnosari_upgrade::team_upgrade))
+        .route(
+            "/ws/team/{team}/agent/{agent}",
+            get(gnosari_upgrade::team_member_upgrade),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .merge(media_routes::routes())
+        .merge(sessions_api::routes())
         .with_state(state)
 }
 

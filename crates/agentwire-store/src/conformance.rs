@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use agentwire_core::{
-    ContentPart, MediaContent, MessageRole, Metadata, PartKind, SessionId, SessionRecord,
-    SessionStore, StoreError, StoredMessage, Timestamp,
+    ContentPart, MediaContent, MessageRole, Metadata, PartKind, SessionCursor, SessionId,
+    SessionRecord, SessionStore, SessionSummary, StoreError, StoredMessage, Timestamp,
 };
 
 /// Generates one `#[tokio::test]` per conformance check. `$make` is an async
@@ -24,6 +24,10 @@ macro_rules! conformance_tests {
             duplicate_seq_is_rejected_alone_in_a_concurrent_batch,
             unknown_ids_load_nothing,
             ping_is_ok,
+            owners_list_their_sessions_newest_first_in_pages,
+            listing_shows_summaries_and_follows_activity,
+            delete_removes_the_session_its_messages_and_summary,
+            summaries_are_stored_and_due_times_survive_rescheduling,
         );
     };
     ($make:path; $($check:ident),+ $(,)?) => {
@@ -214,4 +218,262 @@ pub(crate) async fn unknown_ids_load_nothing(store: &dyn SessionStore) {
 
 pub(crate) async fn ping_is_ok(store: &dyn SessionStore) {
     store.ping().await.unwrap();
+}
+
+/// Walks every page of `owner`'s sessions, `limit` at a time; the ids in order.
+async fn walk(store: &dyn SessionStore, owner: &str, limit: usize) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<SessionCursor> = None;
+    loop {
+        let page = store
+            .list_sessions(owner, cursor.as_ref(), limit)
+            .await
+            .unwrap();
+        assert!(page.len() <= limit);
+        if page.is_empty() {
+            return pages;
+        }
+        cursor = page.last().map(|s| SessionCursor::after(&s.record));
+        pages.push(
+            page.iter()
+                .map(|s| s.record.id.as_str().to_owned())
+                .collect(),
+        );
+    }
+}
+
+pub(crate) async fn owners_list_their_sessions_newest_first_in_pages(store: &dyn SessionStore) {
+    // Alice's sessions, with a tie on last_active_at (broken by id, descending).
+    for (id, at) in [("a1", 10), ("a2", 30), ("a3", 20), ("a4", 30), ("a5", 5)] {
+        store
+            .create_session(&record(id, Some("alice"), at))
+            .await
+            .unwrap();
+    }
+    store
+        .create_session(&record("b1", Some("bob"), 25))
+        .await
+        .unwrap();
+    store
+        .create_session(&record("anon", None, 40))
+        .await
+        .unwrap();
+
+    let first = store.list_sessions("alice", None, 10).await.unwrap();
+    let ids: Vec<&str> = first.iter().map(|s| s.record.id.as_str()).collect();
+    assert_eq!(ids, ["a4", "a2", "a3", "a1", "a5"]);
+    assert_eq!(first[0].record, record("a4", Some("alice"), 30));
+    assert_eq!(first[0].summary, None);
+
+    assert_eq!(
+        walk(store, "alice", 2).await,
+        [vec!["a4", "a2"], vec!["a3", "a1"], vec!["a5"]]
+    );
+    assert_eq!(
+        walk(store, "alice", 5).await,
+        [vec!["a4", "a2", "a3", "a1", "a5"]]
+    );
+    assert_eq!(walk(store, "bob", 2).await, [vec!["b1"]]);
+    assert!(walk(store, "carol", 2).await.is_empty());
+    assert!(
+        store
+            .list_sessions("alice", None, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A cursor from the middle of a tie resumes within it.
+    let cursor = SessionCursor {
+        last_active_at: Timestamp(30),
+        id: sid("a4"),
+    };
+    let rest = store
+        .list_sessions("alice", Some(&cursor), 2)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = rest.iter().map(|s| s.record.id.as_str()).collect();
+    assert_eq!(ids, ["a2", "a3"]);
+}
+
+pub(crate) async fn listing_shows_summaries_and_follows_activity(store: &dyn SessionStore) {
+    store
+        .create_session(&record("old", Some("alice"), 10))
+        .await
+        .unwrap();
+    store
+        .create_session(&record("new", Some("alice"), 20))
+        .await
+        .unwrap();
+    let summary = SessionSummary {
+        text: "talked about the weather".into(),
+        created_at: Timestamp(15),
+    };
+    store
+        .schedule_summary(&sid("old"), Timestamp(12))
+        .await
+        .unwrap();
+    store
+        .store_summary(&sid("old"), &summary, Timestamp(12))
+        .await
+        .unwrap();
+    // A message makes the old session the most recent.
+    store.append_message(&message("old", 0, 30)).await.unwrap();
+    let listed = store.list_sessions("alice", None, 10).await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s.record.id.as_str()).collect();
+    assert_eq!(ids, ["old", "new"]);
+    assert_eq!(listed[0].record.last_active_at, Timestamp(30));
+    assert_eq!(listed[0].summary.as_ref(), Some(&summary));
+    assert_eq!(listed[1].summary, None);
+}
+
+pub(crate) async fn delete_removes_the_session_its_messages_and_summary(store: &dyn SessionStore) {
+    for id in ["doomed", "kept"] {
+        store
+            .create_session(&record(id, Some("alice"), 1))
+            .await
+            .unwrap();
+        for seq in 0..3 {
+            store.append_message(&message(id, seq, 2)).await.unwrap();
+        }
+        store
+            .schedule_summary(&sid(id), Timestamp(50))
+            .await
+            .unwrap();
+    }
+    let summary = SessionSummary {
+        text: "recap".into(),
+        created_at: Timestamp(3),
+    };
+    store
+        .store_summary(&sid("doomed"), &summary, Timestamp(0))
+        .await
+        .unwrap();
+
+    assert!(store.delete_session(&sid("doomed")).await.unwrap());
+    assert_eq!(store.load_session(&sid("doomed")).await.unwrap(), None);
+    assert!(
+        store
+            .load_messages(&sid("doomed"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.load_summary(&sid("doomed")).await.unwrap(), None);
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("kept"), Timestamp(50))]
+    );
+    let listed = store.list_sessions("alice", None, 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].record.id, sid("kept"));
+    assert_eq!(store.load_messages(&sid("kept")).await.unwrap().len(), 3);
+
+    assert!(!store.delete_session(&sid("doomed")).await.unwrap());
+    assert!(!store.delete_session(&sid("never")).await.unwrap());
+    // The id can be used again, from nothing.
+    store
+        .create_session(&record("doomed", None, 9))
+        .await
+        .unwrap();
+    store
+        .append_message(&message("doomed", 0, 10))
+        .await
+        .unwrap();
+    assert_eq!(store.load_messages(&sid("doomed")).await.unwrap().len(), 1);
+    assert_eq!(store.load_summary(&sid("doomed")).await.unwrap(), None);
+}
+
+pub(crate) async fn summaries_are_stored_and_due_times_survive_rescheduling(
+    store: &dyn SessionStore,
+) {
+    let err = store
+        .schedule_summary(&sid("ghost"), Timestamp(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+    assert!(store.pending_summaries().await.unwrap().is_empty());
+
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    store.create_session(&record("s2", None, 0)).await.unwrap();
+    store.create_session(&record("s3", None, 0)).await.unwrap();
+    store
+        .schedule_summary(&sid("s1"), Timestamp(100))
+        .await
+        .unwrap();
+    store
+        .schedule_summary(&sid("s2"), Timestamp(50))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s2"), Timestamp(50)), (sid("s1"), Timestamp(100))]
+    );
+    // A later turn replaces the due time.
+    store
+        .schedule_summary(&sid("s1"), Timestamp(200))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s2"), Timestamp(50)), (sid("s1"), Timestamp(200))]
+    );
+
+    // A summary written for the replaced due time is kept, and the new due
+    // time stays.
+    let first = SessionSummary {
+        text: "first — ünïcode".into(),
+        created_at: Timestamp(150),
+    };
+    store
+        .store_summary(&sid("s1"), &first, Timestamp(100))
+        .await
+        .unwrap();
+    assert_eq!(store.load_summary(&sid("s1")).await.unwrap(), Some(first));
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s2"), Timestamp(50)), (sid("s1"), Timestamp(200))]
+    );
+    let second = SessionSummary {
+        text: "second".into(),
+        created_at: Timestamp(250),
+    };
+    store
+        .store_summary(&sid("s1"), &second, Timestamp(200))
+        .await
+        .unwrap();
+    assert_eq!(store.load_summary(&sid("s1")).await.unwrap(), Some(second));
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s2"), Timestamp(50))]
+    );
+
+    // Clearing only clears the due time it handled.
+    store
+        .clear_summary_due(&sid("s2"), Timestamp(49))
+        .await
+        .unwrap();
+    assert_eq!(store.pending_summaries().await.unwrap().len(), 1);
+    store
+        .clear_summary_due(&sid("s2"), Timestamp(50))
+        .await
+        .unwrap();
+    assert!(store.pending_summaries().await.unwrap().is_empty());
+    assert_eq!(store.load_summary(&sid("s2")).await.unwrap(), None);
+    assert_eq!(store.load_summary(&sid("s3")).await.unwrap(), None);
+
+    // Sessions deleted meanwhile: nothing to write, no error.
+    let late = SessionSummary {
+        text: "late".into(),
+        created_at: Timestamp(1),
+    };
+    store
+        .store_summary(&sid("ghost"), &late, Timestamp(1))
+        .await
+        .unwrap();
+    store
+        .clear_summary_due(&sid("ghost"), Timestamp(1))
+        .await
+        .unwrap();
+    assert_eq!(store.load_summary(&sid("ghost")).await.unwrap(), None);
 }

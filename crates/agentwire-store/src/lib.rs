@@ -9,7 +9,9 @@
 //! Both behave the same way (the tests run one conformance suite against
 //! both): creating an existing session leaves it untouched, appending advances
 //! the session's `last_active_at`, and reusing a `seq` or appending to an
-//! unknown session is rejected.
+//! unknown session is rejected. An owner's sessions are listed newest first
+//! by keyset (`last_active_at`, `id`, both descending); a summary's due time
+//! is cleared only by the job that handled that due time.
 
 mod codec;
 #[cfg(test)]

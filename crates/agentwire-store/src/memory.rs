@@ -2,7 +2,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentwire_core::{SessionId, SessionRecord, SessionStore, StoreError, StoredMessage};
+use agentwire_core::{
+    SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore, SessionSummary,
+    StoreError, StoredMessage, Timestamp,
+};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
@@ -19,6 +22,8 @@ pub struct MemoryStore {
 struct StoredSession {
     record: SessionRecord,
     messages: BTreeMap<u64, StoredMessage>,
+    summary: Option<SessionSummary>,
+    summary_due_at: Option<Timestamp>,
 }
 
 impl MemoryStore {
@@ -36,6 +41,8 @@ impl SessionStore for MemoryStore {
             .or_insert_with(|| StoredSession {
                 record: record.clone(),
                 messages: BTreeMap::new(),
+                summary: None,
+                summary_due_at: None,
             });
         Ok(())
     }
@@ -74,6 +81,91 @@ impl SessionStore for MemoryStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<Vec<SessionOverview>, StoreError> {
+        let position = |r: &SessionRecord| (r.last_active_at, r.id.clone());
+        let after = after.map(|c| (c.last_active_at, c.id.clone()));
+        let sessions = self.sessions.lock();
+        let mut found: Vec<&StoredSession> = sessions
+            .values()
+            .filter(|s| s.record.owner.as_deref() == Some(owner))
+            .filter(|s| after.as_ref().is_none_or(|a| position(&s.record) < *a))
+            .collect();
+        // Newest first: descending (last_active_at, id).
+        found.sort_by_key(|s| std::cmp::Reverse(position(&s.record)));
+        Ok(found
+            .into_iter()
+            .take(limit)
+            .map(|s| SessionOverview {
+                record: s.record.clone(),
+                summary: s.summary.clone(),
+            })
+            .collect())
+    }
+
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+        Ok(self.sessions.lock().remove(id).is_some())
+    }
+
+    async fn load_summary(&self, id: &SessionId) -> Result<Option<SessionSummary>, StoreError> {
+        Ok(self.sessions.lock().get(id).and_then(|s| s.summary.clone()))
+    }
+
+    async fn schedule_summary(&self, id: &SessionId, due: Timestamp) -> Result<(), StoreError> {
+        match self.sessions.lock().get_mut(id) {
+            Some(session) => {
+                session.summary_due_at = Some(due);
+                Ok(())
+            }
+            None => Err(StoreError::Rejected(format!(
+                "summary schedule of session {id}: unknown session"
+            ))),
+        }
+    }
+
+    async fn pending_summaries(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        let mut pending: Vec<(SessionId, Timestamp)> = self
+            .sessions
+            .lock()
+            .iter()
+            .filter_map(|(id, s)| s.summary_due_at.map(|due| (id.clone(), due)))
+            .collect();
+        pending.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        Ok(pending)
+    }
+
+    async fn store_summary(
+        &self,
+        id: &SessionId,
+        summary: &SessionSummary,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        if let Some(session) = self.sessions.lock().get_mut(id) {
+            session.summary = Some(summary.clone());
+            if session.summary_due_at == Some(handled_due) {
+                session.summary_due_at = None;
+            }
+        }
+        Ok(())
+    }
+
+    async fn clear_summary_due(
+        &self,
+        id: &SessionId,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        if let Some(session) = self.sessions.lock().get_mut(id)
+            && session.summary_due_at == Some(handled_due)
+        {
+            session.summary_due_at = None;
+        }
         Ok(())
     }
 }

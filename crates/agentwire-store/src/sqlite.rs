@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::{
-    MessageRole, SessionId, SessionRecord, SessionStore, StoreError, StoredMessage, Timestamp,
+    MessageRole, SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore,
+    SessionSummary, StoreError, StoredMessage, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, ffi};
@@ -64,6 +65,14 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL,
         PRIMARY KEY (session_id, seq)
     );",
+    // 2: summaries (the text, when it was written, when the next one is due)
+    // and the owner's listing, newest first.
+    "ALTER TABLE sessions ADD COLUMN summary TEXT;
+    ALTER TABLE sessions ADD COLUMN summary_created_at INTEGER;
+    ALTER TABLE sessions ADD COLUMN summary_due_at INTEGER;
+    CREATE INDEX sessions_by_owner ON sessions (owner, last_active_at, id);
+    CREATE INDEX sessions_summary_due ON sessions (summary_due_at)
+        WHERE summary_due_at IS NOT NULL;",
 ];
 
 /// The embedded, durable session store. Cheap to clone: clones share the
@@ -186,6 +195,75 @@ impl SessionStore for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.call(|reply| Command::Ping { reply }).await
     }
+
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<Vec<SessionOverview>, StoreError> {
+        let owner = owner.to_owned();
+        let after = after.cloned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.call(|reply| Command::ListSessions {
+            owner,
+            after,
+            limit,
+            reply,
+        })
+        .await
+    }
+
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.call(|reply| Command::DeleteSession { id, reply })
+            .await
+    }
+
+    async fn load_summary(&self, id: &SessionId) -> Result<Option<SessionSummary>, StoreError> {
+        let id = id.clone();
+        self.call(|reply| Command::LoadSummary { id, reply }).await
+    }
+
+    async fn schedule_summary(&self, id: &SessionId, due: Timestamp) -> Result<(), StoreError> {
+        let id = id.clone();
+        self.call(|reply| Command::ScheduleSummary { id, due, reply })
+            .await
+    }
+
+    async fn pending_summaries(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        self.call(|reply| Command::PendingSummaries { reply }).await
+    }
+
+    async fn store_summary(
+        &self,
+        id: &SessionId,
+        summary: &SessionSummary,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (id, summary) = (id.clone(), summary.clone());
+        self.call(|reply| Command::StoreSummary {
+            id,
+            summary,
+            handled_due,
+            reply,
+        })
+        .await
+    }
+
+    async fn clear_summary_due(
+        &self,
+        id: &SessionId,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        let id = id.clone();
+        self.call(|reply| Command::ClearSummaryDue {
+            id,
+            handled_due,
+            reply,
+        })
+        .await
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -299,6 +377,39 @@ enum Command {
     Ping {
         reply: Reply<()>,
     },
+    ListSessions {
+        owner: String,
+        after: Option<SessionCursor>,
+        limit: i64,
+        reply: Reply<Vec<SessionOverview>>,
+    },
+    DeleteSession {
+        id: SessionId,
+        reply: Reply<bool>,
+    },
+    LoadSummary {
+        id: SessionId,
+        reply: Reply<Option<SessionSummary>>,
+    },
+    ScheduleSummary {
+        id: SessionId,
+        due: Timestamp,
+        reply: Reply<()>,
+    },
+    PendingSummaries {
+        reply: Reply<Vec<(SessionId, Timestamp)>>,
+    },
+    StoreSummary {
+        id: SessionId,
+        summary: SessionSummary,
+        handled_due: Timestamp,
+        reply: Reply<()>,
+    },
+    ClearSummaryDue {
+        id: SessionId,
+        handled_due: Timestamp,
+        reply: Reply<()>,
+    },
 }
 
 /// A message as it is written: parts and metadata already encoded.
@@ -346,45 +457,51 @@ impl MessageRow {
     }
 }
 
-/// A command that has run, holding its reply until the batch commits.
-enum Outcome {
-    Unit(Reply<()>, Result<(), StoreError>),
-    Session(
-        Reply<Option<SessionRecord>>,
-        Result<Option<SessionRecord>, StoreError>,
-    ),
-    Messages(Reply<Vec<MessageRow>>, Result<Vec<MessageRow>, StoreError>),
-}
+/// A command that has run, holding its reply (and result) until the batch
+/// commits.
+struct Outcome(Box<Deliver>);
+
+/// Sends a command's result, or the batch's failure (`Some(reason)`) when
+/// the batch did not commit.
+type Deliver = dyn FnOnce(Option<&str>) + Send;
 
 impl Outcome {
-    /// Sends the result, or `batch_failure` when the batch did not commit.
-    fn deliver(self, batch_failure: Option<&str>) {
-        fn send<T>(reply: Reply<T>, result: Result<T, StoreError>, failure: Option<&str>) {
+    fn new<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Outcome {
+        Outcome(Box::new(move |failure: Option<&str>| {
             let result = match failure {
                 Some(reason) => Err(StoreError::Unavailable(reason.to_owned())),
                 None => result,
             };
             // The caller may have stopped waiting; the result is then moot.
             let _ = reply.send(result);
-        }
-        match self {
-            Outcome::Unit(reply, result) => send(reply, result, batch_failure),
-            Outcome::Session(reply, result) => send(reply, result, batch_failure),
-            Outcome::Messages(reply, result) => send(reply, result, batch_failure),
-        }
+        }))
+    }
+
+    /// Sends the result, or `batch_failure` when the batch did not commit.
+    fn deliver(self, batch_failure: Option<&str>) {
+        (self.0)(batch_failure);
     }
 }
 
 impl Command {
     /// Answers without running: the batch failed before reaching it.
     fn skipped(self, reason: &str) -> Outcome {
-        let err = || StoreError::Unavailable(reason.to_owned());
+        fn fail<T: Send + 'static>(reply: Reply<T>, reason: &str) -> Outcome {
+            Outcome::new(reply, Err(StoreError::Unavailable(reason.to_owned())))
+        }
         match self {
             Command::CreateSession { reply, .. }
             | Command::Append { reply, .. }
-            | Command::Ping { reply } => Outcome::Unit(reply, Err(err())),
-            Command::LoadSession { reply, .. } => Outcome::Session(reply, Err(err())),
-            Command::LoadMessages { reply, .. } => Outcome::Messages(reply, Err(err())),
+            | Command::Ping { reply }
+            | Command::ScheduleSummary { reply, .. }
+            | Command::StoreSummary { reply, .. }
+            | Command::ClearSummaryDue { reply, .. } => fail(reply, reason),
+            Command::LoadSession { reply, .. } => fail(reply, reason),
+            Command::LoadMessages { reply, .. } => fail(reply, reason),
+            Command::ListSessions { reply, .. } => fail(reply, reason),
+            Command::DeleteSession { reply, .. } => fail(reply, reason),
+            Command::LoadSummary { reply, .. } => fail(reply, reason),
+            Command::PendingSummaries { reply } => fail(reply, reason),
         }
     }
 }
@@ -453,22 +570,61 @@ fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<Strin
         Command::CreateSession { record, reply } => {
             let result = write(tx, broken, |conn| insert_session(conn, &record));
             log_write_failure(&result, &record.id, None);
-            Outcome::Unit(reply, result)
+            Outcome::new(reply, result)
         }
         Command::Append { row, reply } => {
             let result = write(tx, broken, |conn| append_message(conn, &row));
             log_write_failure(&result, &row.session_id, Some(row.seq));
-            Outcome::Unit(reply, result)
+            Outcome::new(reply, result)
         }
-        Command::LoadSession { id, reply } => Outcome::Session(reply, load_session(tx, &id)),
-        Command::LoadMessages { id, reply } => Outcome::Messages(reply, load_messages(tx, &id)),
-        Command::Ping { reply } => Outcome::Unit(reply, ping(tx)),
+        Command::LoadSession { id, reply } => Outcome::new(reply, load_session(tx, &id)),
+        Command::LoadMessages { id, reply } => Outcome::new(reply, load_messages(tx, &id)),
+        Command::Ping { reply } => Outcome::new(reply, ping(tx)),
+        Command::ListSessions {
+            owner,
+            after,
+            limit,
+            reply,
+        } => Outcome::new(reply, list_sessions(tx, &owner, after.as_ref(), limit)),
+        Command::DeleteSession { id, reply } => {
+            let result = write(tx, broken, |conn| delete_session(conn, &id));
+            log_write_failure(&result, &id, None);
+            Outcome::new(reply, result)
+        }
+        Command::LoadSummary { id, reply } => Outcome::new(reply, load_summary(tx, &id)),
+        Command::ScheduleSummary { id, due, reply } => {
+            let result = write(tx, broken, |conn| schedule_summary(conn, &id, due));
+            log_write_failure(&result, &id, None);
+            Outcome::new(reply, result)
+        }
+        Command::PendingSummaries { reply } => Outcome::new(reply, pending_summaries(tx)),
+        Command::StoreSummary {
+            id,
+            summary,
+            handled_due,
+            reply,
+        } => {
+            let result = write(tx, broken, |conn| {
+                store_summary(conn, &id, &summary, handled_due)
+            });
+            log_write_failure(&result, &id, None);
+            Outcome::new(reply, result)
+        }
+        Command::ClearSummaryDue {
+            id,
+            handled_due,
+            reply,
+        } => {
+            let result = write(tx, broken, |conn| clear_summary_due(conn, &id, handled_due));
+            log_write_failure(&result, &id, None);
+            Outcome::new(reply, result)
+        }
     }
 }
 
-fn log_write_failure(result: &Result<(), StoreError>, session_id: &SessionId, seq: Option<i64>) {
+fn log_write_failure<T>(result: &Result<T, StoreError>, session_id: &SessionId, seq: Option<i64>) {
     match result {
-        Ok(()) => {}
+        Ok(_) => {}
         Err(e @ StoreError::Rejected(_)) => {
             debug!(session_id = %session_id, seq, error = %e, "session store write rejected");
         }
@@ -478,11 +634,11 @@ fn log_write_failure(result: &Result<(), StoreError>, session_id: &SessionId, se
 
 /// Runs `op` in a savepoint of the batch transaction: on error it rolls back
 /// alone. A savepoint that cannot be opened or closed breaks the batch.
-fn write(
+fn write<T>(
     tx: &mut Transaction<'_>,
     broken: &mut Option<String>,
-    op: impl FnOnce(&Connection) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+    op: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     let mut fail = |reason: String| {
         *broken = Some(reason.clone());
         Err(StoreError::Unavailable(reason))
@@ -588,6 +744,152 @@ fn load_messages(conn: &Connection, id: &SessionId) -> Result<Vec<MessageRow>, S
         .collect()
     })
     .map_err(|e| read_error(e, &format_args!("messages of session {id}")))
+}
+
+fn list_sessions(
+    conn: &Connection,
+    owner: &str,
+    after: Option<&SessionCursor>,
+    limit: i64,
+) -> Result<Vec<SessionOverview>, StoreError> {
+    const COLUMNS: &str = "SELECT id, agent, namespace, owner, created_at, last_active_at,
+                                  summary, summary_created_at
+                           FROM sessions";
+    let map = |row: &rusqlite::Row<'_>| -> rusqlite::Result<SessionOverview> {
+        let summary = match (
+            row.get::<_, Option<String>>(6)?,
+            row.get::<_, Option<i64>>(7)?,
+        ) {
+            (Some(text), Some(at)) => Some(SessionSummary {
+                text,
+                created_at: Timestamp(at),
+            }),
+            _ => None,
+        };
+        Ok(SessionOverview {
+            record: SessionRecord {
+                id: SessionId::minted(row.get(0)?),
+                agent: row.get(1)?,
+                namespace: row.get(2)?,
+                owner: row.get(3)?,
+                created_at: Timestamp(row.get(4)?),
+                last_active_at: Timestamp(row.get(5)?),
+            },
+            summary,
+        })
+    };
+    let result = match after {
+        None => conn
+            .prepare_cached(&format!(
+                "{COLUMNS} WHERE owner = ?1 ORDER BY last_active_at DESC, id DESC LIMIT ?2"
+            ))
+            .and_then(|mut stmt| stmt.query_map((owner, limit), map)?.collect()),
+        Some(cursor) => conn
+            .prepare_cached(&format!(
+                "{COLUMNS} WHERE owner = ?1 AND (last_active_at, id) < (?2, ?3)
+                 ORDER BY last_active_at DESC, id DESC LIMIT ?4"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map(
+                    (owner, cursor.last_active_at.0, cursor.id.as_str(), limit),
+                    map,
+                )?
+                .collect()
+            }),
+    };
+    result.map_err(|e| read_error(e, &"the sessions of an owner"))
+}
+
+fn delete_session(conn: &Connection, id: &SessionId) -> Result<bool, StoreError> {
+    let what = format_args!("session {id}");
+    conn.prepare_cached("DELETE FROM messages WHERE session_id = ?1")
+        .and_then(|mut stmt| stmt.execute([id.as_str()]))
+        .map_err(|e| write_error(e, &what))?;
+    let deleted = conn
+        .prepare_cached("DELETE FROM sessions WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute([id.as_str()]))
+        .map_err(|e| write_error(e, &what))?;
+    Ok(deleted > 0)
+}
+
+fn load_summary(conn: &Connection, id: &SessionId) -> Result<Option<SessionSummary>, StoreError> {
+    conn.prepare_cached("SELECT summary, summary_created_at FROM sessions WHERE id = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([id.as_str()], |row| {
+                Ok(match (row.get::<_, Option<String>>(0)?, row.get(1)?) {
+                    (Some(text), Some(at)) => Some(SessionSummary {
+                        text,
+                        created_at: Timestamp(at),
+                    }),
+                    _ => None,
+                })
+            })
+            .optional()
+        })
+        .map(Option::flatten)
+        .map_err(|e| read_error(e, &format_args!("summary of session {id}")))
+}
+
+fn schedule_summary(conn: &Connection, id: &SessionId, due: Timestamp) -> Result<(), StoreError> {
+    let what = format_args!("summary schedule of session {id}");
+    let updated = conn
+        .prepare_cached("UPDATE sessions SET summary_due_at = ?2 WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute((id.as_str(), due.0)))
+        .map_err(|e| write_error(e, &what))?;
+    if updated == 0 {
+        return Err(StoreError::Rejected(format!("{what}: unknown session")));
+    }
+    Ok(())
+}
+
+fn pending_summaries(conn: &Connection) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+    conn.prepare_cached(
+        "SELECT id, summary_due_at FROM sessions WHERE summary_due_at IS NOT NULL
+         ORDER BY summary_due_at, id",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_map([], |row| {
+            Ok((SessionId::minted(row.get(0)?), Timestamp(row.get(1)?)))
+        })?
+        .collect()
+    })
+    .map_err(|e| read_error(e, &"pending summaries"))
+}
+
+fn store_summary(
+    conn: &Connection,
+    id: &SessionId,
+    summary: &SessionSummary,
+    handled_due: Timestamp,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE sessions SET summary = ?2, summary_created_at = ?3,
+             summary_due_at = CASE WHEN summary_due_at = ?4 THEN NULL ELSE summary_due_at END
+         WHERE id = ?1",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
+            id.as_str(),
+            &summary.text,
+            summary.created_at.0,
+            handled_due.0,
+        ))
+    })
+    .map_err(|e| write_error(e, &format_args!("summary of session {id}")))?;
+    Ok(())
+}
+
+fn clear_summary_due(
+    conn: &Connection,
+    id: &SessionId,
+    handled_due: Timestamp,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE sessions SET summary_due_at = NULL WHERE id = ?1 AND summary_due_at = ?2",
+    )
+    .and_then(|mut stmt| stmt.execute((id.as_str(), handled_due.0)))
+    .map_err(|e| write_error(e, &format_args!("summary schedule of session {id}")))?;
+    Ok(())
 }
 
 fn ping(conn: &Connection) -> Result<(), StoreError> {

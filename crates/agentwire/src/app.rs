@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentwire_core::{Agent, Clock, Engine, Handler, MediaStore, SessionStore};
+use agentwire_core::{Agent, Clock, Engine, Handler, MediaStore, SessionStore, SummaryScheduler};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
+use agentwire_runtime::{Peer, Roster};
 use agentwire_server::{
     AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings,
 };
@@ -20,6 +21,8 @@ use crate::config::{
 use crate::system::{RandomIds, SystemClock};
 
 mod runtime;
+mod summaries;
+mod team;
 
 /// Builds the application. `local_addr` is the listener's bound address: the
 /// base of upload URLs when `server.public_url` is unset.
@@ -30,20 +33,33 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
         store,
         public_base_url: public_base_url(config.public_url.as_deref(), local_addr),
     });
-    let any_password = config.agents.iter().any(|a| a.password_argon2.is_some());
+    let any_password = config.agents.iter().any(|a| a.password_argon2.is_some())
+        || config.teams.iter().any(|t| t.password_argon2.is_some());
     let identity = identity_settings(&config.auth, any_password, clock.clone())?;
-    let engine = Engine::new(store, clock, Arc::new(RandomIds));
     let runtime_parts = runtime::RuntimeParts::build(&config)?;
+    // Delegation and handoff targets among the configured agents.
+    let roster = Roster::new();
+    let mut peers = Vec::new();
     let agents = config
         .agents
         .iter()
         .map(|agent| {
             Ok((
                 agent.name.clone(),
-                Arc::new(agent_entry(agent, &runtime_parts)?),
+                Arc::new(agent_entry(agent, &runtime_parts, &roster, &mut peers)?),
             ))
         })
         .collect::<anyhow::Result<HashMap<_, _>>>()?;
+    roster.fill(peers);
+    let teams = team::build(&config, &agents, &runtime_parts)?;
+    let mut summary_policies = summaries::policies(&config.agents, &runtime_parts)?;
+    summaries::add_team_policies(&mut summary_policies, &config.teams, &teams, &runtime_parts)?;
+    // Every summary due from before a restart is queued here. The task stops
+    // with `Engine::shutdown`, or when the engine is dropped.
+    let summaries = SummaryScheduler::start(store.clone(), clock.clone(), summary_policies)
+        .await
+        .context("storage.sessions: cannot read the pending session summaries")?;
+    let engine = Engine::with_summaries(store, clock, Arc::new(RandomIds), summaries);
     let limits = config.limits;
     let settings = ServerSettings {
         allowed_origins: config.allowed_origins,
@@ -61,9 +77,9 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
         },
         screening: config.screening.screen(),
     };
-    Ok(Arc::new(AppState::new(
-        engine, agents, settings, media, identity,
-    )))
+    let mut state = AppState::new(engine, agents, settings, media, identity);
+    state.teams = teams;
+    Ok(Arc::new(state))
 }
 
 /// Where clients reach this server: `server.public_url`, else the bound
@@ -171,21 +187,34 @@ async fn open_store(storage: &SessionStorage) -> anyhow::Result<Arc<dyn SessionS
     })
 }
 
+/// The agent's entry; its handler joins `peers`, the roster of delegation
+/// and handoff targets.
 fn agent_entry(
     config: &AgentConfig,
     runtime_parts: &runtime::RuntimeParts,
+    roster: &Arc<Roster>,
+    peers: &mut Vec<(String, Peer)>,
 ) -> anyhow::Result<AgentEntry> {
     let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
         (HandlerKind::Test, _) => Arc::new(TestHandler),
         (HandlerKind::Echo, _) => Arc::new(EchoHandler),
         (HandlerKind::Demo, _) => Arc::new(DemoHandler),
         (HandlerKind::Runtime, Some(runtime)) => {
-            Arc::new(runtime_parts.handler(&config.name, runtime)?)
+            let handler = Arc::new(runtime_parts.handler(&config.name, runtime, roster)?);
+            peers.push((config.name.clone(), Peer::Runtime(handler.clone())));
+            handler
         }
         (HandlerKind::Runtime, None) => {
             anyhow::bail!("agents: {}: runtime fields were validated", config.name)
         }
     };
+    if config.runtime.is_none() {
+        let peer = Peer::Handler {
+            name: config.name.clone(),
+            handler: handler.clone(),
+        };
+        peers.push((config.name.clone(), peer));
+    }
     Ok(AgentEntry {
         agent: Arc::new(Agent {
             name: config.name.clone(),

@@ -14,12 +14,17 @@ mod env;
 mod media;
 mod runtime;
 mod screening;
+mod summary;
+mod team;
+mod team_file;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use media::{MediaBackend, MediaConfig};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
+pub use summary::{DEFAULT_SUMMARY_AFTER_IDLE, SummaryConfig};
+pub use team::{FileAgent, FileTool, TeamConfig, TeamFile, TeamMembers};
 
 /// The built-in configuration served when no `--config` is given: three
 /// scripted agents on an SQLite file under `./data/`.
@@ -43,6 +48,8 @@ pub struct Config {
     pub providers: Vec<agentwire_providers::ProviderSettings>,
     pub tools: Vec<NamedTool>,
     pub agents: Vec<AgentConfig>,
+    /// `teams[]`: `/ws/team/{team}` and its members.
+    pub teams: Vec<TeamConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +97,8 @@ pub struct AgentConfig {
     pub password_argon2: Option<String>,
     pub memory_facet: Option<String>,
     pub requires_ai_disclosure: Option<bool>,
+    /// `summary_after_idle` and `summarizer`.
+    pub summary: SummaryConfig,
 }
 
 /// A configuration that cannot be served. `key` names the offending setting
@@ -197,6 +206,15 @@ fn validate(
             ));
         }
     }
+    team::check_agent_links(&agents)?;
+    let teams = team::validate_teams(
+        raw.teams,
+        &agents,
+        &providers,
+        &tools,
+        allow_unauthenticated,
+        lookup,
+    )?;
     Ok(Config {
         listen,
         public_url: server.public_url,
@@ -210,6 +228,7 @@ fn validate(
         providers,
         tools,
         agents,
+        teams,
     })
 }
 
@@ -269,6 +288,15 @@ fn parse_session_storage(value: &str) -> Result<SessionStorage, ConfigError> {
     }
 }
 
+/// An agent's or a team's name: 1 to 128 ASCII letters, digits, `.`, `_`, `-`.
+fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 fn validate_agent(
     index: usize,
     raw: raw::Agent,
@@ -277,13 +305,7 @@ fn validate_agent(
     allow_unauthenticated: bool,
 ) -> Result<AgentConfig, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
-    let name_ok = !raw.name.is_empty()
-        && raw.name.len() <= 128
-        && raw
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if !name_ok {
+    if !valid_agent_name(&raw.name) {
         return Err(ConfigError::new(
             key("name"),
             "1 to 128 ASCII letters, digits, '.', '_' or '-'",
@@ -315,10 +337,13 @@ fn validate_agent(
         tools: raw.tools,
         max_rounds: raw.max_rounds,
         message_metadata_template: raw.message_metadata_template,
+        delegations: raw.delegations,
+        handoffs: raw.handoffs,
     };
     let is_runtime = raw.handler == HandlerKind::Runtime;
     let runtime =
         runtime::validate_agent_runtime(index, is_runtime, runtime_fields, providers, tools)?;
+    let summary = summary::validate(index, raw.summary_after_idle, raw.summarizer, providers)?;
     Ok(AgentConfig {
         name: raw.name,
         handler: raw.handler,
@@ -330,6 +355,7 @@ fn validate_agent(
         password_argon2: raw.password_argon2,
         memory_facet: raw.memory_facet,
         requires_ai_disclosure: raw.requires_ai_disclosure,
+        summary,
     })
 }
 
@@ -356,6 +382,8 @@ mod raw {
         pub(super) tools: Vec<super::runtime::RawTool>,
         #[serde(default)]
         pub(super) agents: Vec<Agent>,
+        #[serde(default)]
+        pub(super) teams: Vec<super::team::RawTeam>,
     }
 
     #[derive(Deserialize)]
@@ -442,10 +470,14 @@ mod raw {
         pub(super) tools: Option<Vec<String>>,
         pub(super) max_rounds: Option<u32>,
         pub(super) message_metadata_template: Option<String>,
+        pub(super) delegations: Option<Vec<String>>,
+        pub(super) handoffs: Option<Vec<String>>,
         pub(super) access_level: Option<super::auth::RawAccessLevel>,
         pub(super) password_argon2: Option<String>,
         pub(super) memory_facet: Option<String>,
         pub(super) requires_ai_disclosure: Option<bool>,
+        pub(super) summary_after_idle: Option<ConfigDuration>,
+        pub(super) summarizer: Option<String>,
     }
 
     fn default_context_ttl() -> ConfigDuration {

@@ -21,6 +21,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let state = app::build(config, listener.local_addr()?).await?;
-    agentwire_server::serve(listener, state, shutdown).await?;
+    let served = agentwire_server::serve(listener, state.clone(), shutdown).await;
+    // After the drain: summaries not written yet keep their due time in the
+    // store and are written after the next start.
+    state.engine.shutdown().await;
+    served?;
     Ok(())
 }

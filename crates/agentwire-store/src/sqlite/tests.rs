@@ -221,3 +221,90 @@ async fn many_concurrent_appends_all_land() {
     assert!(results.iter().all(Result::is_ok));
     assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), messages);
 }
+
+#[tokio::test]
+async fn summaries_and_their_due_times_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let summary = agentwire_core::SessionSummary {
+        text: "recap".into(),
+        created_at: Timestamp(7),
+    };
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        for id in ["s1", "s2"] {
+            store
+                .create_session(&record(id, Some("o"), 1))
+                .await
+                .unwrap();
+        }
+        store
+            .schedule_summary(&sid("s1"), Timestamp(5))
+            .await
+            .unwrap();
+        store
+            .store_summary(&sid("s1"), &summary, Timestamp(5))
+            .await
+            .unwrap();
+        store
+            .schedule_summary(&sid("s2"), Timestamp(99))
+            .await
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.load_summary(&sid("s1")).await.unwrap(), Some(summary));
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s2"), Timestamp(99))]
+    );
+}
+
+/// A database written by the first schema gains the summary columns and the
+/// owner index, and keeps its rows.
+#[tokio::test]
+async fn a_version_1_database_is_migrated_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions VALUES ('old', 'echo', 'default', 'o', 1, 2);
+             INSERT INTO messages VALUES ('old', 0, 'user', 'hi', NULL, NULL, 2);
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let listed = store.list_sessions("o", None, 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].record.last_active_at, Timestamp(2));
+    assert_eq!(listed[0].summary, None);
+    assert_eq!(store.load_messages(&sid("old")).await.unwrap().len(), 1);
+    store
+        .schedule_summary(&sid("old"), Timestamp(3))
+        .await
+        .unwrap();
+    drop(store);
+    let conn = Connection::open(&path).unwrap();
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        indexes.contains(&"sessions_by_owner".to_owned()),
+        "{indexes:?}"
+    );
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE owner = 'o'
+             ORDER BY last_active_at DESC, id DESC LIMIT 5",
+            [],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("sessions_by_owner"), "{plan}");
+}

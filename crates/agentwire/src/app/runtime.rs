@@ -1,21 +1,26 @@
-//! Builds `handler: runtime` agents: their provider, server tools and client
-//! tool declarations.
+//! Builds `handler: runtime` agents: their provider, server tools, client
+//! tool declarations, delegations and handoffs; and the agents of team files.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentwire_core::{ModelProvider, ToolSource};
+use agentwire_providers::ProviderSettings;
 use agentwire_runtime::{
-    ArgumentValidator, ClientToolDecl, MetadataTemplate, RuntimeHandler, RuntimeSettings,
+    ArgumentValidator, ClientToolDecl, Delegation, Handoff, MetadataTemplate, Roster,
+    RuntimeHandler, RuntimeSettings,
 };
 use agentwire_tools::ArgumentSchema;
 use anyhow::Context as _;
 
-use crate::config::{Config, NamedTool, RuntimeAgentConfig, ToolConfig};
+use crate::config::{Config, FileAgent, FileTool, NamedTool, RuntimeAgentConfig, ToolConfig};
 
 /// Providers and tools, built once and shared by every agent naming them.
 pub(super) struct RuntimeParts {
     providers: HashMap<String, Arc<dyn ModelProvider>>,
+    /// The settings of `providers`, for team files' agents, which ask the
+    /// same endpoint for their own model.
+    provider_settings: HashMap<String, ProviderSettings>,
     tools: HashMap<String, BuiltTool>,
 }
 
@@ -36,7 +41,9 @@ impl ArgumentValidator for SchemaValidator {
 impl RuntimeParts {
     pub(super) fn build(config: &Config) -> anyhow::Result<RuntimeParts> {
         let mut providers = HashMap::new();
+        let mut provider_settings = HashMap::new();
         for settings in &config.providers {
+            provider_settings.insert(settings.name.clone(), settings.clone());
             let provider = agentwire_providers::build(settings.clone())
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("providers: {}", settings.name))?;
@@ -49,13 +56,20 @@ impl RuntimeParts {
                 build_tool(tool).with_context(|| format!("tools: {}", tool.name))?,
             );
         }
-        Ok(RuntimeParts { providers, tools })
+        Ok(RuntimeParts {
+            providers,
+            provider_settings,
+            tools,
+        })
     }
 
+    /// A configured runtime agent; its delegation and handoff targets are
+    /// found by name in `roster`.
     pub(super) fn handler(
         &self,
         agent: &str,
         config: &RuntimeAgentConfig,
+        roster: &Arc<Roster>,
     ) -> anyhow::Result<RuntimeHandler> {
         let provider = self
             .providers
@@ -65,10 +79,7 @@ impl RuntimeParts {
         let mut server_tools = Vec::new();
         let mut client_tools = Vec::new();
         for name in &config.tools {
-            match self.tools.get(name).context("tool was validated")? {
-                BuiltTool::Server(source) => server_tools.push(source.clone()),
-                BuiltTool::Client(decl) => client_tools.push((**decl).clone()),
-            }
+            self.add_tool(name, &mut server_tools, &mut client_tools)?;
         }
         let metadata_template = config
             .message_metadata_template
@@ -84,7 +95,88 @@ impl RuntimeParts {
             client_tools,
             max_rounds: config.max_rounds,
             metadata_template,
+            delegations: config
+                .delegations
+                .iter()
+                .map(|target| Delegation {
+                    target: target.clone(),
+                    instructions: None,
+                })
+                .collect(),
+            handoffs: config
+                .handoffs
+                .iter()
+                .map(|target| Handoff {
+                    target: target.clone(),
+                    description: None,
+                })
+                .collect(),
+            roster: roster.clone(),
         }))
+    }
+
+    /// An agent of a team file, on the endpoint and credentials of the
+    /// `providers[]` entry `provider` with the agent's own model; its
+    /// targets are found by id in the team's `roster`.
+    pub(super) fn file_agent(
+        &self,
+        provider: &str,
+        agent: &FileAgent,
+        roster: &Arc<Roster>,
+    ) -> anyhow::Result<RuntimeHandler> {
+        let settings = self
+            .provider_settings
+            .get(provider)
+            .context("provider was validated")?;
+        let provider = if settings.model == agent.model {
+            self.providers
+                .get(&settings.name)
+                .cloned()
+                .context("provider was validated")?
+        } else {
+            let mut settings = settings.clone();
+            settings.model.clone_from(&agent.model);
+            agentwire_providers::build(settings)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("providers: {provider} with model {}", agent.model))?
+        };
+        let mut server_tools = Vec::new();
+        let mut client_tools = Vec::new();
+        for tool in &agent.tools {
+            match tool {
+                FileTool::Config(name) => {
+                    self.add_tool(name, &mut server_tools, &mut client_tools)?;
+                }
+                FileTool::Mcp(settings) => server_tools.push(
+                    agentwire_tools::mcp_server(settings.clone()).map_err(anyhow::Error::msg)?,
+                ),
+            }
+        }
+        Ok(RuntimeHandler::new(RuntimeSettings {
+            agent_name: agent.name.clone(),
+            instructions: Some(agent.instructions.clone()),
+            provider,
+            server_tools,
+            client_tools,
+            max_rounds: agent.max_rounds,
+            metadata_template: None,
+            delegations: agent.delegations.clone(),
+            handoffs: agent.handoffs.clone(),
+            roster: roster.clone(),
+        }))
+    }
+
+    fn add_tool(
+        &self,
+        name: &str,
+        server_tools: &mut Vec<Arc<dyn ToolSource>>,
+        client_tools: &mut Vec<ClientToolDecl>,
+    ) -> anyhow::Result<()> {
+        match self.tools.get(name).context("tool was validated")? {
+            BuiltTool::Server(source) => server_tools.push(source.clone()),
+            BuiltTool::Client(decl) => client_tools.push((**decl).clone()),
+        }
+        Ok(())
     }
 }
 
@@ -110,4 +202,11 @@ fn build_tool(tool: &NamedTool) -> anyhow::Result<BuiltTool> {
             agentwire_tools::mcp_server(settings.clone()).map_err(anyhow::Error::msg)?,
         ),
     })
+}
+
+impl RuntimeParts {
+    /// The provider `providers[]` names `name`, built once and shared.
+    pub(super) fn provider(&self, name: &str) -> Option<Arc<dyn ModelProvider>> {
+        self.providers.get(name).cloned()
+    }
 }

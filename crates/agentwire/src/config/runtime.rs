@@ -51,6 +51,10 @@ pub struct RuntimeAgentConfig {
     pub tools: Vec<String>,
     pub max_rounds: u32,
     pub message_metadata_template: Option<String>,
+    /// Names from `agents[]` it may ask through `delegate_agent`.
+    pub delegations: Vec<String>,
+    /// Names from `agents[]` (runtime agents) it may hand a turn to.
+    pub handoffs: Vec<String>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +155,8 @@ pub(super) struct RawAgentRuntime {
     pub(super) tools: Option<Vec<String>>,
     pub(super) max_rounds: Option<u32>,
     pub(super) message_metadata_template: Option<String>,
+    pub(super) delegations: Option<Vec<String>>,
+    pub(super) handoffs: Option<Vec<String>>,
 }
 
 impl RawAgentRuntime {
@@ -160,6 +166,8 @@ impl RawAgentRuntime {
             && self.tools.is_none()
             && self.max_rounds.is_none()
             && self.message_metadata_template.is_none()
+            && self.delegations.is_none()
+            && self.handoffs.is_none()
     }
 }
 
@@ -436,7 +444,7 @@ pub(super) fn validate_agent_runtime(
         }
         return Err(ConfigError::new(
             key("handler"),
-            "instructions, provider, tools, max_rounds and message_metadata_template need `handler: runtime`",
+            "instructions, provider, tools, max_rounds, message_metadata_template, delegations and handoffs need `handler: runtime`",
         ));
     }
     let provider = raw
@@ -474,6 +482,8 @@ pub(super) fn validate_agent_runtime(
         tools: names,
         max_rounds,
         message_metadata_template: raw.message_metadata_template,
+        delegations: raw.delegations.unwrap_or_default(),
+        handoffs: raw.handoffs.unwrap_or_default(),
     }))
 }
 

@@ -647,6 +647,65 @@ async fn valid_screening_configs_pass() {
 }
 
 #[tokio::test]
+async fn summary_keys_are_checked_and_named() {
+    let provider = "providers:\n  - name: summaries\n    type: mock\n";
+    let cases = [
+        (
+            "agents:\n  - name: echo\n    handler: echo\n    summary_after_idle: 0s\n",
+            "agents[0].summary_after_idle",
+            "must be greater than 0",
+        ),
+        (
+            "agents:\n  - name: echo\n    handler: echo\n    summary_after_idle: soon\n",
+            "agents[0].summary_after_idle",
+            "invalid duration",
+        ),
+        (
+            "agents:\n  - name: echo\n    handler: echo\n    summarizer: ghost\n",
+            "agents[0].summarizer",
+            "no provider named \"ghost\" in providers[]",
+        ),
+        (
+            "agents:\n  - name: echo\n    handler: echo\n  - name: b\n    handler: echo\n    summarizer: [summaries]\n",
+            "agents[1].summarizer",
+            "expected a string",
+        ),
+        (
+            "agents:\n  - name: echo\n    handler: echo\n    summary_after_idel: 5m\n",
+            "agents[0].summary_after_idel",
+            "unknown field `summary_after_idel`",
+        ),
+    ];
+    for (body, key, fragment) in cases {
+        assert_rejected(&format!("{provider}{body}"), key, fragment);
+    }
+}
+
+#[tokio::test]
+async fn valid_summary_configs_pass() {
+    let config = [
+        "providers:",
+        "  - name: summaries",
+        "    type: mock",
+        "agents:",
+        "  - name: echo",
+        "    handler: echo",
+        "    summary_after_idle: 30s",
+        "    summarizer: summaries",
+        "  - name: demo",
+        "    handler: demo",
+    ];
+    let (_dir, path) = write_config(&(config.join("\n") + "\n"));
+    let output = check_config(&path);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
 async fn hash_commands_print_what_the_config_takes() {
     use std::io::Write as _;
     let run = |subcommand: &str, input: &str| {
@@ -863,4 +922,217 @@ async fn no_credential_reaches_the_log() {
             "a token signature appears in the log"
         );
     }
+}
+
+/// Runtime agents for the team tests: `lead` and `helper` (runtime) and `echo`.
+const TEAM_AGENTS: &str = "providers:\n  - name: p\n    type: mock\nagents:\n  - name: lead\n    handler: runtime\n    provider: p\n  - name: helper\n    handler: runtime\n    provider: p\n  - name: echo\n    handler: echo\n";
+
+#[tokio::test]
+async fn delegation_and_handoff_keys_are_checked_and_named() {
+    let lead =
+        |extra: &str| TEAM_AGENTS.replacen("provider: p\n", &format!("provider: p\n{extra}"), 1);
+    let cases = [
+        (
+            lead("    delegations: [ghost]\n"),
+            "agents[0].delegations[0]",
+            "no agent named \"ghost\" in agents[]",
+        ),
+        (
+            lead("    delegations: [lead]\n"),
+            "agents[0].delegations[0]",
+            "an agent cannot name itself",
+        ),
+        (
+            lead("    handoffs: [helper, echo]\n"),
+            "agents[0].handoffs[1]",
+            "\"echo\" is not a `handler: runtime` agent",
+        ),
+        (
+            lead("    handoffs: [helper, helper]\n"),
+            "agents[0].handoffs[1]",
+            "listed twice",
+        ),
+        (
+            format!("{TEAM_AGENTS}    delegations: [lead]\n"),
+            "agents[2].handler",
+            "delegations and handoffs need `handler: runtime`",
+        ),
+        (
+            lead("    delegations: helper\n"),
+            "agents[0].delegations",
+            "expected a sequence",
+        ),
+    ];
+    for (text, key, fragment) in cases {
+        assert_rejected(&text, key, fragment);
+    }
+}
+
+#[tokio::test]
+async fn team_keys_are_checked_and_named() {
+    let teams = |block: &str| format!("{TEAM_AGENTS}teams:\n{block}");
+    let cases = [
+        (
+            teams("  - name: t\n    orchestrator: ghost\n"),
+            "teams[0].orchestrator",
+            "no agent named \"ghost\" in agents[]",
+        ),
+        (
+            teams("  - name: t\n    orchestrator: lead\n    agents: [helper, ghost]\n"),
+            "teams[0].agents[1]",
+            "no agent named \"ghost\"",
+        ),
+        (
+            teams("  - name: t\n    agents: [helper]\n"),
+            "teams[0].orchestrator",
+            "required",
+        ),
+        (
+            teams("  - orchestrator: lead\n"),
+            "teams[0].name",
+            "required",
+        ),
+        (
+            teams("  - name: help desk\n    orchestrator: lead\n"),
+            "teams[0].name",
+            "1 to 128 ASCII letters",
+        ),
+        (
+            teams("  - name: t\n    orchestrator: lead\n  - name: t\n    orchestrator: helper\n"),
+            "teams[1].name",
+            "duplicate team name \"t\"",
+        ),
+        (
+            teams("  - name: t\n    orchestrator: lead\n    provider: p\n"),
+            "teams[0].provider",
+            "only with `file`",
+        ),
+        (
+            teams("  - name: t\n    orchestrator: lead\n    access_level: secret\n"),
+            "teams[0].access_level",
+            "unknown variant `secret`",
+        ),
+        (
+            teams("  - name: t\n    orchestrator: lead\n    password_argon2: plain\n"),
+            "teams[0].password_argon2",
+            "",
+        ),
+        (
+            teams("  - name: t\n    orchestrator: lead\n    members: [helper]\n"),
+            "teams[0].members",
+            "unknown field `members`",
+        ),
+        (
+            teams(
+                "  - name: t\n    file: /nonexistent/agentwire-team.yaml\n    orchestrator: lead\n",
+            ),
+            "teams[0].orchestrator",
+            "a team with `file` takes its agents from the file",
+        ),
+        (
+            teams("  - name: t\n    file: /nonexistent/agentwire-team.yaml\n"),
+            "teams[0].provider",
+            "required with `file`",
+        ),
+        (
+            teams("  - name: t\n    file: /nonexistent/agentwire-team.yaml\n    provider: p\n"),
+            "teams[0].file",
+            "cannot read /nonexistent/agentwire-team.yaml",
+        ),
+    ];
+    for (text, key, fragment) in cases {
+        assert_rejected(&text, key, fragment);
+    }
+}
+
+/// Writes `team_yaml` as `team.yaml` and a config whose team `t` loads it.
+fn team_file_config(team_yaml: &str, team_name: bool) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let team = dir.path().join("team.yaml");
+    std::fs::write(&team, team_yaml).unwrap();
+    let name = if team_name { "name: t\n    " } else { "" };
+    let config = format!(
+        "{TEAM_AGENTS}teams:\n  - {name}file: {}\n    provider: p\n",
+        team.display()
+    );
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, config).unwrap();
+    (dir, path, team.display().to_string())
+}
+
+/// `check-config` on `path` exits 64 naming `key`, with `fragment`.
+fn assert_config_rejected(path: &Path, key: &str, fragment: &str) {
+    let output = check_config(path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{key}: {stderr}");
+    let prefix = format!("config error: {key}: ");
+    assert!(stderr.starts_with(&prefix), "{prefix:?}: {stderr}");
+    assert!(stderr.contains(fragment), "{fragment:?}: {stderr}");
+}
+
+#[tokio::test]
+async fn team_file_errors_name_the_file_and_its_key_path() {
+    let cases = [
+        (
+            "id: t\nagents:\n  - id: a\n    instructions: Answer.\n    delegations:\n      - target_agent_id: ghost\n",
+            "agents[0].delegations[0].target_agent_id",
+            "no agent with id or name \"ghost\" in the file",
+        ),
+        (
+            "id: t\nagents:\n  - id: a\n    instructions: \"${AGENTWIRE_TEST_UNSET_VAR_XYZ}\"\n",
+            "${AGENTWIRE_TEST_UNSET_VAR_XYZ}",
+            "environment variable is not set and has no default",
+        ),
+        (
+            "id: t\ntools:\n  - id: search\n    module: gnosari.tools.builtin.web_search\n    class: WebSearchTool\nagents:\n  - id: a\n    instructions: Answer.\n    tools: [search]\n",
+            "agents[0].tools[0]",
+            "declare a tool named \"search\" in tools[]",
+        ),
+        (
+            "id: t\nagents:\n  - id: a\n    is_orchestrator: true\n    instructions: Answer.\n  - id: b\n    is_orchestrator: true\n    instructions: Answer too.\n",
+            "agents[1].is_orchestrator",
+            "a team has one",
+        ),
+        (
+            "id: t\nagents:\n  - id: a\n    instructions: [not, text]\n",
+            "agents[0].instructions",
+            "invalid type",
+        ),
+    ];
+    for (yaml, key_path, fragment) in cases {
+        let (_dir, path, team) = team_file_config(yaml, true);
+        assert_config_rejected(&path, &format!("{team}: {key_path}"), fragment);
+    }
+    let (_dir, path, team) = team_file_config("agents: [oops\n", true);
+    assert_config_rejected(&path, "teams[0].file", &format!("{team}: invalid YAML"));
+    let (_dir, path, team) = team_file_config(
+        "name: No Id\nagents:\n  - name: a\n    instructions: Answer.\n",
+        false,
+    );
+    assert_config_rejected(
+        &path,
+        "teams[0].name",
+        &format!("the team file {team} has no `id`"),
+    );
+}
+
+#[tokio::test]
+async fn valid_team_configs_pass() {
+    let (_dir, path, _) = team_file_config(
+        "id: desk\nagents:\n  - id: a\n    is_orchestrator: true\n    instructions: Answer.\n    delegations: [{target_agent_id: b}]\n  - id: b\n    instructions: Help.\n    model: \"${AGENTWIRE_TEST_UNSET_VAR_XYZ:gpt-4o}\"\n",
+        false,
+    );
+    let config = std::fs::read_to_string(&path).unwrap().replacen(
+        "provider: p\n",
+        "provider: p\n    delegations: [helper, echo]\n    handoffs: [helper]\n",
+        1,
+    ) + "  - name: pair\n    orchestrator: lead\n    agents: [helper, echo]\n    access_level: public\n";
+    std::fs::write(&path, config).unwrap();
+    let output = check_config(&path);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -21,4 +21,6 @@ mod messages;
 mod ops;
 mod runtime;
 mod sessions;
+mod sessions_api;
+mod teams;
 mod upgrade;

@@ -101,6 +101,20 @@ impl TestServer {
         server
     }
 
+    /// Like [`TestServer::with_runtime`], on the SQLite file `db`, which
+    /// outlives the server (to restart on it).
+    pub async fn on_database_with_runtime(
+        db: &Path,
+        top_level: &str,
+        extra_agents: &str,
+    ) -> TestServer {
+        let yaml = format!(
+            "server:\n  listen: 127.0.0.1:0\nstorage:\n  sessions: sqlite://{}\n{top_level}\n{AGENTS}{extra_agents}",
+            db.display()
+        );
+        TestServer::spawn_yaml(db, &yaml).await
+    }
+
     async fn spawn_yaml(db: &Path, yaml: &str) -> TestServer {
         let config = agentwire::config::parse(yaml, |_| None).expect("test config is valid");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -286,8 +300,20 @@ impl Client {
     }
 
     /// The next JSON text frame, skipping pings and pongs, as it is: the
-    /// Gnosari dialect's events carry no timestamp.
+    /// Gnosari dialect's events carry no timestamp. Skips the
+    /// `session_summary_scheduled` event that follows every completed
+    /// Gnosari turn; [`Client::recv_any_event`] returns it.
     pub async fn recv_event(&mut self) -> Value {
+        loop {
+            let event = self.recv_any_event().await;
+            if event["type"] != "session_summary_scheduled" {
+                return event;
+            }
+        }
+    }
+
+    /// The next JSON text frame, skipping pings and pongs, whatever it is.
+    pub async fn recv_any_event(&mut self) -> Value {
         loop {
             let message = tokio::time::timeout(FRAME_TIMEOUT, self.ws.next())
                 .await

@@ -1,0 +1,126 @@
+//! The summary of a scripted agent's session: deterministic and extractive,
+//! with no model involved.
+
+use agentwire_core::{MessageRole, StoredMessage, Summarizer};
+use async_trait::async_trait;
+
+/// The most characters kept of the first user message.
+pub const FIRST_MESSAGE_CHARS: usize = 120;
+/// The most characters kept of the last answer.
+pub const LAST_ANSWER_CHARS: usize = 240;
+
+/// `Asked: <first user message> — Last answer: <last answer>`: the session's
+/// first user message and its last final answer (not interim text), each
+/// with runs of whitespace folded into one space and cut to
+/// [`FIRST_MESSAGE_CHARS`] / [`LAST_ANSWER_CHARS`] characters (an ellipsis
+/// marks a cut). Without an answer yet, only the first part.
+pub struct ExtractiveSummarizer;
+
+#[async_trait]
+impl Summarizer for ExtractiveSummarizer {
+    async fn summarize(&self, messages: &[StoredMessage]) -> Result<String, String> {
+        extract(messages).ok_or_else(|| "no message to summarise".to_owned())
+    }
+}
+
+fn extract(messages: &[StoredMessage]) -> Option<String> {
+    let first = messages
+        .iter()
+        .filter(|m| m.role == MessageRole::User)
+        .map(|m| folded(&m.content))
+        .find(|text| !text.is_empty());
+    let last = messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == MessageRole::Assistant)
+        .filter(|m| m.metadata.get("step").is_none_or(|step| step != "interim"))
+        .map(|m| folded(&m.content))
+        .find(|text| !text.is_empty());
+    match (first, last) {
+        (Some(first), Some(last)) => Some(format!(
+            "Asked: {} — Last answer: {}",
+            cut(&first, FIRST_MESSAGE_CHARS),
+            cut(&last, LAST_ANSWER_CHARS)
+        )),
+        (Some(first), None) => Some(format!("Asked: {}", cut(&first, FIRST_MESSAGE_CHARS))),
+        (None, Some(last)) => Some(format!("Last answer: {}", cut(&last, LAST_ANSWER_CHARS))),
+        (None, None) => None,
+    }
+}
+
+fn folded(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// At most `max` characters, the last one an ellipsis when something was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", kept.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use agentwire_core::{Metadata, SessionId, Timestamp};
+
+    use super::*;
+
+    fn message(role: MessageRole, content: &str) -> StoredMessage {
+        StoredMessage {
+            session_id: SessionId::parse("s").unwrap(),
+            seq: 0,
+            role,
+            content: content.to_owned(),
+            parts: Vec::new(),
+            metadata: Metadata::new(),
+            created_at: Timestamp(0),
+        }
+    }
+
+    #[test]
+    fn first_question_and_last_final_answer() {
+        let mut interim = message(MessageRole::Assistant, "Checking...");
+        interim.metadata.insert("step".into(), "interim".into());
+        let messages = [
+            message(MessageRole::Event, "ai.disclosure.displayed"),
+            message(MessageRole::User, "  what's   the\nweather? "),
+            message(MessageRole::Assistant, "Sunny."),
+            message(MessageRole::User, "and tomorrow?"),
+            message(MessageRole::Tool, r#"{"call":{}}"#),
+            message(MessageRole::Assistant, "Rain,\n\nlater."),
+            interim,
+            message(MessageRole::Error, "failed"),
+        ];
+        assert_eq!(
+            extract(&messages).as_deref(),
+            Some("Asked: what's the weather? — Last answer: Rain, later.")
+        );
+    }
+
+    #[test]
+    fn long_texts_are_cut_with_an_ellipsis() {
+        let long = "word ".repeat(100);
+        let messages = [
+            message(MessageRole::User, &long),
+            message(MessageRole::Assistant, &"é".repeat(500)),
+        ];
+        let summary = extract(&messages).unwrap();
+        let (asked, answer) = summary.split_once(" — Last answer: ").unwrap();
+        let asked = asked.strip_prefix("Asked: ").unwrap();
+        assert_eq!(asked.chars().count(), FIRST_MESSAGE_CHARS);
+        assert!(asked.ends_with("word…"), "{asked}");
+        assert_eq!(answer.chars().count(), LAST_ANSWER_CHARS);
+        assert!(answer.ends_with('…'));
+    }
+
+    #[test]
+    fn partial_and_empty_sessions() {
+        assert_eq!(
+            extract(&[message(MessageRole::User, "hi")]).as_deref(),
+            Some("Asked: hi")
+        );
+        assert_eq!(extract(&[message(MessageRole::Event, "x")]), None);
+    }
+}

@@ -1,0 +1,529 @@
+//! The sessions API: a caller's sessions of both dialects, as JSON.
+//!
+//! - `GET /api/v1/sessions[?limit=N][&cursor=C]`: the caller's sessions,
+//!   most recently active first: `{"sessions": [...], "next_cursor": C|null}`.
+//!   `limit` defaults to 20; values above 100 are taken as 100. The cursor is
+//!   opaque: pass the previous page's `next_cursor` back; `null` means there
+//!   is no further page.
+//! - `GET /api/v1/sessions/{id}`: one session, `{id, agent, created_at,
+//!   last_active_at, summary?: {text, created_at}}`.
+//! - `GET /api/v1/sessions/{id}/messages`: `{"messages": [{seq, role,
+//!   content, created_at, metadata?}]}`: user and assistant messages (interim
+//!   text too, with `metadata.step: "interim"`) and tool steps (`role:
+//!   "tool"`, `content` the step as an object: `{"call": {id, name,
+//!   arguments, side}}` or `{"result": {id, status, value}}`), by `seq`.
+//!   Events (such as a disclosure acknowledgement) and failure notices are
+//!   left out, so `seq` can skip; media parts and their storage markers
+//!   (`gnosari_asset_id`) are never shown.
+//! - `DELETE /api/v1/sessions/{id}`: deletes the session, its messages and
+//!   its summary → 204; 409 while a turn runs on it.
+//!
+//! **Who sees what.** The credential is `Authorization: Bearer` (a JWT or an
+//! API key), `X-AUTH-TOKEN` or `?api_key=` (an API key), identified like the
+//! sockets' credentials and turned into the same owner pseudonym. A session
+//! is visible only to its owner: another owner's session answers 404, as a
+//! missing one does. Without a credential: 401 when unauthenticated callers
+//! are not allowed; otherwise the caller is anonymous, lists nothing, and
+//! reaches an anonymous session only by its id (the id is what resumes it
+//! over a socket too). A refused credential is always 401.
+//!
+//! Every answer is JSON with `Cache-Control: no-store`; a failure is
+//! `{"error": "..."}`: 400 `invalid limit` / `invalid cursor`, 401
+//! `unauthorized`, 404 `session not found`, 405 `method not allowed` (with
+//! `Allow`), 409 `a turn is running on this session`, 500 `internal server
+//! error`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentwire_core::{
+    Credentials, DeleteError, MessageRole, SessionCursor, SessionId, SessionOverview,
+    SessionRecord, SessionSummary, StoreError, StoredMessage, Timestamp,
+};
+use axum::Router;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::AppState;
+use crate::identity;
+use crate::query::QueryParams;
+use crate::upgrade::Refusal;
+
+/// Sessions per page when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 20;
+/// The largest page; a larger `limit` is taken as this.
+pub const MAX_LIMIT: usize = 100;
+
+/// The API key header, matched case-insensitively like every header name.
+const API_KEY_HEADER: &str = "x-auth-token";
+
+/// Metadata keys never shown: internal storage markers.
+const HIDDEN_METADATA: &[&str] = &["gnosari_asset_id"];
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(
+            "/api/v1/sessions",
+            get(list).fallback(|| async { method_not_allowed("GET") }),
+        )
+        .route(
+            "/api/v1/sessions/{id}",
+            get(show)
+                .delete(delete)
+                .fallback(|| async { method_not_allowed("GET, DELETE") }),
+        )
+        .route(
+            "/api/v1/sessions/{id}/messages",
+            get(messages).fallback(|| async { method_not_allowed("GET") }),
+        )
+}
+
+/// A failure, answered as `{"error": "..."}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ApiError(StatusCode, &'static str);
+
+const NOT_FOUND: ApiError = ApiError(StatusCode::NOT_FOUND, "session not found");
+const INVALID_LIMIT: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid limit");
+const INVALID_CURSOR: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid cursor");
+const INTERNAL: ApiError = ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
+
+impl From<Refusal> for ApiError {
+    fn from(Refusal(status, reason): Refusal) -> ApiError {
+        ApiError(status, reason)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            error: &'a str,
+        }
+        json(self.0, &Body { error: self.1 })
+    }
+}
+
+fn store_failed(e: StoreError) -> ApiError {
+    tracing::error!(error = %e, "session store failed");
+    INTERNAL
+}
+
+fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    let body = serde_json::to_string(body).expect("API bodies serialize");
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn either(result: Result<Response, ApiError>) -> Response {
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn method_not_allowed(allow: &'static str) -> Response {
+    (
+        [(header::ALLOW, allow)],
+        ApiError(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+    )
+        .into_response()
+}
+
+/// The owner the request speaks for; `None` is anonymous.
+async fn caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: &QueryParams,
+) -> Result<Option<String>, ApiError> {
+    let api_key_header = headers
+        .get(API_KEY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty());
+    let credentials = Credentials {
+        bearer: identity::bearer(headers),
+        api_key: api_key_header.or_else(|| query.first("api_key").filter(|v| !v.is_empty())),
+        password: None,
+    };
+    Ok(identity::identify_owner(state, &credentials).await?)
+}
+
+/// The session `id` if `owner` owns it; anything else is 404.
+async fn owned_session(
+    state: &AppState,
+    owner: Option<&str>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<SessionRecord, ApiError> {
+    let Ok(Path(id)) = id else {
+        return Err(NOT_FOUND);
+    };
+    let Ok(id) = SessionId::parse(&id) else {
+        return Err(NOT_FOUND);
+    };
+    match state.engine.store().load_session(&id).await {
+        Ok(Some(record)) if record.owner.as_deref() == owner => Ok(record),
+        Ok(_) => Err(NOT_FOUND),
+        Err(e) => Err(store_failed(e)),
+    }
+}
+
+async fn list(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    RawQuery(raw_query): RawQuery,
+) -> Response {
+    either(list_inner(&state, &headers, raw_query.as_deref()).await)
+}
+
+async fn list_inner(
+    state: &AppState,
+    headers: &HeaderMap,
+    raw_query: Option<&str>,
+) -> Result<Response, ApiError> {
+    let query = QueryParams::parse(raw_query);
+    let owner = caller(state, headers, &query).await?;
+    let limit = match query.first("limit") {
+        None => DEFAULT_LIMIT,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or(INVALID_LIMIT)?
+            .min(MAX_LIMIT),
+    };
+    let after = match query.first("cursor").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(text) => Some(decode_cursor(text).ok_or(INVALID_CURSOR)?),
+    };
+    // An anonymous caller owns no listing: anonymous sessions are reached by id.
+    let Some(owner) = owner else {
+        return Ok(json(StatusCode::OK, &page_body(&[], None)));
+    };
+    let mut page = state
+        .engine
+        .store()
+        .list_sessions(&owner, after.as_ref(), limit + 1)
+        .await
+        .map_err(store_failed)?;
+    let next = if page.len() > limit {
+        page.truncate(limit);
+        page.last()
+            .map(|s| encode_cursor(&SessionCursor::after(&s.record)))
+    } else {
+        None
+    };
+    Ok(json(StatusCode::OK, &page_body(&page, next)))
+}
+
+async fn show(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    RawQuery(raw_query): RawQuery,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    either(show_inner(&state, &headers, raw_query.as_deref(), id).await)
+}
+
+async fn show_inner(
+    state: &AppState,
+    headers: &HeaderMap,
+    raw_query: Option<&str>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let query = QueryParams::parse(raw_query);
+    let owner = caller(state, headers, &query).await?;
+    let record = owned_session(state, owner.as_deref(), id).await?;
+    let summary = state
+        .engine
+        .store()
+        .load_summary(&record.id)
+        .await
+        .map_err(store_failed)?;
+    Ok(json(
+        StatusCode::OK,
+        &SessionOut::new(&record, summary.as_ref()),
+    ))
+}
+
+async fn messages(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    RawQuery(raw_query): RawQuery,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    either(messages_inner(&state, &headers, raw_query.as_deref(), id).await)
+}
+
+async fn messages_inner(
+    state: &AppState,
+    headers: &HeaderMap,
+    raw_query: Option<&str>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let query = QueryParams::parse(raw_query);
+    let owner = caller(state, headers, &query).await?;
+    let record = owned_session(state, owner.as_deref(), id).await?;
+    let stored = state
+        .engine
+        .store()
+        .load_messages(&record.id)
+        .await
+        .map_err(store_failed)?;
+    let messages: Vec<MessageOut<'_>> = stored.iter().filter_map(MessageOut::new).collect();
+    Ok(json(StatusCode::OK, &MessagesOut { messages }))
+}
+
+async fn delete(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    RawQuery(raw_query): RawQuery,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    either(delete_inner(&state, &headers, raw_query.as_deref(), id).await)
+}
+
+async fn delete_inner(
+    state: &AppState,
+    headers: &HeaderMap,
+    raw_query: Option<&str>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let query = QueryParams::parse(raw_query);
+    let owner = caller(state, headers, &query).await?;
+    let record = owned_session(state, owner.as_deref(), id).await?;
+    match state.engine.delete_session(&record).await {
+        // Deleted meanwhile by another request: gone all the same.
+        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(DeleteError::TurnInProgress) => Err(ApiError(
+            StatusCode::CONFLICT,
+            "a turn is running on this session",
+        )),
+        Err(DeleteError::Store(e)) => Err(store_failed(e)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cursors: `<last_active_at nanos>:<session id>`, hex-encoded so clients treat
+// them as opaque.
+
+fn encode_cursor(cursor: &SessionCursor) -> String {
+    format!("{}:{}", cursor.last_active_at.0, cursor.id)
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_cursor(text: &str) -> Option<SessionCursor> {
+    if !text.len().is_multiple_of(2) || text.len() > 2 * 160 {
+        return None;
+    }
+    let bytes = (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let decoded = String::from_utf8(bytes).ok()?;
+    let (nanos, id) = decoded.split_once(':')?;
+    Some(SessionCursor {
+        last_active_at: Timestamp(nanos.parse().ok()?),
+        id: SessionId::parse(id).ok()?,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Bodies.
+
+/// RFC 3339 in UTC with milliseconds: `2026-09-14T10:30:00.250Z`.
+fn rfc3339(at: Timestamp) -> String {
+    let t = at.to_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        t.nanosecond / 1_000_000
+    )
+}
+
+#[derive(Serialize)]
+struct PageOut<'a> {
+    sessions: Vec<SessionOut<'a>>,
+    next_cursor: Option<String>,
+}
+
+fn page_body(page: &[SessionOverview], next_cursor: Option<String>) -> PageOut<'_> {
+    PageOut {
+        sessions: page
+            .iter()
+            .map(|s| SessionOut::new(&s.record, s.summary.as_ref()))
+            .collect(),
+        next_cursor,
+    }
+}
+
+#[derive(Serialize)]
+struct SessionOut<'a> {
+    id: &'a str,
+    agent: &'a str,
+    created_at: String,
+    last_active_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<SummaryOut<'a>>,
+}
+
+impl<'a> SessionOut<'a> {
+    fn new(record: &'a SessionRecord, summary: Option<&'a SessionSummary>) -> SessionOut<'a> {
+        SessionOut {
+            id: record.id.as_str(),
+            agent: &record.agent,
+            created_at: rfc3339(record.created_at),
+            last_active_at: rfc3339(record.last_active_at),
+            summary: summary.map(|s| SummaryOut {
+                text: &s.text,
+                created_at: rfc3339(s.created_at),
+            }),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SummaryOut<'a> {
+    text: &'a str,
+    created_at: String,
+}
+
+#[derive(Serialize)]
+struct MessagesOut<'a> {
+    messages: Vec<MessageOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    seq: u64,
+    role: &'static str,
+    content: Content<'a>,
+    created_at: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    metadata: BTreeMap<&'a str, &'a str>,
+}
+
+/// Text for messages; the stored step, as JSON, for tool steps.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Step(Value),
+}
+
+impl<'a> MessageOut<'a> {
+    /// The message as the API shows it; `None` for events and failures.
+    fn new(message: &'a StoredMessage) -> Option<MessageOut<'a>> {
+        let content = match message.role {
+            MessageRole::User | MessageRole::Assistant => Content::Text(&message.content),
+            MessageRole::Tool => match serde_json::from_str::<Value>(&message.content) {
+                Ok(step) => Content::Step(step),
+                Err(_) => Content::Text(&message.content),
+            },
+            MessageRole::Error | MessageRole::Event => return None,
+        };
+        Some(MessageOut {
+            seq: message.seq,
+            role: message.role.as_str(),
+            content,
+            created_at: rfc3339(message.created_at),
+            metadata: message
+                .metadata
+                .iter()
+                .filter(|(k, _)| !HIDDEN_METADATA.contains(&k.as_str()))
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentwire_core::Metadata;
+
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let cursor = SessionCursor {
+            last_active_at: Timestamp(1_789_381_800_250_000_000),
+            id: SessionId::parse("sess-1:a.b_c").unwrap(),
+        };
+        let text = encode_cursor(&cursor);
+        assert!(text.bytes().all(|b| b.is_ascii_hexdigit()), "{text}");
+        assert_eq!(decode_cursor(&text), Some(cursor));
+        for bad in [
+            "",
+            "zz",
+            "abc",
+            &encode_cursor_text("12"),
+            &encode_cursor_text("x:s1"),
+            &encode_cursor_text("1:bad id"),
+            &"00".repeat(200),
+        ] {
+            assert_eq!(decode_cursor(bad), None, "{bad:?}");
+        }
+    }
+
+    fn encode_cursor_text(text: &str) -> String {
+        text.bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_with_milliseconds() {
+        assert_eq!(
+            rfc3339(Timestamp(1_789_381_800_250_999_999)),
+            "2026-09-14T10:30:00.250Z"
+        );
+        assert_eq!(rfc3339(Timestamp(0)), "1970-01-01T00:00:00.000Z");
+    }
+
+    fn stored(role: MessageRole, content: &str) -> StoredMessage {
+        StoredMessage {
+            session_id: SessionId::parse("s").unwrap(),
+            seq: 3,
+            role,
+            content: content.to_owned(),
+            parts: Vec::new(),
+            metadata: Metadata::new(),
+            created_at: Timestamp(0),
+        }
+    }
+
+    #[test]
+    fn messages_show_text_and_tool_steps_but_no_events_failures_or_markers() {
+        let mut user = stored(MessageRole::User, "hello");
+        user.metadata.insert("lang".into(), "en".into());
+        user.metadata
+            .insert("gnosari_asset_id".into(), "b3f1c2a4".into());
+        let shown = serde_json::to_value(MessageOut::new(&user).unwrap()).unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!({"seq": 3, "role": "user", "content": "hello",
+                "created_at": "1970-01-01T00:00:00.000Z", "metadata": {"lang": "en"}})
+        );
+        let tool = stored(MessageRole::Tool, r#"{"call":{"id":"c","name":"weather"}}"#);
+        let shown = serde_json::to_value(MessageOut::new(&tool).unwrap()).unwrap();
+        assert_eq!(shown["content"]["call"]["name"], "weather");
+        assert!(shown.get("metadata").is_none());
+        assert!(MessageOut::new(&stored(MessageRole::Event, "ai.disclosure.displayed")).is_none());
+        assert!(MessageOut::new(&stored(MessageRole::Error, "failed")).is_none());
+    }
+}

@@ -1,0 +1,842 @@
+//! Gnosari team files (`teams[].file`), loaded as they are: both generations
+//! of the format (the behaviour notes, §1.13), after `${VAR}` /
+//! `${VAR:default}` substitution, mapped onto runtime agents.
+//!
+//! | file | agentwire |
+//! |---|---|
+//! | `id` (new) / `name` | the team's name when `teams[].name` is not given (`id` only) |
+//! | `config.max_turns`, agent `max_turns` | `max_rounds` (default 10) |
+//! | agent `id` (new) / `name` | the member's identifier; `name` (default: `id`) is the events' `agent_name` |
+//! | `instructions`, plus the `instructions` of its `traits` | the system prompt |
+//! | `model` | the model asked through the team's `provider` (default: the provider's) |
+//! | `is_orchestrator` (new) / `orchestrator` (old) | the agent on `/ws/team/{team}`; none marked: the first |
+//! | `tools` | an MCP entry of the file (`url`, `command`), or a `tools[]` entry of the same name standing in for any entry |
+//! | `delegations: [{target_agent_id, instructions}]` (new), `delegation: [{agent, instructions}]` (old) | `delegate_agent` |
+//! | `handoffs: [{target_agent_id, condition, message}]` (new), `can_transfer_to: [name \| {agent, instructions}]` (old) | `transfer_to_<name>` |
+//! | `access_level` (our extension): `PUBLIC`, `PRIVATE`, `PASSWORD` | the member's own level (`PASSWORD`: private) |
+//!
+//! Everything else (`description`, `knowledge`, `temperature`,
+//! `reasoning_effort`, delegation `mode`, `listen`, `trigger`, ...) is
+//! accepted and not used. Targets are matched by `id`, then by `name`.
+
+use std::collections::BTreeMap;
+
+use agentwire_providers::ProviderSettings;
+use agentwire_runtime::{Delegation, Handoff};
+use agentwire_server::AccessLevel;
+use agentwire_tools::{McpSettings, McpTransport};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::ConfigError;
+use super::runtime::NamedTool;
+use super::team::{FileAgent, FileTool, check_transfer_names};
+
+/// A team file, mapped.
+pub(super) struct LoadedTeam {
+    pub(super) id: Option<String>,
+    pub(super) agents: Vec<FileAgent>,
+    pub(super) orchestrator: usize,
+}
+
+/// Reads, substitutes, parses and maps the team file at `path`. Errors name
+/// `file_key` when the file cannot be read or parsed, else the file and the
+/// key path inside it.
+pub(super) fn load(
+    file_key: &str,
+    path: &str,
+    provider: &ProviderSettings,
+    tools: &[NamedTool],
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<LoadedTeam, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new(file_key, format!("cannot read {path}: {e}")))?;
+    let at = |key: &str| format!("{path}: {key}");
+    let text = super::env::substitute(&text, lookup).map_err(|e| ConfigError {
+        key: at(&e.key),
+        message: e.message,
+    })?;
+    let tree: Value = if text.trim().is_empty() {
+        Value::Object(Default::default())
+    } else {
+        serde_saphyr::from_str(&text)
+            .map_err(|e| ConfigError::new(file_key, format!("{path}: invalid YAML: {e}")))?
+    };
+    let raw: RawTeamFile = serde_path_to_error::deserialize(tree).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." { "team".to_owned() } else { key };
+        ConfigError::new(at(&key), e.into_inner().to_string())
+    })?;
+    map(raw, provider, tools).map_err(|(key, message)| ConfigError::new(at(&key), message))
+}
+
+/// A mapping error: the key path in the file and the message.
+type MapError = (String, String);
+
+fn map(
+    raw: RawTeamFile,
+    provider: &ProviderSettings,
+    tools: &[NamedTool],
+) -> Result<LoadedTeam, MapError> {
+    if raw.agents.is_empty() {
+        return Err(("agents".into(), "at least one agent is required".into()));
+    }
+    let file_tools = map_tools(&raw.tools)?;
+    // Identifiers and names first: targets may come later in the list.
+    let mut idents: Vec<(String, String)> = Vec::with_capacity(raw.agents.len());
+    for (i, agent) in raw.agents.iter().enumerate() {
+        let (id, name) = match (&agent.id, &agent.name) {
+            (Some(id), Some(name)) => (id.clone(), name.clone()),
+            (Some(id), None) => (id.clone(), id.clone()),
+            (None, Some(name)) => (name.clone(), name.clone()),
+            (None, None) => {
+                return Err((
+                    format!("agents[{i}].id"),
+                    "an agent needs an `id` or a `name`".into(),
+                ));
+            }
+        };
+        if id.trim().is_empty() || name.trim().is_empty() {
+            return Err((format!("agents[{i}].id"), "must not be empty".into()));
+        }
+        if let Some(j) = idents.iter().position(|(other, _)| *other == id) {
+            return Err((
+                format!("agents[{i}].id"),
+                format!("{id:?} is also agents[{j}]'s"),
+            ));
+        }
+        if let Some(j) = idents.iter().position(|(_, other)| *other == name) {
+            return Err((
+                format!("agents[{i}].name"),
+                format!("{name:?} is also agents[{j}]'s"),
+            ));
+        }
+        idents.push((id, name));
+    }
+    let find = |target: &str| {
+        idents
+            .iter()
+            .position(|(id, _)| id == target)
+            .or_else(|| idents.iter().position(|(_, name)| name == target))
+    };
+    let mut orchestrator = None;
+    let mut agents = Vec::with_capacity(raw.agents.len());
+    for (i, agent) in raw.agents.into_iter().enumerate() {
+        let key = |field: &str| format!("agents[{i}].{field}");
+        let marked = agent.is_orchestrator == Some(true) || agent.orchestrator == Some(true);
+        if marked {
+            if let Some(first) = orchestrator {
+                let field = if agent.is_orchestrator == Some(true) {
+                    "is_orchestrator"
+                } else {
+                    "orchestrator"
+                };
+                return Err((
+                    key(field),
+                    format!("agents[{first}] is the orchestrator already; a team has one"),
+                ));
+            }
+            orchestrator = Some(i);
+        }
+        let mut instructions = agent
+            .instructions
+            .filter(|text| !text.trim().is_empty())
+            .ok_or_else(|| (key("instructions"), "required".to_owned()))?;
+        for (j, wanted) in agent.traits.unwrap_or_default().iter().enumerate() {
+            let found = raw
+                .traits
+                .iter()
+                .find(|t| t.id.as_ref().or(t.name.as_ref()) == Some(wanted))
+                .ok_or_else(|| {
+                    (
+                        key(&format!("traits[{j}]")),
+                        format!("no trait with id {wanted:?} in the file's traits"),
+                    )
+                })?;
+            if let Some(text) = found
+                .instructions
+                .as_deref()
+                .filter(|t| !t.trim().is_empty())
+            {
+                instructions.push_str("\n\n");
+                instructions.push_str(text.trim());
+            }
+        }
+        let max_rounds = agent.max_turns.or(raw.config.max_turns).unwrap_or(10);
+        if max_rounds == 0 {
+            return Err((key("max_turns"), "must be greater than 0".into()));
+        }
+        let mut agent_tools = Vec::new();
+        for (j, wanted) in agent.tools.unwrap_or_default().iter().enumerate() {
+            let tool_key = key(&format!("tools[{j}]"));
+            if let Some(tool) = resolve_tool(&tool_key, wanted, &file_tools, tools)? {
+                agent_tools.push(tool);
+            }
+        }
+        let mut delegations: Vec<(String, Option<String>)> = agent
+            .delegations
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(j, d)| {
+                (
+                    format!("delegations[{j}].target_agent_id"),
+                    d.target_agent_id,
+                    d.instructions,
+                )
+            })
+            .chain(
+                agent
+                    .delegation
+                    .unwrap_or_default()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, d)| (format!("delegation[{j}].agent"), d.agent, d.instructions)),
+            )
+            .map(|(field, target, text)| {
+                link(&key(&field), &target, i, &find, &idents).map(|id| (id, text))
+            })
+            .collect::<Result<_, _>>()?;
+        dedup(&key("delegations"), &mut delegations)?;
+        let mut handoffs: Vec<(String, Option<String>)> = agent
+            .handoffs
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(j, h)| {
+                (
+                    format!("handoffs[{j}].target_agent_id"),
+                    h.target_agent_id,
+                    h.condition.or(h.message),
+                )
+            })
+            .chain(
+                agent
+                    .can_transfer_to
+                    .unwrap_or_default()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, t)| match t {
+                        RawTransfer::Name(name) => (format!("can_transfer_to[{j}]"), name, None),
+                        RawTransfer::Agent {
+                            agent,
+                            instructions,
+                        } => (format!("can_transfer_to[{j}].agent"), agent, instructions),
+                    }),
+            )
+            .map(|(field, target, text)| {
+                link(&key(&field), &target, i, &find, &idents).map(|id| (id, text))
+            })
+            .collect::<Result<_, _>>()?;
+        dedup(&key("handoffs"), &mut handoffs)?;
+        let handoff_names: Vec<String> = handoffs
+            .iter()
+            .map(|(id, _)| idents[find(id).unwrap_or(0)].1.clone())
+            .collect();
+        check_transfer_names(&key("handoffs"), &handoff_names).map_err(|e| (e.key, e.message))?;
+        let access_level = match agent.access_level.as_deref().map(str::to_ascii_lowercase) {
+            None => None,
+            Some(level) if level == "public" => Some(AccessLevel::Public),
+            Some(level) if level == "private" || level == "password" => Some(AccessLevel::Private),
+            Some(other) => {
+                return Err((
+                    key("access_level"),
+                    format!("{other:?}: expected PUBLIC, PRIVATE or PASSWORD"),
+                ));
+            }
+        };
+        let (id, name) = idents[i].clone();
+        agents.push(FileAgent {
+            id,
+            name,
+            instructions,
+            model: agent
+                .model
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| provider.model.clone()),
+            max_rounds,
+            tools: agent_tools,
+            delegations: delegations
+                .into_iter()
+                .map(|(target, instructions)| Delegation {
+                    target,
+                    instructions,
+                })
+                .collect(),
+            handoffs: handoffs
+                .into_iter()
+                .map(|(target, description)| Handoff {
+                    target,
+                    description,
+                })
+                .collect(),
+            access_level,
+        });
+    }
+    Ok(LoadedTeam {
+        id: raw.id,
+        agents,
+        orchestrator: orchestrator.unwrap_or(0),
+    })
+}
+
+/// The `id` of the agent `target` names (by id, then name); not `from` itself.
+fn link(
+    key: &str,
+    target: &str,
+    from: usize,
+    find: &dyn Fn(&str) -> Option<usize>,
+    idents: &[(String, String)],
+) -> Result<String, MapError> {
+    match find(target) {
+        None => Err((
+            key.to_owned(),
+            format!("no agent with id or name {target:?} in the file"),
+        )),
+        Some(i) if i == from => Err((key.to_owned(), "an agent cannot name itself".into())),
+        Some(i) => Ok(idents[i].0.clone()),
+    }
+}
+
+/// A target listed twice (in one generation's list or across both) is an error.
+fn dedup(key: &str, links: &mut [(String, Option<String>)]) -> Result<(), MapError> {
+    for i in 1..links.len() {
+        if links[..i].iter().any(|(id, _)| *id == links[i].0) {
+            return Err((key.to_owned(), format!("{:?} is listed twice", links[i].0)));
+        }
+    }
+    Ok(())
+}
+
+/// A file tool entry, by the id agents name it by.
+enum FileEntry {
+    Mcp(McpSettings),
+    /// A Gnosari built-in (`module` + `class`); `None` for the delegation
+    /// tool, which agentwire provides itself from `delegations`.
+    Builtin(Option<String>),
+}
+
+fn map_tools(raw: &[RawFileTool]) -> Result<Vec<(String, FileEntry)>, MapError> {
+    let mut out: Vec<(String, FileEntry)> = Vec::with_capacity(raw.len());
+    for (k, tool) in raw.iter().enumerate() {
+        let key = |field: &str| format!("tools[{k}].{field}");
+        let id = tool
+            .id
+            .clone()
+            .or_else(|| tool.name.clone())
+            .ok_or_else(|| (key("id"), "a tool needs an `id` or a `name`".to_owned()))?;
+        if out.iter().any(|(other, _)| *other == id) {
+            return Err((key("id"), format!("{id:?} is also an earlier tool's")));
+        }
+        let is_mcp = tool.url.is_some() || tool.command.is_some();
+        let is_builtin = tool.module.is_some() || tool.class.is_some();
+        let entry = match (is_mcp, is_builtin) {
+            (true, true) => {
+                return Err((
+                    key("module"),
+                    "a tool is either built-in (module, class) or an MCP server (url, command), not both".into(),
+                ));
+            }
+            (false, false) => {
+                return Err((
+                    key("module"),
+                    "a tool needs `module` and `class` (built-in) or `url` / `command` (MCP)"
+                        .into(),
+                ));
+            }
+            (false, true) => {
+                let module = tool.module.clone().unwrap_or_default();
+                let class = tool.class.clone().unwrap_or_default();
+                let delegation = class == "DelegateAgentTool"
+                    || module.ends_with(".delegation")
+                    || module.ends_with(".delegate_agent");
+                FileEntry::Builtin((!delegation).then(|| format!("{module}.{class}")))
+            }
+            (true, false) => FileEntry::Mcp(mcp_settings(&key, &id, tool)?),
+        };
+        out.push((id, entry));
+    }
+    Ok(out)
+}
+
+fn mcp_settings(
+    key: &dyn Fn(&str) -> String,
+    id: &str,
+    tool: &RawFileTool,
+) -> Result<McpSettings, MapError> {
+    let connection = tool.connection_type.as_deref().map(str::to_ascii_lowercase);
+    let transport = match (&tool.url, &tool.command) {
+        (Some(_), Some(_)) => {
+            return Err((key("url"), "give `url` or `command`, not both".into()));
+        }
+        (Some(url), None) => match connection.as_deref() {
+            None | Some("streamable_http" | "streamable-http" | "http") => McpTransport::Http {
+                url: url.clone(),
+                headers: tool
+                    .headers
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
+            },
+            Some(other) => {
+                return Err((
+                    key("connection_type"),
+                    format!(
+                        "{other:?} is not supported; MCP servers with a url are reached over streamable_http"
+                    ),
+                ));
+            }
+        },
+        (None, Some(command)) => {
+            let args = match &tool.args {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| match v {
+                        Value::String(s) => Ok(s.clone()),
+                        other => Ok(other.to_string()),
+                    })
+                    .collect::<Result<_, MapError>>()?,
+                Some(_) => {
+                    return Err((key("args"), "a stdio MCP server's args are a list".into()));
+                }
+            };
+            McpTransport::Stdio {
+                command: command.clone(),
+                args,
+                env: tool.env.clone().unwrap_or_default().into_iter().collect(),
+            }
+        }
+        (None, None) => unreachable!("only called for MCP entries"),
+    };
+    let mut settings = McpSettings::new(id, transport);
+    if let Some(seconds) = tool.timeout {
+        if !(seconds > 0.0 && seconds.is_finite()) {
+            return Err((key("timeout"), "seconds, greater than 0".into()));
+        }
+        settings.timeout = std::time::Duration::from_secs_f64(seconds);
+    }
+    agentwire_tools::mcp_server(settings.clone()).map_err(|e| (key("url"), e))?;
+    Ok(settings)
+}
+
+/// What an agent's tool id names: a `tools[]` entry of that name first,
+/// then the file's entry. `None`: the delegation built-in, provided anyway.
+fn resolve_tool(
+    key: &str,
+    wanted: &str,
+    file_tools: &[(String, FileEntry)],
+    tools: &[NamedTool],
+) -> Result<Option<FileTool>, MapError> {
+    if tools.iter().any(|t| t.name == wanted) {
+        return Ok(Some(FileTool::Config(wanted.to_owned())));
+    }
+    match file_tools.iter().find(|(id, _)| id == wanted) {
+        Some((_, FileEntry::Mcp(settings))) => Ok(Some(FileTool::Mcp(settings.clone()))),
+        Some((_, FileEntry::Builtin(None))) => Ok(None),
+        Some((_, FileEntry::Builtin(Some(class)))) => Err((
+            key.to_owned(),
+            format!(
+                "the built-in Gnosari tool {class} cannot run here; declare a tool named {wanted:?} in tools[] to stand in for it"
+            ),
+        )),
+        None => Err((
+            key.to_owned(),
+            format!("no tool with id {wanted:?} in the file's tools or in tools[]"),
+        )),
+    }
+}
+
+/// The file's shape. Unknown keys are accepted: the format has many this
+/// server does not use.
+#[derive(Deserialize)]
+struct RawTeamFile {
+    id: Option<String>,
+    #[serde(default)]
+    config: RawTeamSettings,
+    #[serde(default)]
+    tools: Vec<RawFileTool>,
+    #[serde(default)]
+    traits: Vec<RawTrait>,
+    #[serde(default)]
+    agents: Vec<RawFileAgent>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawTeamSettings {
+    max_turns: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct RawTrait {
+    id: Option<String>,
+    name: Option<String>,
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawFileTool {
+    id: Option<String>,
+    name: Option<String>,
+    module: Option<String>,
+    #[serde(alias = "class_name")]
+    class: Option<String>,
+    /// A built-in's constructor arguments, or a stdio server's argv.
+    args: Option<Value>,
+    url: Option<String>,
+    command: Option<String>,
+    connection_type: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    env: Option<BTreeMap<String, String>>,
+    /// Seconds.
+    timeout: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct RawFileAgent {
+    id: Option<String>,
+    name: Option<String>,
+    instructions: Option<String>,
+    model: Option<String>,
+    is_orchestrator: Option<bool>,
+    orchestrator: Option<bool>,
+    max_turns: Option<u32>,
+    tools: Option<Vec<String>>,
+    traits: Option<Vec<String>>,
+    delegations: Option<Vec<RawDelegation>>,
+    delegation: Option<Vec<RawOldDelegation>>,
+    handoffs: Option<Vec<RawHandoff>>,
+    can_transfer_to: Option<Vec<RawTransfer>>,
+    access_level: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawDelegation {
+    target_agent_id: String,
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawOldDelegation {
+    agent: String,
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawHandoff {
+    target_agent_id: String,
+    condition: Option<String>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawTransfer {
+    Name(String),
+    Agent {
+        agent: String,
+        instructions: Option<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use agentwire_core::ToolSpec;
+    use agentwire_providers::ProviderKind;
+
+    use super::*;
+    use crate::config::runtime::ToolConfig;
+
+    fn provider() -> ProviderSettings {
+        ProviderSettings::new(
+            "p",
+            "house-model",
+            ProviderKind::Mock {
+                default_response: None,
+                scenarios: BTreeMap::new(),
+            },
+        )
+    }
+
+    /// A `tools[]` entry named `name` (a client tool: nothing to build).
+    fn config_tool(name: &str) -> NamedTool {
+        NamedTool {
+            name: name.to_owned(),
+            config: ToolConfig::Client {
+                spec: ToolSpec {
+                    name: name.to_owned(),
+                    description: String::new(),
+                    parameters: serde_json::json!({"type": "object"}),
+                },
+                consent_message: None,
+                categories: Vec::new(),
+            },
+        }
+    }
+
+    fn env(name: &str) -> Option<String> {
+        (name == "TRIAGE_MODEL").then(|| "gpt-4.1".to_owned())
+    }
+
+    /// Loads `yaml` from a file; errors as `(key, message)` with the path
+    /// replaced by `FILE`.
+    fn load_text(yaml: &str, tools: &[NamedTool]) -> Result<LoadedTeam, (String, String)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("team.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let path = path.display().to_string();
+        load("teams[0].file", &path, &provider(), tools, &env).map_err(|e| {
+            (
+                e.key.replace(&path, "FILE"),
+                e.message.replace(&path, "FILE"),
+            )
+        })
+    }
+
+    const NEW: &str = r#"
+id: helpdesk
+config: {max_turns: 20}
+tools:
+  - id: orders_api
+    name: Orders API
+    module: gnosari.tools.builtin.api_request
+    class: APIRequestTool
+    args: {base_url: "${ORDERS_URL:https://orders.internal}"}
+  - id: docs_mcp
+    command: docs-server
+    args: ["--stdio", 3]
+    timeout: 2.5
+  - id: web_mcp
+    url: http://127.0.0.1:9000/mcp
+    connection_type: streamable_http
+    headers: {Authorization: "Bearer x"}
+traits:
+  - id: concise
+    instructions: Keep answers short.
+agents:
+  - id: triage
+    name: Triage
+    is_orchestrator: true
+    model: "${TRIAGE_MODEL}"
+    instructions: Route the user.
+    traits: [concise]
+    delegations:
+      - {target_agent_id: billing, instructions: Refunds., mode: async}
+    handoffs:
+      - {target_agent_id: Tech Support, condition: App problems.}
+    access_level: PUBLIC
+  - id: billing
+    name: Billing
+    max_turns: 3
+    instructions: Billing questions.
+    tools: [orders_api, web_mcp]
+    access_level: password
+  - id: tech
+    name: Tech Support
+    instructions: Troubleshoot.
+    tools: [docs_mcp]
+"#;
+
+    #[test]
+    fn the_new_generation_maps_onto_runtime_agents() {
+        let team = load_text(NEW, &[config_tool("orders_api")]).unwrap();
+        assert_eq!(team.id.as_deref(), Some("helpdesk"));
+        assert_eq!(team.orchestrator, 0);
+        let [triage, billing, tech] = &team.agents[..] else {
+            panic!("three agents");
+        };
+        assert_eq!(
+            (triage.id.as_str(), triage.name.as_str()),
+            ("triage", "Triage")
+        );
+        assert_eq!(
+            triage.instructions,
+            "Route the user.\n\nKeep answers short."
+        );
+        assert_eq!(triage.model, "gpt-4.1");
+        assert_eq!(triage.max_rounds, 20);
+        assert_eq!(
+            triage.delegations,
+            [Delegation {
+                target: "billing".into(),
+                instructions: Some("Refunds.".into())
+            }]
+        );
+        assert_eq!(
+            triage.handoffs,
+            [Handoff {
+                target: "tech".into(),
+                description: Some("App problems.".into())
+            }],
+            "a target is matched by id, then by name"
+        );
+        assert_eq!(triage.access_level, Some(AccessLevel::Public));
+        assert_eq!(billing.model, "house-model");
+        assert_eq!(billing.max_rounds, 3);
+        assert_eq!(billing.access_level, Some(AccessLevel::Private));
+        assert!(matches!(&billing.tools[0], FileTool::Config(name) if name == "orders_api"));
+        match &billing.tools[1] {
+            FileTool::Mcp(McpSettings {
+                name,
+                transport: McpTransport::Http { url, headers },
+                ..
+            }) => {
+                assert_eq!(name, "web_mcp");
+                assert_eq!(url, "http://127.0.0.1:9000/mcp");
+                assert_eq!(headers.len(), 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        match &tech.tools[0] {
+            FileTool::Mcp(McpSettings {
+                transport: McpTransport::Stdio { command, args, .. },
+                timeout,
+                ..
+            }) => {
+                assert_eq!(command, "docs-server");
+                assert_eq!(args, &["--stdio", "3"]);
+                assert_eq!(*timeout, std::time::Duration::from_millis(2500));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(tech.access_level, None, "follows the team");
+    }
+
+    const OLD: &str = r#"
+name: Fruit Team
+tools:
+  - name: delegate_agent
+    module: gnosari.tools.delegate_agent
+    class: DelegateAgentTool
+    args:
+      pass
+agents:
+  - name: Alice
+    instructions: Fruit.
+    can_transfer_to: [Bob, {agent: Coordinator, instructions: Back to the coordinator.}]
+  - name: Coordinator
+    orchestrator: true
+    instructions: Coordinate.
+    tools: [delegate_agent]
+    delegation:
+      - agent: Alice
+        instructions: Fruit questions
+  - name: Bob
+    instructions: Maths.
+"#;
+
+    #[test]
+    fn the_old_generation_maps_onto_runtime_agents() {
+        let team = load_text(OLD, &[]).unwrap();
+        assert_eq!(team.id, None);
+        assert_eq!(team.orchestrator, 1);
+        let coordinator = &team.agents[1];
+        assert_eq!(coordinator.id, "Coordinator");
+        assert!(coordinator.tools.is_empty(), "delegation is built in");
+        assert_eq!(coordinator.delegations[0].target, "Alice");
+        assert_eq!(
+            team.agents[0].handoffs,
+            [
+                Handoff {
+                    target: "Bob".into(),
+                    description: None
+                },
+                Handoff {
+                    target: "Coordinator".into(),
+                    description: Some("Back to the coordinator.".into())
+                },
+            ]
+        );
+        assert_eq!(team.agents[0].max_rounds, 10);
+    }
+
+    #[test]
+    fn no_orchestrator_marked_is_the_first_agent() {
+        let team = load_text("agents:\n  - name: a\n    instructions: x\n", &[]).unwrap();
+        assert_eq!(team.orchestrator, 0);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                NEW,
+                "FILE: agents[1].tools[0]",
+                "APIRequestTool cannot run here",
+            ),
+            (
+                "agents:\n  - id: a\n    instructions: x\n    delegations: [{target_agent_id: zed}]\n",
+                "FILE: agents[0].delegations[0].target_agent_id",
+                "no agent with id or name \"zed\"",
+            ),
+            (
+                "agents:\n  - id: a\n    instructions: x\n    can_transfer_to: [a]\n",
+                "FILE: agents[0].can_transfer_to[0]",
+                "cannot name itself",
+            ),
+            (
+                "agents:\n  - {id: a, instructions: x, is_orchestrator: true}\n  - {id: b, instructions: other, orchestrator: true}\n",
+                "FILE: agents[1].orchestrator",
+                "agents[0] is the orchestrator already",
+            ),
+            (
+                "agents:\n  - id: a\n",
+                "FILE: agents[0].instructions",
+                "required",
+            ),
+            (
+                "agents:\n  - {id: a, instructions: x}\n  - {name: a, instructions: other}\n",
+                "FILE: agents[1].id",
+                "also agents[0]'s",
+            ),
+            (
+                "agents:\n  - {id: a, instructions: x, max_turns: many}\n",
+                "FILE: agents[0].max_turns",
+                "invalid type",
+            ),
+            (
+                "tools:\n  - {id: t, url: 'http://x/sse', connection_type: sse}\nagents:\n  - {id: a, instructions: x, tools: [t]}\n",
+                "FILE: tools[0].connection_type",
+                "not supported",
+            ),
+            (
+                "agents:\n  - {id: a, instructions: x, tools: [nope]}\n",
+                "FILE: agents[0].tools[0]",
+                "no tool with id \"nope\"",
+            ),
+            (
+                "agents:\n  - {id: a, instructions: '${NOT_SET_ANYWHERE}'}\n",
+                "FILE: ${NOT_SET_ANYWHERE}",
+                "not set",
+            ),
+            ("agents: []\n", "FILE: agents", "at least one agent"),
+            ("agents: [1, 2\n", "teams[0].file", "FILE: invalid YAML"),
+        ];
+        for (yaml, key, fragment) in cases {
+            let (got_key, message) = match load_text(yaml, &[]) {
+                Err(e) => e,
+                Ok(_) => panic!("{key}: accepted"),
+            };
+            assert_eq!(&got_key, key, "{message}");
+            assert!(message.contains(fragment), "{key}: {message}");
+        }
+        let missing = load(
+            "teams[3].file",
+            "/nonexistent/team.yaml",
+            &provider(),
+            &[],
+            &env,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(missing.key, "teams[3].file");
+        assert!(
+            missing
+                .message
+                .starts_with("cannot read /nonexistent/team.yaml")
+        );
+    }
+}
