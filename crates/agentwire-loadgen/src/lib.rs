@@ -1,0 +1,26 @@
+//! agentwire-loadgen: a bounded, self-stopping load generator for agentwire
+//! on loopback, and the bare baseline server it is compared with.
+//!
+//! - [`options`]: scenarios (`idle`, `stream`, `burst`), their bounds, and
+//!   the loopback-only rule.
+//! - [`run()`]: one run against one server: connect, run, close, with the
+//!   server's RSS and CPU time sampled between phases; connections beyond one
+//!   process's file limit run in child processes.
+//! - [`baseline`]: the same frames as agentwire, without engine, persistence
+//!   or protocol checks.
+//! - [`compare`]: both servers as child processes, alternating, medians and
+//!   ratios.
+
+pub mod baseline;
+mod client;
+pub mod compare;
+pub mod options;
+pub mod probe;
+pub mod report;
+mod run;
+pub mod stats;
+
+pub use client::{PER_SOURCE_ADDRESS, source_address};
+pub use options::{RunOptions, Scenario};
+pub use report::Report;
+pub use run::{child_worker, raise_fd_limit, run};

@@ -1,0 +1,212 @@
+//! `agentwire-loadgen run | compare | baseline-server`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use agentwire_loadgen::compare::{self, CompareOptions, Storage};
+use agentwire_loadgen::options::{check_loopback, parse_duration};
+use agentwire_loadgen::{RunOptions, Scenario, baseline};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "agentwire-loadgen",
+    about = "Load generator for agentwire on loopback, and a bare baseline server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario against a server already listening on loopback.
+    Run {
+        #[arg(long)]
+        target: SocketAddr,
+        /// The server's pid: report its RSS and CPU time from /proc.
+        #[arg(long)]
+        server_pid: Option<u32>,
+        /// A name for the server in the report.
+        #[arg(long, default_value = "server")]
+        label: String,
+        #[command(flatten)]
+        load: Load,
+    },
+    /// Start agentwire and the baseline as child processes and run the same
+    /// load against each, alternating; print medians and ratios.
+    Compare {
+        #[command(flatten)]
+        load: Load,
+        /// Runs per server.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Where agentwire keeps sessions.
+        #[arg(long, value_enum, default_value = "sqlite")]
+        storage: Storage,
+        /// The agentwire binary (default: `agentwire` beside this one).
+        #[arg(long)]
+        agentwire_bin: Option<PathBuf>,
+        /// Also write the table as Markdown to this file.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+    },
+    /// Serve the bare baseline on a loopback address and print it.
+    BaselineServer {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// Chunks of the `bench` agent's reply.
+        #[arg(long, default_value_t = 20)]
+        chunks: u32,
+    },
+    /// One child process's share of a run (started by `run` itself).
+    #[command(hide = true)]
+    Worker {
+        #[arg(long)]
+        target: SocketAddr,
+        #[arg(long)]
+        process: usize,
+        #[arg(long)]
+        first_index: usize,
+        #[command(flatten)]
+        load: Load,
+    },
+}
+
+#[derive(Args)]
+struct Load {
+    #[arg(long, value_enum, default_value = "stream")]
+    scenario: Scenario,
+    /// Connections held at once.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// Length of the run phase (after every connection is open): 500ms, 10s, 1m.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// The most turns (stream) or reopens (burst) over all connections.
+    #[arg(long, default_value_t = 10_000_000)]
+    max_turns: u64,
+    /// 0: the test agent's `stream` script (3 chunks); K: a K-chunk reply
+    /// from the `bench` agent (a mock model on agentwire).
+    #[arg(long, default_value_t = 0)]
+    chunks: u32,
+    /// Connects in flight at once.
+    #[arg(long, default_value_t = 64)]
+    connect_concurrency: usize,
+}
+
+impl Load {
+    fn options(&self, target: SocketAddr, label: &str) -> RunOptions {
+        RunOptions {
+            target,
+            scenario: self.scenario,
+            connections: self.connections,
+            duration: self.duration,
+            max_turns: self.max_turns,
+            chunks: self.chunks,
+            connect_concurrency: self.connect_concurrency,
+            server_pid: None,
+            label: label.to_owned(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    agentwire_loadgen::raise_fd_limit();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Exit 0 on a clean run, 1 on errors or lost chunks, 2 when it could not run.
+async fn execute(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run {
+            target,
+            server_pid,
+            label,
+            load,
+        } => {
+            let mut options = load.options(target, &label);
+            options.server_pid = server_pid;
+            let report = agentwire_loadgen::run(&options).await?;
+            print!("{}", report.table());
+            println!("{}", report.json_line());
+            Ok(clean(
+                report.error_total == 0 && report.lost_or_reordered == 0,
+            ))
+        }
+        Command::Compare {
+            load,
+            runs,
+            storage,
+            agentwire_bin,
+            markdown,
+        } => {
+            let options = CompareOptions {
+                run: load.options(SocketAddr::from(([127, 0, 0, 1], 0)), "compare"),
+                runs,
+                storage,
+                agentwire_bin: agentwire_bin.unwrap_or_else(compare::default_agentwire_bin),
+            };
+            let comparison = compare::compare(&options).await?;
+            print!("{}", comparison.table());
+            println!("{}", comparison.json_line());
+            if let Some(path) = markdown {
+                std::fs::write(&path, comparison.markdown())?;
+            }
+            let clean_runs = comparison
+                .agentwire
+                .iter()
+                .chain(&comparison.baseline)
+                .all(|r| r.error_total == 0 && r.lost_or_reordered == 0);
+            Ok(clean(clean_runs))
+        }
+        Command::BaselineServer { listen, chunks } => {
+            check_loopback(listen)?;
+            let listener = tokio::net::TcpListener::bind(listen).await?;
+            println!("baseline listening address={}", listener.local_addr()?);
+            baseline::serve(listener, chunks, shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker {
+            target,
+            process,
+            first_index,
+            load,
+        } => {
+            let options = load.options(target, "worker");
+            agentwire_loadgen::child_worker(&options, process, first_index).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn clean(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+async fn shutdown_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,108 @@
+//! The CI smoke benchmark: a few seconds of load against agentwire (in this
+//! process, on a real SQLite file) and the bare baseline (in this process
+//! too), through the loadgen's library API. It fails on errors and on lost
+//! or reordered chunks, never on timing.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentwire_loadgen::compare::agentwire_config;
+use agentwire_loadgen::{Report, RunOptions, Scenario, baseline};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+const CONNECTIONS: usize = 50;
+const CHUNKS: u32 = 20;
+
+struct Servers {
+    agentwire: SocketAddr,
+    baseline: SocketAddr,
+    _stop: (oneshot::Sender<()>, oneshot::Sender<()>),
+    _dir: tempfile::TempDir,
+}
+
+async fn start_servers() -> Servers {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = format!("sqlite://{}", dir.path().join("smoke.db").display());
+    let yaml = agentwire_config(CONNECTIONS, CHUNKS, &sessions);
+    let config = agentwire::config::parse(&yaml, |_| None).unwrap();
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let agentwire = listener.local_addr().unwrap();
+    let (stop_agentwire, stopped) = oneshot::channel::<()>();
+    tokio::spawn(agentwire::run(listener, config, async {
+        let _ = stopped.await;
+    }));
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let baseline = listener.local_addr().unwrap();
+    let (stop_baseline, stopped) = oneshot::channel::<()>();
+    tokio::spawn(baseline::serve(listener, CHUNKS, async {
+        let _ = stopped.await;
+    }));
+
+    Servers {
+        agentwire,
+        baseline,
+        _stop: (stop_agentwire, stop_baseline),
+        _dir: dir,
+    }
+}
+
+async fn load(target: SocketAddr, scenario: Scenario, chunks: u32, secs: u64) -> Report {
+    let mut options = RunOptions::new(target, scenario);
+    options.connections = CONNECTIONS;
+    options.duration = Duration::from_secs(secs);
+    options.max_turns = 200_000;
+    options.chunks = chunks;
+    options.server_pid = Some(std::process::id());
+    let report = agentwire_loadgen::run(&options).await.unwrap();
+    println!("{}", report.json_line());
+    report
+}
+
+fn assert_clean(report: &Report) {
+    let what = format!("{} {:?}", report.label, report.scenario);
+    assert!(
+        report.errors.is_empty(),
+        "{what}: errors {:?}",
+        report.errors
+    );
+    assert_eq!(report.lost_or_reordered, 0, "{what}");
+    assert_eq!(report.held, CONNECTIONS as u64, "{what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_loses_nothing_against_agentwire_and_the_baseline() {
+    let servers = start_servers().await;
+    for target in [servers.agentwire, servers.baseline] {
+        for (chunks, per_turn) in [(0, 3), (CHUNKS, u64::from(CHUNKS))] {
+            let report = load(target, Scenario::Stream, chunks, 2).await;
+            assert_clean(&report);
+            assert!(report.turns > 0, "no turn completed: {report:?}");
+            assert_eq!(report.chunks, report.turns * per_turn);
+            let first_chunk = report.first_chunk.unwrap();
+            assert!(first_chunk.p50_us <= first_chunk.p99_us);
+            let server = report.server.as_ref().unwrap();
+            assert!(server.rss_after_kib > 0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_burst_run_clean_against_agentwire() {
+    let servers = start_servers().await;
+    let idle = load(servers.agentwire, Scenario::Idle, 0, 1).await;
+    assert_clean(&idle);
+    assert_eq!(idle.turns, 0);
+    let burst = load(servers.agentwire, Scenario::Burst, 0, 1).await;
+    assert_clean(&burst);
+    assert!(burst.turns > 0, "no socket reopened: {burst:?}");
+}
+
+#[tokio::test]
+async fn refuses_a_target_off_loopback() {
+    let options = RunOptions::new("192.168.1.1:80".parse().unwrap(), Scenario::Stream);
+    let error = agentwire_loadgen::run(&options).await.unwrap_err();
+    assert!(error.to_string().contains("loopback"), "{error}");
+}
