@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
+use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
 use crate::session::{MessageRole, SessionRecord, StoredMessage};
 use crate::store::{SessionStore, StoreError};
@@ -70,6 +71,8 @@ struct Inner {
     /// Schedules a session's summary after each completed turn; `None`: no
     /// summaries.
     summaries: Option<SummaryScheduler>,
+    /// Resolves attachment markers for each turn; `None`: media is off.
+    media: Option<Arc<dyn MediaStore>>,
 }
 
 struct LiveSession {
@@ -199,8 +202,18 @@ impl Engine {
                 live: Mutex::new(HashMap::new()),
                 turns_cancel: CancellationToken::new(),
                 summaries,
+                media: None,
             }),
         }
+    }
+
+    /// The engine, resolving attachment markers ([`crate::assets`]) through
+    /// `media` for each turn. Call before the engine is cloned.
+    pub fn with_media(mut self, media: Arc<dyn MediaStore>) -> Engine {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_media is called before the engine is shared")
+            .media = Some(media);
+        self
     }
 
     /// Stops the summary scheduler, if any (after the server has drained).
@@ -345,6 +358,7 @@ impl Engine {
             turn,
             turn_lease,
             summary_tx,
+            self.inner.media.clone(),
         ));
         Ok(TurnHandle {
             session: lease,
@@ -584,7 +598,12 @@ async fn run_turn(
     turn: TurnContext,
     lease: SessionLease,
     summary: oneshot::Sender<Timestamp>,
+    media: Option<Arc<dyn MediaStore>>,
 ) {
+    let mut turn = turn;
+    if let Some(media) = &media {
+        crate::assets::resolve(media, &mut turn).await;
+    }
     let result = AssertUnwindSafe(handler.run(&turn))
         .catch_unwind()
         .await

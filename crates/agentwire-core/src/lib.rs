@@ -26,6 +26,7 @@
 //! and every JSON shape belongs to a dialect crate. Time comes from [`Clock`],
 //! identifiers from [`IdSource`], storage from [`SessionStore`].
 
+pub mod assets;
 pub mod auth;
 pub mod content;
 pub mod engine;

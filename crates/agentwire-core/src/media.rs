@@ -60,6 +60,34 @@ impl MediaId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id in UUID form (8-4-4-4-12), as Gnosari's `asset_id`.
+    pub fn to_uuid(&self) -> String {
+        let s = &self.0;
+        format!(
+            "{}-{}-{}-{}-{}",
+            &s[..8],
+            &s[8..12],
+            &s[12..16],
+            &s[16..20],
+            &s[20..]
+        )
+    }
+
+    /// Parses the UUID form of [`MediaId::to_uuid`] (either case).
+    pub fn from_uuid(uuid: &str) -> Result<MediaId, InvalidMediaId> {
+        let bytes = uuid.as_bytes();
+        let dashes_ok = bytes.len() == 36
+            && [8, 13, 18, 23].iter().all(|&i| bytes[i] == b'-')
+            && bytes
+                .iter()
+                .enumerate()
+                .all(|(i, b)| [8, 13, 18, 23].contains(&i) || b.is_ascii_hexdigit());
+        if !dashes_ok {
+            return Err(InvalidMediaId);
+        }
+        MediaId::parse(&uuid.replace('-', "").to_ascii_lowercase())
+    }
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -156,6 +184,9 @@ pub struct UploadSpec {
     pub mime_type: String,
     /// The declared size: the upload may not be larger.
     pub size_bytes: u64,
+    /// The uploader's owner pseudonym, kept with the item; `None` when the
+    /// upload was anonymous or the route does not bind an owner.
+    pub owner: Option<String>,
 }
 
 /// Where the client sends the bytes.
@@ -194,6 +225,8 @@ pub struct MediaInfo {
     pub created_at: Timestamp,
     /// When the item is deleted; `None` when it does not expire.
     pub expires_at: Option<Timestamp>,
+    /// The uploader's owner pseudonym, as given in [`UploadSpec::owner`].
+    pub owner: Option<String>,
 }
 
 /// A piece of a media body. It owns its buffer opaquely, so an adapter and
@@ -316,6 +349,23 @@ mod tests {
             MediaId::from_random_bytes([0xab; 16]).as_str(),
             "ab".repeat(16)
         );
+    }
+
+    #[test]
+    fn media_ids_round_trip_through_uuid_form() {
+        let id = MediaId::parse(MID).unwrap();
+        let uuid = id.to_uuid();
+        assert_eq!(uuid, "01234567-89ab-cdef-0123-456789abcdef");
+        assert_eq!(MediaId::from_uuid(&uuid).unwrap(), id);
+        assert_eq!(MediaId::from_uuid(&uuid.to_uppercase()).unwrap(), id);
+        for bad in [
+            "",
+            MID,
+            "01234567-89ab-cdef-0123-456789abcdeg",
+            "0123456-789ab-cdef-0123-456789abcdef",
+        ] {
+            assert!(MediaId::from_uuid(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use agentwire_core::Metadata;
+use agentwire_core::{MediaId, Metadata};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -32,17 +32,23 @@ pub struct InboundMessage {
 }
 
 impl InboundMessage {
-    /// Attachments need `POST /assets`, which this server does not offer yet:
-    /// a message carrying any is refused rather than run without them. The
-    /// server calls this after screening, the behaviour notes' order (§5.13).
-    pub fn check_attachments(&self) -> Result<(), FrameError> {
-        if self.attachments.is_empty() {
-            Ok(())
-        } else {
-            Err(FrameError {
-                message: Cow::Borrowed(ATTACHMENTS_UNSUPPORTED),
-                client_message_id: self.client_message_id.clone(),
-            })
+    /// The frame's one attachment (behaviour notes §2.5, §5.13): `None`
+    /// without any; refused when there is more than one, when `session_id`
+    /// is missing, or when the id is not a UUID. Whether the asset exists
+    /// and belongs to this caller and session is the server's check. The
+    /// server calls this after screening.
+    pub fn check_attachments(&self) -> Result<Option<MediaId>, FrameError> {
+        let fail = |message: &'static str| FrameError {
+            message: Cow::Borrowed(message),
+            client_message_id: self.client_message_id.clone(),
+        };
+        match self.attachments.as_slice() {
+            [] => Ok(None),
+            _ if self.session_id.is_none() => Err(fail(ATTACHMENTS_NEED_SESSION)),
+            [id] => MediaId::from_uuid(id)
+                .map(Some)
+                .map_err(|_| fail(ATTACHMENT_INVALID_ID)),
+            _ => Err(fail(ATTACHMENTS_TOO_MANY)),
         }
     }
 }
@@ -79,7 +85,9 @@ pub const METADATA_TOO_MANY_KEYS: &str = "metadata has more than 32 keys";
 pub const METADATA_BAD_KEY: &str = "metadata keys must be 1 to 64 characters";
 pub const METADATA_TOO_LONG: &str = "metadata exceeds 32 KiB";
 pub const ATTACHMENTS_NOT_ARRAY: &str = "attachments must be an array of asset ids";
-pub const ATTACHMENTS_UNSUPPORTED: &str = "attachments are not supported yet";
+pub const ATTACHMENTS_NEED_SESSION: &str = "attachments require a session_id";
+pub const ATTACHMENTS_TOO_MANY: &str = "only one attachment per message is supported";
+pub const ATTACHMENT_INVALID_ID: &str = "attachment is not a valid asset id";
 
 const MAX_CLIENT_MESSAGE_ID_LEN: usize = 256;
 const MAX_METADATA_KEYS: usize = 32;

@@ -214,6 +214,7 @@ impl ObjectMediaStore {
             size_bytes: size,
             created_at: created_at.unix_nanos(),
             expires_at: Some(created_at.plus(self.limits.ttl).unix_nanos()),
+            owner: record.owner,
         };
         self.write_json(&records::meta_path(&storage_ref), &meta)
             .await?;
@@ -316,6 +317,7 @@ impl MediaStore for ObjectMediaStore {
             mime_type: spec.mime_type.clone(),
             size_bytes: spec.size_bytes,
             expires_at: expires_at.unix_nanos(),
+            owner: spec.owner.clone(),
         };
         self.write_json(&records::upload_path(&id), &record).await?;
         let target = match &self.backend {

@@ -16,6 +16,8 @@ pub(crate) struct UploadRecord {
     pub(crate) size_bytes: u64,
     /// The upload's deadline.
     pub(crate) expires_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) owner: Option<String>,
 }
 
 impl UploadRecord {
@@ -36,6 +38,9 @@ pub(crate) struct MetaRecord {
     pub(crate) created_at: i64,
     /// `None`: the item does not expire.
     pub(crate) expires_at: Option<i64>,
+    /// The uploader's owner pseudonym, when the upload bound one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) owner: Option<String>,
 }
 
 impl MetaRecord {
@@ -47,6 +52,7 @@ impl MetaRecord {
             size_bytes: self.size_bytes,
             created_at: Timestamp(self.created_at),
             expires_at: self.expires_at.map(Timestamp),
+            owner: self.owner,
         }
     }
 }

@@ -39,6 +39,7 @@ fn spec(size: u64) -> UploadSpec {
         filename: "photo.jpg".into(),
         mime_type: "image/jpeg".into(),
         size_bytes: size,
+        owner: None,
     }
 }
 

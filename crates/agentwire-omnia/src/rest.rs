@@ -62,6 +62,7 @@ mod tests {
             size_bytes: 102_400,
             created_at: TS,
             expires_at: Some(TS.plus(std::time::Duration::from_secs(86_400))),
+            owner: None,
         };
         assert_eq!(
             encode_media_info(&info),

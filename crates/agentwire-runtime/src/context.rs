@@ -11,7 +11,10 @@ use agentwire_core::{
 
 /// Keys the runtime reads itself and never shows the model.
 fn is_reserved(key: &str) -> bool {
-    key == "mock_scenario" || key == "content_type" || key.starts_with("omnia.")
+    key == "mock_scenario"
+        || key == "content_type"
+        || key == agentwire_core::assets::ASSET_METADATA_KEY
+        || key.starts_with("omnia.")
 }
 
 /// `message_metadata_template`: a minijinja template rendered with
@@ -306,6 +309,7 @@ mod tests {
             ("mock_scenario", "a"),
             ("content_type", "b"),
             ("omnia.x", "c"),
+            ("gnosari_asset_id", "d"),
             ("plan", "pro"),
         ]
         .into_iter()

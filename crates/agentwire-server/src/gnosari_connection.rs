@@ -28,9 +28,12 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use agentwire_core::assets::ASSET_METADATA_KEY;
+use agentwire_core::media::media_session_id;
 use agentwire_core::{
-    Agent, ClientAnswer, ConnectionScope, ErrorCode, SessionId, SessionLease, SubmitError,
-    SubmitRequest, SummaryNotice, ToolSide, TurnEvent,
+    Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError,
+    MediaId, PartKind, SessionId, SessionLease, StorageRef, SubmitError, SubmitRequest,
+    SummaryNotice, ToolSide, TurnEvent,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 use axum::extract::ws::{Message, WebSocket};
@@ -61,6 +64,7 @@ const BINARY_UNSUPPORTED: &str = "binary frames are not supported";
 const CREDENTIAL_EXPIRED: &str = "credential expired";
 const SHUTTING_DOWN: &str = "server is shutting down; the message was not processed";
 const INTERNAL: &str = "internal server error";
+const ATTACHMENT_NOT_FOUND: &str = "attachment not found";
 
 /// What the upgrade learned from the request.
 pub(crate) struct GnosariParams {
@@ -332,13 +336,17 @@ impl Connection {
         socket: &mut WebSocket,
         message: InboundMessage,
     ) -> Result<(), SendFailed> {
+        // Shape-checked at ingress; `None` here means no attachment.
+        let asset = message.check_attachments().ok().flatten();
         let InboundMessage {
             message: text,
             session_id,
             client_message_id,
-            metadata,
+            mut metadata,
             attachments: _,
         } = message;
+        // The marker key is the server's: a client cannot set it.
+        metadata.remove(ASSET_METADATA_KEY);
         if self.credential_expired_now() {
             let reply = self.error_reply(
                 ErrorCode::CredentialExpired,
@@ -347,6 +355,20 @@ impl Connection {
                 client_message_id.as_deref(),
             );
             return self.send_reply(socket, reply).await;
+        }
+        let mut parts = Vec::new();
+        if let (Some(asset), Some(session)) = (asset, session_id.as_deref()) {
+            match self.attachment(session, &asset).await {
+                Ok(part) => {
+                    metadata.insert(ASSET_METADATA_KEY.to_owned(), asset.to_uuid());
+                    parts.push(part);
+                }
+                Err((code, error)) => {
+                    let reply =
+                        self.error_reply(code, error, Some(session), client_message_id.as_deref());
+                    return self.send_reply(socket, reply).await;
+                }
+            }
         }
         let fresh;
         let current = match session_id {
@@ -365,7 +387,7 @@ impl Connection {
             minted: current,
             requested: session_id.as_deref(),
             content: Some(text),
-            parts: Vec::new(),
+            parts,
             metadata,
             scope: &self.scope,
         };
@@ -464,6 +486,48 @@ impl Connection {
             self.advance(socket).await?;
         }
         Ok(())
+    }
+
+    /// The stored part for asset `id` on `session`: the asset must exist in
+    /// this session's media and have been uploaded by this caller. Unknown,
+    /// another session's and another owner's assets get the same answer, so
+    /// ids cannot be probed. The part names the item by `storage_ref` only:
+    /// each turn resolves it afresh (`agentwire_core::assets`).
+    async fn attachment(
+        &self,
+        session: &str,
+        id: &MediaId,
+    ) -> Result<ContentPart, (ErrorCode, &'static str)> {
+        const NOT_FOUND: (ErrorCode, &str) = (ErrorCode::InvalidMessage, ATTACHMENT_NOT_FOUND);
+        let media = self.state.media.as_ref().ok_or(NOT_FOUND)?;
+        let session = media_session_id(session).map_err(|_| NOT_FOUND)?;
+        let storage_ref = StorageRef::new(session, id.clone());
+        let info = match media.store.info(&storage_ref).await {
+            Ok(info) => info,
+            Err(MediaError::Unavailable(detail)) => {
+                tracing::error!(error = %detail, "media storage failed");
+                return Err((ErrorCode::Internal, INTERNAL));
+            }
+            Err(_) => return Err(NOT_FOUND),
+        };
+        if info.owner != self.params.caller.owner {
+            return Err(NOT_FOUND);
+        }
+        let kind = if info.mime_type.starts_with("image/") {
+            PartKind::Image
+        } else {
+            PartKind::File
+        };
+        Ok(ContentPart::media(
+            kind,
+            MediaContent {
+                storage_ref: Some(storage_ref.to_string()),
+                mime_type: info.mime_type,
+                filename: Some(info.filename),
+                size_bytes: Some(info.size_bytes),
+                ..MediaContent::default()
+            },
+        ))
     }
 
     fn credential_expired_now(&self) -> bool {

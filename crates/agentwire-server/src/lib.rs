@@ -27,6 +27,7 @@
 //! This crate is the only one that knows axum. It never builds a backend: it
 //! receives the engine and agents ready-made from the binary.
 
+mod assets;
 mod connection;
 mod gnosari_connection;
 mod gnosari_upgrade;
@@ -169,6 +170,9 @@ pub struct AppState {
 /// this server.
 pub struct MediaService {
     pub store: Arc<dyn MediaStore>,
+    /// The largest item the store takes (`storage.media.max_bytes`): the
+    /// cap `POST /assets` reads a file part up to.
+    pub max_bytes: u64,
     /// The base of upload URLs handed to clients (`server.public_url`, or
     /// `http://<bound address>`), without a trailing slash.
     pub public_base_url: String,
@@ -211,6 +215,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .merge(media_routes::routes())
+        .merge(assets::routes())
         .merge(sessions_api::routes())
         .with_state(state)
 }

@@ -69,15 +69,16 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         )
 }
 
-const NOT_ENABLED: Refusal = Refusal(StatusCode::NOT_FOUND, "media storage is not enabled");
-const INVALID_BODY: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid request body");
+pub(crate) const NOT_ENABLED: Refusal =
+    Refusal(StatusCode::NOT_FOUND, "media storage is not enabled");
+pub(crate) const INVALID_BODY: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid request body");
 const INVALID_REF: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid storage reference");
 const INVALID_PATH: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid path");
-const UNSUPPORTED_TYPE: Refusal =
+pub(crate) const UNSUPPORTED_TYPE: Refusal =
     Refusal(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported media type");
 
 /// The media service, if it is on.
-fn service(state: &AppState) -> Result<&MediaService, Refusal> {
+pub(crate) fn service(state: &AppState) -> Result<&MediaService, Refusal> {
     state.media.as_ref().ok_or(NOT_ENABLED)
 }
 
@@ -126,7 +127,7 @@ async fn authorize(
 }
 
 /// The client-facing answer for a store failure.
-fn refusal(error: MediaError) -> Refusal {
+pub(crate) fn refusal(error: MediaError) -> Refusal {
     match error {
         MediaError::NotFound => Refusal(StatusCode::NOT_FOUND, "not found"),
         MediaError::Expired => Refusal(StatusCode::GONE, "media expired"),
@@ -141,16 +142,16 @@ fn refusal(error: MediaError) -> Refusal {
     }
 }
 
-fn json(status: StatusCode, body: String) -> Response {
+pub(crate) fn json(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn either(result: Result<Response, Refusal>) -> Response {
+pub(crate) fn either(result: Result<Response, Refusal>) -> Response {
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// 405 with the one method the route takes.
-fn method_not_allowed(allow: &'static str) -> Response {
+pub(crate) fn method_not_allowed(allow: &'static str) -> Response {
     (
         [(header::ALLOW, allow)],
         Refusal(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
@@ -203,6 +204,7 @@ async fn request_upload_inner(
         filename: request.filename,
         mime_type: request.mime_type,
         size_bytes,
+        owner: None,
     };
     let ticket = media.store.prepare_upload(&spec).await.map_err(refusal)?;
     let (url, storage_ref) = (media.upload_url(&ticket), ticket.storage_ref.to_string());

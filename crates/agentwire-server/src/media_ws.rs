@@ -49,6 +49,7 @@ pub(crate) async fn answer_upload_request(
         filename: request.filename,
         mime_type: request.mime_type,
         size_bytes,
+        owner: None,
     };
     match media.store.prepare_upload(&spec).await {
         Ok(ticket) => {

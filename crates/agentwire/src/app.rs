@@ -31,6 +31,7 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let media = open_media(&config.media, clock.clone())?.map(|store| MediaService {
         store,
+        max_bytes: config.media.max_bytes,
         public_base_url: public_base_url(config.public_url.as_deref(), local_addr),
     });
     let any_password = config.agents.iter().any(|a| a.password_argon2.is_some())
@@ -60,6 +61,10 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
         .await
         .context("storage.sessions: cannot read the pending session summaries")?;
     let engine = Engine::with_summaries(store, clock, Arc::new(RandomIds), summaries);
+    let engine = match &media {
+        Some(media) => engine.with_media(media.store.clone()),
+        None => engine,
+    };
     let limits = config.limits;
     let settings = ServerSettings {
         allowed_origins: config.allowed_origins,

@@ -27,7 +27,7 @@ fn a_bare_message_opens_a_new_session() {
             attachments: Vec::new(),
         }
     );
-    assert!(m.check_attachments().is_ok());
+    assert_eq!(m.check_attachments(), Ok(None));
 }
 
 #[test]
@@ -227,16 +227,42 @@ fn metadata_limits() {
 }
 
 #[test]
-fn attachments_decode_but_are_refused_until_assets_exist() {
+fn one_attachment_with_a_session_is_accepted() {
     let m = decode(json!({
         "message": "What does this policy cover?", "session_id": "s1",
-        "client_message_id": "c-2", "attachments": ["b3f1c2a4-9e21-4a3c-8f10-7d4e6a1b9c02"]
+        "client_message_id": "c-2", "attachments": ["B3F1C2A4-9e21-4a3c-8f10-7d4e6a1b9c02"]
     }))
     .unwrap();
-    assert_eq!(m.attachments, ["b3f1c2a4-9e21-4a3c-8f10-7d4e6a1b9c02"]);
-    let e = m.check_attachments().unwrap_err();
-    assert_eq!(e.message, ATTACHMENTS_UNSUPPORTED);
-    assert_eq!(e.client_message_id.as_deref(), Some("c-2"));
+    assert_eq!(m.attachments, ["B3F1C2A4-9e21-4a3c-8f10-7d4e6a1b9c02"]);
+    let id = m.check_attachments().unwrap().unwrap();
+    assert_eq!(id.as_str(), "b3f1c2a49e214a3c8f107d4e6a1b9c02");
+}
+
+#[test]
+fn attachment_shape_errors_carry_the_client_message_id() {
+    const ID: &str = "b3f1c2a4-9e21-4a3c-8f10-7d4e6a1b9c02";
+    for (frame, expected) in [
+        (
+            json!({"message": "m", "client_message_id": "c", "attachments": [ID]}),
+            ATTACHMENTS_NEED_SESSION,
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s", "attachments": [ID, ID]}),
+            ATTACHMENTS_TOO_MANY,
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s", "attachments": ["not-a-uuid"]}),
+            ATTACHMENT_INVALID_ID,
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s", "attachments": ["b3f1c2a49e214a3c8f107d4e6a1b9c02"]}),
+            ATTACHMENT_INVALID_ID,
+        ),
+    ] {
+        let e = decode(frame).unwrap().check_attachments().unwrap_err();
+        assert_eq!(e.message, expected);
+        assert_eq!(e.client_message_id.as_deref(), Some("c"));
+    }
 }
 
 /// Frames the mutation test starts from.

@@ -5,6 +5,7 @@
 mod credentials;
 mod support;
 
+mod attachments;
 mod auth;
 mod binary_frames;
 mod client_tools;

@@ -1,0 +1,264 @@
+//! Gnosari attachments: `POST /assets` (multipart), then a message that
+//! names the asset. The stored message keeps a marker, never a URL or the
+//! bytes; every refusal is an `error` event that runs no turn and stores
+//! nothing.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::support::{Client, HttpResponse, TestServer, stored_messages};
+
+const ALICE: &str = "ak_assets_alice_0123456789";
+const BOB: &str = "ak_assets_bob_0123456789";
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\nnot really a png";
+
+fn digest(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A server with local media, two API keys, and anonymous callers allowed
+/// (so the public test agents answer without a credential too).
+async fn server(media: &tempfile::TempDir) -> TestServer {
+    let top_level = format!(
+        "  media:\n    backend: local\n    path: {}\n    max_bytes: 1024\nauth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
+        media.path().display(),
+        digest(ALICE),
+        digest(BOB)
+    );
+    TestServer::with_runtime(&top_level, "").await
+}
+
+/// A multipart body built by hand: the `session_id` field, then `file`.
+fn multipart(session: &str, mime: &str, bytes: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "----agentwire-test-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"session_id\"\r\n\r\n{session}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"pic.png\"\r\nContent-Type: {mime}\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+async fn upload(
+    server: &TestServer,
+    auth: &[(&str, &str)],
+    session: &str,
+    mime: &str,
+    bytes: &[u8],
+) -> HttpResponse {
+    let (content_type, body) = multipart(session, mime, bytes);
+    let mut headers = vec![("Content-Type", content_type.as_str())];
+    headers.extend_from_slice(auth);
+    server.http("POST", "/assets", &headers, &body).await
+}
+
+async fn uploaded(server: &TestServer, auth: &[(&str, &str)], session: &str) -> String {
+    let response = upload(server, auth, session, "image/png", PNG).await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answer = response.json();
+    assert_eq!(answer["session_id"], session);
+    assert_eq!(answer["filename"], "pic.png");
+    assert_eq!(answer["mime_type"], "image/png");
+    assert_eq!(answer["size_bytes"], PNG.len());
+    let id = answer["asset_id"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+    assert_eq!(id.matches('-').count(), 4, "a UUID: {id}");
+    id
+}
+
+async fn connect(server: &TestServer, key: &str) -> Client {
+    server
+        .try_connect_gnosari("test-agent", &[("X-AUTH-TOKEN", key)])
+        .await
+        .expect("upgrade accepted")
+}
+
+#[tokio::test]
+async fn an_uploaded_image_reaches_the_agent_and_is_stored_as_a_marker() {
+    let media = tempfile::tempdir().unwrap();
+    let server = server(&media).await;
+    let bearer = format!("Bearer {ALICE}");
+    let asset = uploaded(&server, &[("Authorization", &bearer)], "s-att").await;
+
+    let mut client = connect(&server, ALICE).await;
+    client
+        .send_json(json!({
+            "message": "what is in this picture?", "session_id": "s-att",
+            "attachments": [asset], "metadata": {"mock_scenario": "parts"}
+        }))
+        .await;
+    let events = client.recv_gnosari_turn().await;
+    assert_eq!(events[0]["type"], "agent_started", "{events:?}");
+    assert_eq!(events[0]["session_id"], "s-att");
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "agent_completed", "{events:?}");
+    assert_eq!(done["full_response"], "I see your image");
+
+    // The stored user message: the marker and a storage reference, no URL,
+    // no bytes.
+    let conn = rusqlite::Connection::open(&server.db_path).unwrap();
+    let (parts, metadata): (String, String) = conn
+        .query_row(
+            "SELECT parts, metadata FROM messages WHERE session_id = 's-att' AND role = 'user'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    let metadata: Value = serde_json::from_str(&metadata).unwrap();
+    assert_eq!(metadata["gnosari_asset_id"], asset.as_str());
+    assert!(parts.contains("omnia://sessions/s-att/media/"), "{parts}");
+    assert!(!parts.contains("http"), "no URL is stored: {parts}");
+    assert!(!parts.contains("\"data\""), "no bytes are stored: {parts}");
+
+    // A second turn on the session resolves the marker again from history.
+    client
+        .send_json(json!({"message": "and again?", "session_id": "s-att", "metadata": {"mock_scenario": "echo"}}))
+        .await;
+    let events = client.recv_gnosari_turn().await;
+    assert_eq!(events.last().unwrap()["type"], "agent_completed");
+
+    // The sessions API shows neither the marker nor the media part.
+    let response = server
+        .http(
+            "GET",
+            "/api/v1/sessions/s-att/messages",
+            &[("X-AUTH-TOKEN", ALICE)],
+            b"",
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let text = response.text();
+    assert!(!text.contains("gnosari_asset_id"), "{text}");
+    assert!(!text.contains(&asset), "{text}");
+    assert!(!text.contains("omnia://"), "{text}");
+}
+
+#[tokio::test]
+async fn upload_failures() {
+    let media = tempfile::tempdir().unwrap();
+    let server = server(&media).await;
+    let alice = [("X-AUTH-TOKEN", ALICE)];
+    let status = |r: HttpResponse| (r.status, r.text());
+    assert_eq!(
+        status(upload(&server, &alice, "s-u", "text/plain", b"hello").await),
+        (415, "unsupported media type\n".to_owned())
+    );
+    assert_eq!(
+        upload(&server, &alice, "s-u", "image/png", &[7; 2048])
+            .await
+            .status,
+        413
+    );
+    assert_eq!(
+        upload(
+            &server,
+            &[("X-AUTH-TOKEN", "ak_wrong")],
+            "s-u",
+            "image/png",
+            PNG
+        )
+        .await
+        .status,
+        401
+    );
+    let response = server
+        .http("POST", &format!("/assets?api_key={ALICE}"), &[], b"")
+        .await;
+    assert_eq!(response.status, 400, "not multipart: {}", response.text());
+    // `?api_key=` is a credential form too.
+    let (content_type, body) = multipart("s-u", "image/png", PNG);
+    let response = server
+        .http(
+            "POST",
+            &format!("/assets?api_key={ALICE}"),
+            &[("Content-Type", &content_type)],
+            &body,
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+
+    // Without media storage the route is off.
+    let plain = TestServer::start().await;
+    let (content_type, body) = multipart("s-u", "image/png", PNG);
+    let response = plain
+        .http("POST", "/assets", &[("Content-Type", &content_type)], &body)
+        .await;
+    assert_eq!(
+        (response.status, response.text()),
+        (404, "media storage is not enabled\n".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn unauthenticated_uploads_are_refused_when_not_allowed() {
+    let media = tempfile::tempdir().unwrap();
+    let server = TestServer::with_storage_yaml(
+        "  allow_unauthenticated: false\n",
+        &format!(
+            "  media:\n    backend: local\n    path: {}\n",
+            media.path().display()
+        ),
+    )
+    .await;
+    assert_eq!(
+        upload(&server, &[], "s-x", "image/png", PNG).await.status,
+        401
+    );
+}
+
+#[tokio::test]
+async fn bad_attachments_are_error_events_and_nothing_runs() {
+    let media = tempfile::tempdir().unwrap();
+    let server = server(&media).await;
+    let alice_asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-a").await;
+    let other_session_asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-other").await;
+    let bob_asset = uploaded(&server, &[("X-AUTH-TOKEN", BOB)], "s-a2").await;
+    let mut client = connect(&server, ALICE).await;
+    let cases = [
+        (
+            json!({"message": "m", "client_message_id": "c", "attachments": [alice_asset]}),
+            "attachments require a session_id",
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s-a", "attachments": [alice_asset, alice_asset]}),
+            "only one attachment per message is supported",
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s-a", "attachments": ["not-a-uuid"]}),
+            "attachment is not a valid asset id",
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s-a", "attachments": ["00000000-0000-4000-8000-000000000000"]}),
+            "attachment not found",
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s-a", "attachments": [other_session_asset]}),
+            "attachment not found",
+        ),
+        (
+            json!({"message": "m", "client_message_id": "c", "session_id": "s-a2", "attachments": [bob_asset]}),
+            "attachment not found",
+        ),
+    ];
+    for (frame, error) in cases {
+        client.send_json(frame.clone()).await;
+        let event = client.recv_event().await;
+        assert_eq!(event["type"], "error", "{frame}: {event}");
+        assert_eq!(event["error"], error, "{frame}");
+        assert_eq!(event["client_message_id"], "c", "{frame}");
+    }
+    assert!(
+        stored_messages(&server.db_path).is_empty(),
+        "nothing stored for refused messages"
+    );
+    // The socket stays open and usable.
+    client
+        .send_json(json!({"message": "still here", "session_id": "s-a", "attachments": []}))
+        .await;
+    let events = client.recv_gnosari_turn().await;
+    assert_eq!(events.last().unwrap()["full_response"], "echo: still here");
+}
