@@ -7,6 +7,7 @@ mod support;
 
 mod attachments;
 mod auth;
+mod binary;
 mod binary_frames;
 mod client_tools;
 mod config_errors;

@@ -1,0 +1,285 @@
+//! The SQL of each store operation, run on the worker thread's connection.
+
+use super::*;
+
+pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO sessions (id, agent, namespace, owner, created_at, last_active_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
+            record.id.as_str(),
+            &record.agent,
+            &record.namespace,
+            &record.owner,
+            record.created_at.0,
+            record.last_active_at.0,
+        ))
+    })
+    .map_err(|e| write_error(e, &format_args!("session {}", record.id)))?;
+    Ok(())
+}
+
+pub(super) fn append_message(conn: &Connection, row: &NewMessage) -> Result<(), StoreError> {
+    let what = format_args!("message {} of session {}", row.seq, row.session_id);
+    conn.prepare_cached(
+        "INSERT INTO messages (session_id, seq, role, content, parts, metadata, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
+            row.session_id.as_str(),
+            row.seq,
+            row.role,
+            &row.content,
+            &row.parts,
+            &row.metadata,
+            row.created_at,
+        ))
+    })
+    .map_err(|e| write_error(e, &what))?;
+    conn.prepare_cached(
+        "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1",
+    )
+    .and_then(|mut stmt| stmt.execute((row.session_id.as_str(), row.created_at)))
+    .map_err(|e| write_error(e, &what))?;
+    Ok(())
+}
+
+pub(super) fn load_session(
+    conn: &Connection,
+    id: &SessionId,
+) -> Result<Option<SessionRecord>, StoreError> {
+    conn.prepare_cached(
+        "SELECT agent, namespace, owner, created_at, last_active_at FROM sessions WHERE id = ?1",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_row([id.as_str()], |row| {
+            Ok(SessionRecord {
+                id: id.clone(),
+                agent: row.get(0)?,
+                namespace: row.get(1)?,
+                owner: row.get(2)?,
+                created_at: Timestamp(row.get(3)?),
+                last_active_at: Timestamp(row.get(4)?),
+            })
+        })
+        .optional()
+    })
+    .map_err(|e| read_error(e, &format_args!("session {id}")))
+}
+
+pub(super) fn load_messages(
+    conn: &Connection,
+    id: &SessionId,
+) -> Result<Vec<MessageRow>, StoreError> {
+    conn.prepare_cached(
+        "SELECT seq, role, content, parts, metadata, created_at
+         FROM messages WHERE session_id = ?1 ORDER BY seq",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_map([id.as_str()], |row| {
+            Ok(MessageRow {
+                seq: row.get(0)?,
+                role: row.get(1)?,
+                content: row.get(2)?,
+                parts: row.get(3)?,
+                metadata: row.get(4)?,
+                created_at: row.get(5)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(|e| read_error(e, &format_args!("messages of session {id}")))
+}
+
+pub(super) fn list_sessions(
+    conn: &Connection,
+    owner: &str,
+    after: Option<&SessionCursor>,
+    limit: i64,
+) -> Result<Vec<SessionOverview>, StoreError> {
+    const COLUMNS: &str = "SELECT id, agent, namespace, owner, created_at, last_active_at,
+                                  summary, summary_created_at
+                           FROM sessions";
+    let map = |row: &rusqlite::Row<'_>| -> rusqlite::Result<SessionOverview> {
+        let summary = match (
+            row.get::<_, Option<String>>(6)?,
+            row.get::<_, Option<i64>>(7)?,
+        ) {
+            (Some(text), Some(at)) => Some(SessionSummary {
+                text,
+                created_at: Timestamp(at),
+            }),
+            _ => None,
+        };
+        Ok(SessionOverview {
+            record: SessionRecord {
+                id: SessionId::minted(row.get(0)?),
+                agent: row.get(1)?,
+                namespace: row.get(2)?,
+                owner: row.get(3)?,
+                created_at: Timestamp(row.get(4)?),
+                last_active_at: Timestamp(row.get(5)?),
+            },
+            summary,
+        })
+    };
+    let result = match after {
+        None => conn
+            .prepare_cached(&format!(
+                "{COLUMNS} WHERE owner = ?1 ORDER BY last_active_at DESC, id DESC LIMIT ?2"
+            ))
+            .and_then(|mut stmt| stmt.query_map((owner, limit), map)?.collect()),
+        Some(cursor) => conn
+            .prepare_cached(&format!(
+                "{COLUMNS} WHERE owner = ?1 AND (last_active_at, id) < (?2, ?3)
+                 ORDER BY last_active_at DESC, id DESC LIMIT ?4"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map(
+                    (owner, cursor.last_active_at.0, cursor.id.as_str(), limit),
+                    map,
+                )?
+                .collect()
+            }),
+    };
+    result.map_err(|e| read_error(e, &"the sessions of an owner"))
+}
+
+pub(super) fn delete_session(conn: &Connection, id: &SessionId) -> Result<bool, StoreError> {
+    let what = format_args!("session {id}");
+    conn.prepare_cached("DELETE FROM messages WHERE session_id = ?1")
+        .and_then(|mut stmt| stmt.execute([id.as_str()]))
+        .map_err(|e| write_error(e, &what))?;
+    let deleted = conn
+        .prepare_cached("DELETE FROM sessions WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute([id.as_str()]))
+        .map_err(|e| write_error(e, &what))?;
+    Ok(deleted > 0)
+}
+
+pub(super) fn load_summary(
+    conn: &Connection,
+    id: &SessionId,
+) -> Result<Option<SessionSummary>, StoreError> {
+    conn.prepare_cached("SELECT summary, summary_created_at FROM sessions WHERE id = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([id.as_str()], |row| {
+                Ok(match (row.get::<_, Option<String>>(0)?, row.get(1)?) {
+                    (Some(text), Some(at)) => Some(SessionSummary {
+                        text,
+                        created_at: Timestamp(at),
+                    }),
+                    _ => None,
+                })
+            })
+            .optional()
+        })
+        .map(Option::flatten)
+        .map_err(|e| read_error(e, &format_args!("summary of session {id}")))
+}
+
+pub(super) fn schedule_summary(
+    conn: &Connection,
+    id: &SessionId,
+    due: Timestamp,
+) -> Result<(), StoreError> {
+    let what = format_args!("summary schedule of session {id}");
+    let updated = conn
+        .prepare_cached("UPDATE sessions SET summary_due_at = ?2 WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute((id.as_str(), due.0)))
+        .map_err(|e| write_error(e, &what))?;
+    if updated == 0 {
+        return Err(StoreError::Rejected(format!("{what}: unknown session")));
+    }
+    Ok(())
+}
+
+pub(super) fn pending_summaries(
+    conn: &Connection,
+) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+    conn.prepare_cached(
+        "SELECT id, summary_due_at FROM sessions WHERE summary_due_at IS NOT NULL
+         ORDER BY summary_due_at, id",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_map([], |row| {
+            Ok((SessionId::minted(row.get(0)?), Timestamp(row.get(1)?)))
+        })?
+        .collect()
+    })
+    .map_err(|e| read_error(e, &"pending summaries"))
+}
+
+pub(super) fn store_summary(
+    conn: &Connection,
+    id: &SessionId,
+    summary: &SessionSummary,
+    handled_due: Timestamp,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE sessions SET summary = ?2, summary_created_at = ?3,
+             summary_due_at = CASE WHEN summary_due_at = ?4 THEN NULL ELSE summary_due_at END
+         WHERE id = ?1",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute((
+            id.as_str(),
+            &summary.text,
+            summary.created_at.0,
+            handled_due.0,
+        ))
+    })
+    .map_err(|e| write_error(e, &format_args!("summary of session {id}")))?;
+    Ok(())
+}
+
+pub(super) fn clear_summary_due(
+    conn: &Connection,
+    id: &SessionId,
+    handled_due: Timestamp,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE sessions SET summary_due_at = NULL WHERE id = ?1 AND summary_due_at = ?2",
+    )
+    .and_then(|mut stmt| stmt.execute((id.as_str(), handled_due.0)))
+    .map_err(|e| write_error(e, &format_args!("summary schedule of session {id}")))?;
+    Ok(())
+}
+
+pub(super) fn ping(conn: &Connection) -> Result<(), StoreError> {
+    conn.prepare_cached("SELECT 1")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+        .map(drop)
+        .map_err(|e| StoreError::Unavailable(format!("ping: {e}")))
+}
+
+/// Constraint violations are the caller's fault (a reused seq, an unknown
+/// session); anything else is the database's. SQLite's messages name columns,
+/// never values.
+pub(super) fn write_error(e: rusqlite::Error, what: &dyn fmt::Display) -> StoreError {
+    if let Some(err) = e.sqlite_error()
+        && err.code == ErrorCode::ConstraintViolation
+    {
+        let why = match err.extended_code {
+            ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE => "already stored",
+            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => "unknown session",
+            _ => "constraint violated",
+        };
+        return StoreError::Rejected(format!("{what}: {why}"));
+    }
+    StoreError::Unavailable(format!("{what}: {e}"))
+}
+
+/// A value of the wrong type is a corrupt row; anything else is the database's.
+pub(super) fn read_error(e: rusqlite::Error, what: &dyn fmt::Display) -> StoreError {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt(format!("{what}: {e}")),
+        e => StoreError::Unavailable(format!("{what}: {e}")),
+    }
+}

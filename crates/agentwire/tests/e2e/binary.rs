@@ -1,0 +1,428 @@
+//! The built binary as users run it: `serve` with its listening log line and
+//! SIGTERM drain, the `hash-*` commands, and what reaches its log.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::config_errors::{ONE_AGENT, agentwire, check_config, write_config};
+use crate::support::Client;
+
+#[tokio::test]
+async fn serve_with_bad_config_exits_64_before_listening() {
+    let (_dir, path) = write_config(&format!("server:\n  limts: {{}}\n{ONE_AGENT}"));
+    let output = agentwire()
+        .env("RUST_LOG", "info")
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "stderr: {stderr}");
+    assert!(
+        stderr.contains("config error: server.limts: "),
+        "{stderr:?}"
+    );
+    assert!(!stderr.contains("agentwire listening"), "{stderr:?}");
+}
+
+/// A spawned server process, killed if the test ends early.
+struct ServerProcess {
+    child: Child,
+    stderr: mpsc::UnboundedReceiver<String>,
+}
+
+impl ServerProcess {
+    fn spawn(args: &[&str], current_dir: Option<&Path>) -> ServerProcess {
+        ServerProcess::spawn_logging(args, current_dir, "info")
+    }
+
+    fn spawn_logging(args: &[&str], current_dir: Option<&Path>, log: &str) -> ServerProcess {
+        let mut command = agentwire();
+        command
+            .env("RUST_LOG", log)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(dir) = current_dir {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().expect("the binary starts");
+        let pipe = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Keeps draining stderr for the life of the process so it never blocks.
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    // Nobody listens any more; keep reading so the pipe drains.
+                }
+            }
+        });
+        ServerProcess { child, stderr: rx }
+    }
+
+    /// Reads stderr until the `agentwire listening` line; its `address=`.
+    async fn listening_address(&mut self) -> SocketAddr {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.stderr.recv()).await {
+                Ok(Some(line)) => strip_ansi(&line),
+                Ok(None) => panic!("stderr closed before the listening line: {seen:#?}"),
+                Err(_) => panic!("no listening line within 10 s: {seen:#?}"),
+            };
+            if line.contains("agentwire listening") {
+                let address = line
+                    .split_whitespace()
+                    .find_map(|field| field.strip_prefix("address="))
+                    .unwrap_or_else(|| panic!("no address= in {line:?}"));
+                return address
+                    .parse()
+                    .unwrap_or_else(|e| panic!("bad address {address:?}: {e}"));
+            }
+            seen.push(line);
+        }
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit.
+    async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "process still running after {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Removes `ESC [ ... letter` sequences, in case the log is coloured.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn binary_serves_and_drains_on_sigterm() {
+    let (dir, path) = write_config(&format!("storage:\n  sessions: memory\n{ONE_AGENT}"));
+    let path = path.to_str().unwrap().to_owned();
+    let mut server = ServerProcess::spawn(
+        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
+        Some(dir.path()),
+    );
+    let addr = server.listening_address().await;
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?agent=echo"))
+        .await
+        .expect("upgrade accepted");
+    let mut client = Client { ws };
+    let connected = client.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    client
+        .send_json(json!({"type": "message", "content": "hi"}))
+        .await;
+    let done = client.recv().await;
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["content"], "Echo: hi", "{done}");
+
+    server.sigterm();
+    let frame = client
+        .expect_close(Duration::from_secs(5))
+        .await
+        .expect("a close frame");
+    assert_eq!(frame.code, CloseCode::Away, "{frame:?}");
+    let status = server.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // Memory storage: nothing written next to the config.
+    assert!(!dir.path().join("data").exists());
+}
+
+#[tokio::test]
+async fn serve_without_config_uses_data_dir_under_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::spawn(&["serve", "--listen", "127.0.0.1:0"], Some(dir.path()));
+    let addr = server.listening_address().await;
+    assert_ne!(
+        addr.port(),
+        8080,
+        "--listen overrides the demo config's port"
+    );
+
+    // The demo config serves `echo` too; a turn proves the store is open.
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?agent=echo"))
+        .await
+        .expect("upgrade accepted");
+    let mut client = Client { ws };
+    assert_eq!(client.recv().await["type"], "connected");
+    client.say("hello").await;
+    let done = client.recv().await;
+    assert_eq!(done["content"], "Echo: hello", "{done}");
+
+    let db = dir.path().join("data").join("agentwire.db");
+    assert!(db.is_file(), "{} should exist", db.display());
+
+    server.sigterm();
+    let status = server.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[tokio::test]
+async fn hash_commands_print_what_the_config_takes() {
+    use std::io::Write as _;
+    let run = |subcommand: &str, input: &str| {
+        let mut child = agentwire()
+            .arg(subcommand)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{subcommand}: {:?}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    assert_eq!(
+        run("hash-key", "abc\n"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let phc = run("hash-password", "s3cret\n");
+    assert!(phc.starts_with("$argon2id$"), "{phc}");
+    let (_dir, path) = write_config(&format!(
+        "auth:\n  api_keys:\n    - id: k\n      sha256: ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n      subject: s\nagents:\n  - name: a\n    handler: echo\n    password_argon2: '{phc}'\n"
+    ));
+    let output = check_config(&path);
+    assert!(
+        output.status.success(),
+        "{:?}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Every credential the server sees, good and bad, must stay out of its log.
+#[tokio::test]
+async fn no_credential_reaches_the_log() {
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+    const KEY: &str = "ak_log_test_secret_key_0001";
+    const BAD_KEY: &str = "ak_log_test_wrong_key_0002";
+    const SECRET: &str = "log-test-hs256-secret-at-least-32-bytes";
+    const PSEUDONYM_KEY: &str = "log-test-pseudonym-key";
+    let b64 = |bytes: &[u8]| -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+            for i in 0..=chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            }
+        }
+        out
+    };
+    let jwt = |sub: &str, exp: i64, secret: &str| {
+        let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let body = b64(
+            json!({"iss": "https://i.test", "aud": "a", "sub": sub, "exp": exp})
+                .to_string()
+                .as_bytes(),
+        );
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{head}.{body}").as_bytes());
+        format!("{head}.{body}.{}", b64(&mac.finalize().into_bytes()))
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let good_jwt = jwt("log-subject-alice", now + 600, SECRET);
+    let forged_jwt = jwt(
+        "log-subject-alice",
+        now + 600,
+        "a-different-secret-at-least-32-bytes!!",
+    );
+    let expired_jwt = jwt("log-subject-alice", now - 600, SECRET);
+    let refresh_jwt = jwt("log-subject-alice", now + 1200, SECRET);
+    let digest: String = Sha256::digest(KEY.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    const PASSWORD: &str = "log-test-agent-password";
+    const BAD_PASSWORD: &str = "log-test-wrong-password";
+    let phc = agentwire_auth::hash_password(PASSWORD).unwrap();
+    let (dir, path) = write_config(&format!(
+        "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {SECRET}\n{ONE_AGENT}  - name: locked\n    handler: echo\n    password_argon2: '{phc}'\n"
+    ));
+    let path = path.to_str().unwrap().to_owned();
+    let mut server = ServerProcess::spawn_logging(
+        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
+        Some(dir.path()),
+        "debug",
+    );
+    let addr = server.listening_address().await;
+    for bearer in [
+        KEY,
+        BAD_KEY,
+        good_jwt.as_str(),
+        forged_jwt.as_str(),
+        expired_jwt.as_str(),
+    ] {
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+                format!("ws://{addr}/ws?agent=echo"),
+            )
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("Authorization", format!("Bearer {bearer}").parse().unwrap());
+        if let Ok((ws, _)) = tokio_tungstenite::connect_async(request).await {
+            let mut client = Client { ws };
+            client.recv().await;
+            client
+                .send_json(json!({"type": "credential_refresh", "token": refresh_jwt}))
+                .await;
+            client
+                .send_json(json!({"type": "credential_refresh", "token": forged_jwt}))
+                .await;
+            client
+                .send_json(json!({"type": "message", "content": "hello"}))
+                .await;
+            let done = client.recv().await;
+            assert!(
+                !done.to_string().contains(bearer),
+                "no credential in a frame"
+            );
+        }
+    }
+    // The Gnosari dialect also takes credentials in the query and in its own headers.
+    let gnosari = [
+        (format!("/ws/agent/echo?token={good_jwt}"), None, true),
+        (format!("/ws/agent/echo?token={forged_jwt}"), None, false),
+        (format!("/ws/agent/echo?api_key={KEY}"), None, true),
+        (format!("/ws/agent/echo?api_key={BAD_KEY}"), None, false),
+        (
+            "/ws/agent/echo".to_owned(),
+            Some(("X-AUTH-TOKEN", KEY)),
+            true,
+        ),
+        (format!("/ws/agent/locked?password={PASSWORD}"), None, true),
+        (
+            format!("/ws/agent/locked?password={BAD_PASSWORD}"),
+            None,
+            false,
+        ),
+        (
+            "/ws/agent/locked".to_owned(),
+            Some(("X-Access-Password", PASSWORD)),
+            true,
+        ),
+    ];
+    for (path, header, admitted) in gnosari {
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+                format!("ws://{addr}{path}"),
+            )
+            .unwrap();
+        if let Some((name, value)) = header {
+            request.headers_mut().insert(name, value.parse().unwrap());
+        }
+        let connected = tokio_tungstenite::connect_async(request).await;
+        assert_eq!(connected.is_ok(), admitted, "{path} {header:?}");
+        if let Ok((ws, _)) = connected {
+            let mut client = Client { ws };
+            client.send_json(json!({"message": "hello"})).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), client.ws.next()).await;
+        }
+    }
+    server.sigterm();
+    server.wait_exit(Duration::from_secs(10)).await;
+    let mut log = String::new();
+    while let Ok(line) = server.stderr.try_recv() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    assert!(
+        log.contains("credential refused"),
+        "the refusals were logged (without the credentials): {log}"
+    );
+    for secret in [
+        KEY,
+        BAD_KEY,
+        SECRET,
+        PSEUDONYM_KEY,
+        PASSWORD,
+        BAD_PASSWORD,
+        &good_jwt,
+        &forged_jwt,
+        &expired_jwt,
+        &refresh_jwt,
+        "log-subject-alice",
+        "log-subject-bob",
+    ] {
+        assert!(
+            !log.contains(secret),
+            "{secret:?} appears in the log:\n{log}"
+        );
+    }
+    // Signature segments alone must not leak either.
+    for token in [&good_jwt, &forged_jwt] {
+        let signature = token.rsplit('.').next().unwrap();
+        assert!(
+            !log.contains(signature),
+            "a token signature appears in the log"
+        );
+    }
+}
