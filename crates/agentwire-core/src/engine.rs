@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
 use crate::media::MediaStore;
@@ -71,8 +72,9 @@ struct Inner {
     /// Schedules a session's summary after each completed turn; `None`: no
     /// summaries.
     summaries: Option<SummaryScheduler>,
-    /// Resolves attachment markers for each turn; `None`: media is off.
-    media: Option<Arc<dyn MediaStore>>,
+    /// Handed to each turn to resolve stored media per model call; `None`:
+    /// media is off.
+    media: Option<MediaResolver>,
 }
 
 struct LiveSession {
@@ -207,12 +209,13 @@ impl Engine {
         }
     }
 
-    /// The engine, resolving attachment markers ([`crate::assets`]) through
-    /// `media` for each turn. Call before the engine is cloned.
+    /// The engine, whose turns resolve stored media ([`crate::assets`])
+    /// through `media` for each model call
+    /// ([`TurnContext::resolve_media`]). Call before the engine is cloned.
     pub fn with_media(mut self, media: Arc<dyn MediaStore>) -> Engine {
         Arc::get_mut(&mut self.inner)
             .expect("with_media is called before the engine is shared")
-            .media = Some(media);
+            .media = Some(MediaResolver::new(media));
         self
     }
 
@@ -350,6 +353,7 @@ impl Engine {
                 ack_timeout: req.agent.ack_timeout,
                 result_timeout: req.agent.client_tool_timeout,
             },
+            media: self.inner.media.clone(),
         };
         drop(history);
         let turn_lease = lease.clone_lease();
@@ -358,7 +362,6 @@ impl Engine {
             turn,
             turn_lease,
             summary_tx,
-            self.inner.media.clone(),
         ));
         Ok(TurnHandle {
             session: lease,
@@ -598,12 +601,7 @@ async fn run_turn(
     turn: TurnContext,
     lease: SessionLease,
     summary: oneshot::Sender<Timestamp>,
-    media: Option<Arc<dyn MediaStore>>,
 ) {
-    let mut turn = turn;
-    if let Some(media) = &media {
-        crate::assets::resolve(media, &mut turn).await;
-    }
     let result = AssertUnwindSafe(handler.run(&turn))
         .catch_unwind()
         .await

@@ -14,6 +14,8 @@
 //! - [`store`]: the [`SessionStore`] port.
 //! - [`model`]: the [`ModelProvider`] port and the server-side [`ToolBox`] port.
 //! - [`media`]: the [`MediaStore`] port and its ids ([`MediaId`], [`StorageRef`]).
+//! - [`assets`]: the [`MediaResolver`], which turns stored media into what one
+//!   model call sends (inline data or a fresh presigned URL).
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
 //!   rule, resumption and persistence of every accepted message.
@@ -43,6 +45,7 @@ pub mod time;
 pub mod tools;
 pub mod turn;
 
+pub use assets::MediaResolver;
 pub use auth::{AgentAuth, AuthError, Authenticator, Credentials, Identity, IdentityOrigin};
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{

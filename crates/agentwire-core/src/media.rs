@@ -324,6 +324,14 @@ pub trait MediaStore: Send + Sync + 'static {
         body: MediaBody,
     ) -> Result<MediaInfo, MediaError>;
 
+    /// Stores a body the server received itself (Gnosari's `POST /assets`)
+    /// as a new item for `spec`, on every backend, with no pending upload
+    /// between: `spec` is checked as by [`MediaStore::prepare_upload`], and
+    /// the body as by [`MediaStore::write_upload`] (over `spec.size_bytes`
+    /// or the limit: [`MediaError::TooLarge`]; empty:
+    /// [`MediaError::UploadFailed`]; either way nothing is stored).
+    async fn put(&self, spec: &UploadSpec, body: MediaBody) -> Result<MediaInfo, MediaError>;
+
     /// Records an [`UploadTarget::Direct`] upload the client has finished.
     async fn confirm_upload(&self, upload: &MediaId) -> Result<MediaInfo, MediaError>;
 

@@ -1,15 +1,18 @@
 //! A turn: one accepted user message, the handler that answers it and the
 //! events it emits on the way to exactly one terminal event.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
+use crate::model::ModelRequest;
 use crate::session::{MessageRole, StoredMessage};
 use crate::tools::{ClientCallEnd, ClientToolBroker, await_answer};
 
@@ -166,6 +169,8 @@ pub struct TurnContext {
     pub scope: Arc<crate::scope::ConnectionScope>,
     pub(crate) events: EventSink,
     pub(crate) client_tools: ClientTools,
+    /// Resolves stored media for each model call; `None`: media is off.
+    pub(crate) media: Option<MediaResolver>,
 }
 
 /// A tool the client is asked to run.
@@ -235,6 +240,19 @@ impl TurnContext {
                 ack_timeout: tools.ack_timeout,
                 result_timeout: tools.result_timeout,
             },
+            media: self.media.clone(),
+        }
+    }
+
+    /// `request` as one model call sends it: media parts that name a stored
+    /// item resolved afresh into inline data or a fresh presigned URL
+    /// ([`crate::assets`]). Call it for every model call, never once per
+    /// turn, and drop the result after the call, so URLs are fresh and no
+    /// resolved bytes are kept. Without media storage, `request` itself.
+    pub async fn resolve_media<'r>(&self, request: &'r ModelRequest) -> Cow<'r, ModelRequest> {
+        match &self.media {
+            Some(resolver) => resolver.resolve(request).await,
+            None => Cow::Borrowed(request),
         }
     }
 

@@ -9,6 +9,10 @@
 //!   service through `AmazonS3`. Clients upload straight to a presigned URL,
 //!   confirm, and download through a presigned redirect.
 //!
+//! On both, a body the server received itself (Gnosari's `POST /assets`)
+//! is stored at once by [`MediaStore::put`], through the same streaming
+//! write as a server upload (a multipart upload on S3).
+//!
 //! # Layout of the store
 //!
 //! - `uploads/<upload-id>.json`: a pending upload (session, media id, declared
@@ -46,7 +50,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, ObjectStoreExt, PutMultipartOptions, PutPayload, WriteMultipart};
 
 pub use mime::is_valid_mime_type;
 #[cfg(feature = "s3")]
@@ -198,6 +202,49 @@ impl ObjectMediaStore {
         Ok(record)
     }
 
+    /// Checks what `spec` asks for and names a new item for it.
+    fn new_item(&self, spec: &UploadSpec) -> Result<StorageRef, MediaError> {
+        // A session id the core accepts may still be `.` or `..`, which
+        // could not be named in a storage reference.
+        agentwire_core::media::media_session_id(spec.session.as_str())
+            .map_err(|_| MediaError::InvalidRef)?;
+        if spec.size_bytes > self.limits.max_bytes {
+            return Err(MediaError::TooLarge);
+        }
+        if !is_valid_mime_type(&spec.mime_type) {
+            return Err(MediaError::UnsupportedMediaType);
+        }
+        if spec.filename.is_empty() || spec.filename.len() > MAX_FILENAME_BYTES {
+            return Err(MediaError::UploadFailed);
+        }
+        let id = MediaId::from_random_bytes(*uuid::Uuid::new_v4().as_bytes());
+        Ok(StorageRef::new(spec.session.clone(), id))
+    }
+
+    /// Makes an item whose bytes are stored live: writes its metadata, with
+    /// the TTL starting now.
+    async fn record_item(
+        &self,
+        storage_ref: StorageRef,
+        filename: String,
+        mime_type: String,
+        owner: Option<String>,
+        size: u64,
+    ) -> Result<MediaInfo, MediaError> {
+        let created_at = self.now();
+        let meta = MetaRecord {
+            filename,
+            mime_type,
+            size_bytes: size,
+            created_at: created_at.unix_nanos(),
+            expires_at: Some(created_at.plus(self.limits.ttl).unix_nanos()),
+            owner,
+        };
+        self.write_json(&records::meta_path(&storage_ref), &meta)
+            .await?;
+        Ok(meta.into_info(storage_ref))
+    }
+
     /// Records the finished upload: writes its metadata and drops the
     /// pending record.
     async fn complete(
@@ -207,19 +254,32 @@ impl ObjectMediaStore {
         size: u64,
     ) -> Result<MediaInfo, MediaError> {
         let storage_ref = record.storage_ref()?;
-        let created_at = self.now();
-        let meta = MetaRecord {
-            filename: record.filename,
-            mime_type: record.mime_type,
-            size_bytes: size,
-            created_at: created_at.unix_nanos(),
-            expires_at: Some(created_at.plus(self.limits.ttl).unix_nanos()),
-            owner: record.owner,
-        };
-        self.write_json(&records::meta_path(&storage_ref), &meta)
+        let info = self
+            .record_item(
+                storage_ref,
+                record.filename,
+                record.mime_type,
+                record.owner,
+                size,
+            )
             .await?;
         self.delete_quietly(&records::upload_path(id)).await;
-        Ok(meta.into_info(storage_ref))
+        Ok(info)
+    }
+
+    /// How an object of type `mime_type` is written: S3 keeps the type on
+    /// the object, as a direct upload's bound `Content-Type` does; the local
+    /// file system keeps no attributes (and refuses them).
+    #[cfg_attr(
+        not(feature = "s3"),
+        expect(unused_variables, reason = "only S3 objects keep a type")
+    )]
+    fn write_options(&self, mime_type: &str) -> PutMultipartOptions {
+        match &self.backend {
+            Backend::Local => PutMultipartOptions::default(),
+            #[cfg(feature = "s3")]
+            Backend::S3(_) => s3::typed(mime_type),
+        }
     }
 
     /// The metadata of a live item. Expired items answer `Expired` and lose
@@ -244,11 +304,12 @@ impl ObjectMediaStore {
         &self,
         path: &Path,
         limit: u64,
+        options: PutMultipartOptions,
         mut body: MediaBody,
     ) -> Result<u64, MediaError> {
         let upload = self
             .objects
-            .put_multipart(path)
+            .put_multipart_opts(path, options)
             .await
             .map_err(unavailable)?;
         let mut writer = WriteMultipart::new(upload);
@@ -293,21 +354,8 @@ impl ObjectMediaStore {
 #[async_trait]
 impl MediaStore for ObjectMediaStore {
     async fn prepare_upload(&self, spec: &UploadSpec) -> Result<UploadTicket, MediaError> {
-        // A session id the core accepts may still be `.` or `..`, which
-        // could not be named in a storage reference.
-        agentwire_core::media::media_session_id(spec.session.as_str())
-            .map_err(|_| MediaError::InvalidRef)?;
-        if spec.size_bytes > self.limits.max_bytes {
-            return Err(MediaError::TooLarge);
-        }
-        if !is_valid_mime_type(&spec.mime_type) {
-            return Err(MediaError::UnsupportedMediaType);
-        }
-        if spec.filename.is_empty() || spec.filename.len() > MAX_FILENAME_BYTES {
-            return Err(MediaError::UploadFailed);
-        }
-        let id = MediaId::from_random_bytes(*uuid::Uuid::new_v4().as_bytes());
-        let storage_ref = StorageRef::new(spec.session.clone(), id.clone());
+        let storage_ref = self.new_item(spec)?;
+        let id = storage_ref.media.clone();
         let ttl = self.upload_ttl();
         let expires_at = self.now().plus(ttl);
         let record = UploadRecord {
@@ -353,10 +401,33 @@ impl MediaStore for ObjectMediaStore {
             return Err(MediaError::TooLarge);
         }
         let storage_ref = record.storage_ref()?;
+        let options = self.write_options(&record.mime_type);
         let size = self
-            .stream_into(&records::data_path(&storage_ref), limit, body)
+            .stream_into(&records::data_path(&storage_ref), limit, options, body)
             .await?;
         self.complete(upload, record, size).await
+    }
+
+    async fn put(&self, spec: &UploadSpec, body: MediaBody) -> Result<MediaInfo, MediaError> {
+        let storage_ref = self.new_item(spec)?;
+        let data = records::data_path(&storage_ref);
+        let limit = spec.size_bytes.min(self.limits.max_bytes);
+        let options = self.write_options(&spec.mime_type);
+        let size = self.stream_into(&data, limit, options, body).await?;
+        let recorded = self
+            .record_item(
+                storage_ref,
+                spec.filename.clone(),
+                spec.mime_type.clone(),
+                spec.owner.clone(),
+                size,
+            )
+            .await;
+        if recorded.is_err() {
+            // Bytes without metadata would never be served: drop them.
+            self.delete_quietly(&data).await;
+        }
+        recorded
     }
 
     async fn confirm_upload(&self, upload: &MediaId) -> Result<MediaInfo, MediaError> {

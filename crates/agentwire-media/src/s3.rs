@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use agentwire_core::media::sanitized_filename;
 use agentwire_core::{MediaError, MediaInfo};
-use object_store::ClientOptions;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::signer::{HeaderValue, Method, SignedUrlOptions, Signer};
+use object_store::{Attribute, Attributes, ClientOptions, PutMultipartOptions};
 
 /// Where the bucket is and how to reach it (`storage.media.*` plus the AWS
 /// credentials from the environment).
@@ -64,6 +64,14 @@ pub(crate) fn build(settings: &S3Settings) -> Result<AmazonS3, object_store::Err
             .with_allow_http(endpoint.starts_with("http://"));
     }
     builder.build()
+}
+
+/// Writes an object with `mime_type` as its `Content-Type`.
+pub(crate) fn typed(mime_type: &str) -> PutMultipartOptions {
+    PutMultipartOptions {
+        attributes: Attributes::from_iter([(Attribute::ContentType, mime_type.to_owned())]),
+        ..PutMultipartOptions::default()
+    }
 }
 
 /// Presigned URLs are valid for whole seconds, at least one.

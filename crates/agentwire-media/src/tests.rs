@@ -267,3 +267,55 @@ async fn dot_named_sessions_stay_inside_the_directory() {
         assert!(file.starts_with("media/sessions/"), "{file}");
     }
 }
+
+#[tokio::test]
+async fn put_stores_a_received_body_at_once() {
+    let (dir, clock, store) = store();
+    let spec = UploadSpec {
+        owner: Some("owner-1".into()),
+        ..spec(10)
+    };
+    let info = store.put(&spec, body(&[b"hello", b" you!"])).await.unwrap();
+    assert_eq!(info.size_bytes, 10);
+    assert_eq!(info.owner.as_deref(), Some("owner-1"));
+    assert_eq!(info.expires_at, Some(clock.now().plus(LIMITS.ttl)));
+    assert_eq!(store.info(&info.storage_ref).await.unwrap(), info);
+    let bytes = read_all(store.download(&info.storage_ref).await.unwrap()).await;
+    assert_eq!(bytes, b"hello you!");
+    // No pending upload is left behind: the item and its metadata only.
+    let mid = info.storage_ref.media.as_str();
+    assert_eq!(
+        files(&dir.path().join("media")),
+        [
+            format!("sessions/sess-1/{mid}"),
+            format!("sessions/sess-1/{mid}.meta")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn put_refuses_what_an_upload_would_and_stores_nothing() {
+    let (dir, _clock, store) = store();
+    let over_declared = store.put(&spec(4), body(&[b"123", b"45"])).await;
+    assert!(
+        matches!(over_declared, Err(MediaError::TooLarge)),
+        "{over_declared:?}"
+    );
+    let over_limit = store.put(&spec(1025), body(&[b"x"])).await;
+    assert!(
+        matches!(over_limit, Err(MediaError::TooLarge)),
+        "{over_limit:?}"
+    );
+    let empty = store.put(&spec(4), body(&[])).await;
+    assert!(matches!(empty, Err(MediaError::UploadFailed)), "{empty:?}");
+    let bad_mime = UploadSpec {
+        mime_type: "not a type".into(),
+        ..spec(1)
+    };
+    let refused = store.put(&bad_mime, body(&[b"x"])).await;
+    assert!(
+        matches!(refused, Err(MediaError::UnsupportedMediaType)),
+        "{refused:?}"
+    );
+    assert!(files(&dir.path().join("media")).is_empty());
+}

@@ -5,6 +5,8 @@
 //! messages ([`context`]), then loops: ask the model; if it calls tools, run
 //! them (server tools here, client tools through the connection) and ask
 //! again with their results; stop when it answers, or at `max_rounds`.
+//! Media the conversation names by storage reference is resolved for each
+//! model call ([`TurnContext::resolve_media`]), never kept in the loop.
 //!
 //! **Teams** ([`team`]): an agent with delegations gets a `delegate_agent`
 //! tool, which runs another agent's handler on a sub-turn and returns its
@@ -132,11 +134,15 @@ impl RuntimeHandler {
         };
         let sink = StreamToClient(turn);
         loop {
+            // Stored media is resolved for this call alone (fresh URLs,
+            // bytes dropped after it); `request` keeps only the references.
+            let call = turn.resolve_media(&request).await;
             let reply = settings
                 .provider
-                .complete(&request, &sink)
+                .complete(&call, &sink)
                 .await
                 .map_err(|e| TurnFailure::new(e.code(), e.message))?;
+            drop(call);
             if reply.tool_calls.is_empty() {
                 return Ok(Answer::Reply(Reply::text(reply.text)));
             }

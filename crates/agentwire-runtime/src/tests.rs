@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentwire_core::{
-    Agent, Clock, ConnectionScope, Engine, Handler, IdSource, MessageRole, Metadata, ModelMessage,
-    ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError, ProviderErrorKind,
-    Reply, SessionId, StoredMessage, SubmitRequest, TextSink, Timestamp, ToolOutcome, ToolSide,
-    TurnContext, TurnEvent, TurnFailure,
+    Agent, Clock, ConnectionScope, ContentPart, Download, Engine, Handler, IdSource, MediaBody,
+    MediaContent, MediaError, MediaId, MediaInfo, MediaStore, MessageRole, Metadata, ModelMessage,
+    ModelProvider, ModelReply, ModelRequest, ModelToolCall, PartKind, ProviderError,
+    ProviderErrorKind, Reply, SessionId, StorageRef, StoredMessage, SubmitRequest, TextSink,
+    Timestamp, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure, UploadSpec,
+    UploadTicket,
 };
 use agentwire_store::MemoryStore;
 use async_trait::async_trait;
@@ -210,11 +212,25 @@ impl Outcome {
 
 /// Runs one user turn of `handler` on a fresh engine.
 async fn run_turn(handler: Arc<dyn Handler>, text: &str) -> Outcome {
-    let engine = Engine::new(
+    run_turn_with_media(handler, text, Vec::new(), None).await
+}
+
+/// Runs one user turn of `handler`, whose message carries `parts`, on a
+/// fresh engine with `media` storage.
+async fn run_turn_with_media(
+    handler: Arc<dyn Handler>,
+    text: &str,
+    parts: Vec<ContentPart>,
+    media: Option<Arc<dyn MediaStore>>,
+) -> Outcome {
+    let mut engine = Engine::new(
         Arc::new(MemoryStore::new()),
         Arc::new(FixedClock),
         Arc::new(CountingIds::default()),
     );
+    if let Some(media) = media {
+        engine = engine.with_media(media);
+    }
     let agent = Arc::new(Agent {
         name: "team".to_owned(),
         context_ttl: Duration::from_secs(60),
@@ -234,7 +250,7 @@ async fn run_turn(handler: Arc<dyn Handler>, text: &str) -> Outcome {
             minted: &current,
             requested: None,
             content: Some(text.to_owned()),
-            parts: Vec::new(),
+            parts,
             metadata,
             scope: &scope,
         })
@@ -381,6 +397,99 @@ async fn a_handoff_gives_the_rest_of_the_turn_and_the_conversation_to_the_target
         ],
         "the handoff and the target's answer belong to the turn"
     );
+}
+
+/// A presigning media store: every download of any item is a new URL,
+/// numbered, as S3 mints a fresh signature each time.
+#[derive(Default)]
+struct Presigning {
+    downloads: AtomicU64,
+}
+
+#[async_trait]
+impl MediaStore for Presigning {
+    async fn prepare_upload(&self, _: &UploadSpec) -> Result<UploadTicket, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn write_upload(
+        &self,
+        _: &MediaId,
+        _: Option<u64>,
+        _: MediaBody,
+    ) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn put(&self, _: &UploadSpec, _: MediaBody) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn confirm_upload(&self, _: &MediaId) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn info(&self, _: &StorageRef) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn download(&self, storage_ref: &StorageRef) -> Result<Download, MediaError> {
+        let n = self.downloads.fetch_add(1, Ordering::SeqCst) + 1;
+        let info = MediaInfo {
+            storage_ref: storage_ref.clone(),
+            filename: "pic.png".into(),
+            mime_type: "image/png".into(),
+            size_bytes: 4,
+            created_at: Timestamp(0),
+            expires_at: None,
+            owner: None,
+        };
+        let url = format!("https://bucket.test/pic.png?signature={n}");
+        Ok(Download::Redirect { info, url })
+    }
+}
+
+/// The URL of the image in the request's first user message.
+fn image_url(request: &ModelRequest) -> Option<String> {
+    request.messages.iter().find_map(|m| match m {
+        ModelMessage::User { parts, .. } => {
+            parts.iter().find_map(|p| p.media.as_ref()?.url.clone())
+        }
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn stored_media_is_resolved_afresh_for_every_model_call() {
+    let roster = Roster::new();
+    let lead_model = Scripted::new(|_| calls("", &[("transfer_to_closer", json!({}))]));
+    let closer_model = Scripted::new(|_| says("A cat."));
+    let lead = runtime_agent("lead", lead_model.clone(), &roster, &[], &["closer"]);
+    let closer = runtime_agent("closer", closer_model.clone(), &roster, &[], &[]);
+    fill(&roster, &[&lead, &closer]);
+    let storage_ref = "omnia://sessions/s0/media/0123456789abcdef0123456789abcdef";
+    let image = ContentPart::media(
+        PartKind::Image,
+        MediaContent {
+            storage_ref: Some(storage_ref.to_owned()),
+            mime_type: "image/png".into(),
+            ..MediaContent::default()
+        },
+    );
+    let media = Arc::new(Presigning::default());
+    let outcome =
+        run_turn_with_media(lead, "what is this?", vec![image], Some(media.clone())).await;
+    assert_eq!(outcome.reply().text, "A cat.");
+    // Two model calls (the lead's, then the handoff target's), each with a
+    // URL minted for it, not one minted for the turn.
+    assert_eq!(
+        image_url(&lead_model.requests()[0]).as_deref(),
+        Some("https://bucket.test/pic.png?signature=1")
+    );
+    assert_eq!(
+        image_url(&closer_model.requests()[0]).as_deref(),
+        Some("https://bucket.test/pic.png?signature=2")
+    );
+    assert_eq!(media.downloads.load(Ordering::SeqCst), 2);
+    // What is stored keeps the reference alone.
+    let stored = outcome.stored[0].parts[0].media.as_ref().unwrap();
+    assert_eq!(stored.storage_ref.as_deref(), Some(storage_ref));
+    assert_eq!((stored.url.as_ref(), stored.data.as_ref()), (None, None));
 }
 
 #[tokio::test]

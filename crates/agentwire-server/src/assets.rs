@@ -1,8 +1,9 @@
 //! `POST /assets`, Gnosari's upload (behaviour notes §2.5, §5.15): a
 //! multipart body with one `file` part and a `session_id` field. The file is
 //! stored through the same [`agentwire_core::MediaStore`] as the media
-//! routes, bound to the session (its storage reference names it) and to the
-//! caller (the owner pseudonym kept with the item). The answer is
+//! routes, at once ([`agentwire_core::MediaStore::put`], so every backend
+//! takes it, S3 included), bound to the session (its storage reference
+//! names it) and to the caller (the owner pseudonym kept with the item). The answer is
 //! `{asset_id, session_id, filename, mime_type, size_bytes}`; `asset_id` is
 //! the media id in UUID form, so no other mapping is kept.
 //!
@@ -142,13 +143,8 @@ async fn upload_inner(
         size_bytes,
         owner,
     };
-    let ticket = media.store.prepare_upload(&spec).await.map_err(refusal)?;
     let body = futures_util::stream::iter([Ok(MediaBytes::new(file.bytes))]).boxed();
-    let info = media
-        .store
-        .write_upload(&ticket.upload_id, Some(size_bytes), body)
-        .await
-        .map_err(refusal)?;
+    let info = media.store.put(&spec, body).await.map_err(refusal)?;
     let answer = serde_json::json!({
         "asset_id": info.storage_ref.media.to_uuid(),
         "session_id": session.as_str(),

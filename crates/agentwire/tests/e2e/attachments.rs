@@ -1,12 +1,18 @@
 //! Gnosari attachments: `POST /assets` (multipart), then a message that
 //! names the asset. The stored message keeps a marker, never a URL or the
 //! bytes; every refusal is an `error` event that runs no turn and stores
-//! nothing.
+//! nothing. A model behind a fake OpenAI-compatible API receives the image
+//! resolved afresh for every call: inline from a local store, a presigned
+//! URL from S3 (moto).
 
+use std::path::Path;
+
+use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::support::{Client, HttpResponse, TestServer, stored_messages};
+use crate::fake_http::{Answer, FakeHttp, openai_model, openai_text, openai_tool_call};
+use crate::support::{Client, HttpResponse, TestServer, http_url, s3_bucket, stored_messages};
 
 const ALICE: &str = "ak_assets_alice_0123456789";
 const BOB: &str = "ak_assets_bob_0123456789";
@@ -19,16 +25,28 @@ fn digest(key: &str) -> String {
         .collect()
 }
 
-/// A server with local media, two API keys, and anonymous callers allowed
-/// (so the public test agents answer without a credential too).
+/// A server with local media and two API keys.
 async fn server(media: &tempfile::TempDir) -> TestServer {
+    server_with(&local_media(media), "", "").await
+}
+
+/// The `storage.media` lines of a local store in `media`.
+fn local_media(media: &tempfile::TempDir) -> String {
+    format!(
+        "  media:\n    backend: local\n    path: {}\n    max_bytes: 1024\n",
+        media.path().display()
+    )
+}
+
+/// A server with the `storage.media` lines `media`, two API keys, the
+/// top-level sections `top_level` and the extra agents `agents`.
+async fn server_with(media: &str, top_level: &str, agents: &str) -> TestServer {
     let top_level = format!(
-        "  media:\n    backend: local\n    path: {}\n    max_bytes: 1024\nauth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
-        media.path().display(),
+        "{media}auth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n{top_level}",
         digest(ALICE),
         digest(BOB)
     );
-    TestServer::with_runtime(&top_level, "").await
+    TestServer::with_runtime(&top_level, agents).await
 }
 
 /// A multipart body built by hand: the `session_id` field, then `file`.
@@ -70,9 +88,9 @@ async fn uploaded(server: &TestServer, auth: &[(&str, &str)], session: &str) -> 
     id
 }
 
-async fn connect(server: &TestServer, key: &str) -> Client {
+async fn connect(server: &TestServer, agent: &str, key: &str) -> Client {
     server
-        .try_connect_gnosari("test-agent", &[("X-AUTH-TOKEN", key)])
+        .try_connect_gnosari(agent, &[("X-AUTH-TOKEN", key)])
         .await
         .expect("upgrade accepted")
 }
@@ -84,7 +102,7 @@ async fn an_uploaded_image_reaches_the_agent_and_is_stored_as_a_marker() {
     let bearer = format!("Bearer {ALICE}");
     let asset = uploaded(&server, &[("Authorization", &bearer)], "s-att").await;
 
-    let mut client = connect(&server, ALICE).await;
+    let mut client = connect(&server, "test-agent", ALICE).await;
     client
         .send_json(json!({
             "message": "what is in this picture?", "session_id": "s-att",
@@ -114,7 +132,8 @@ async fn an_uploaded_image_reaches_the_agent_and_is_stored_as_a_marker() {
     assert!(!parts.contains("http"), "no URL is stored: {parts}");
     assert!(!parts.contains("\"data\""), "no bytes are stored: {parts}");
 
-    // A second turn on the session resolves the marker again from history.
+    // A second turn on the session runs with the marked message in its
+    // history (what a model is sent of it: see the tests below).
     client
         .send_json(json!({"message": "and again?", "session_id": "s-att", "metadata": {"mock_scenario": "echo"}}))
         .await;
@@ -217,7 +236,7 @@ async fn bad_attachments_are_error_events_and_nothing_runs() {
     let alice_asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-a").await;
     let other_session_asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-other").await;
     let bob_asset = uploaded(&server, &[("X-AUTH-TOKEN", BOB)], "s-a2").await;
-    let mut client = connect(&server, ALICE).await;
+    let mut client = connect(&server, "test-agent", ALICE).await;
     let cases = [
         (
             json!({"message": "m", "client_message_id": "c", "attachments": [alice_asset]}),
@@ -261,4 +280,194 @@ async fn bad_attachments_are_error_events_and_nothing_runs() {
         .await;
     let events = client.recv_gnosari_turn().await;
     assert_eq!(events.last().unwrap()["full_response"], "echo: still here");
+}
+
+/// A runtime agent with an OpenAI-compatible provider and the HTTP tool
+/// `lookup` (see [`vision_config`]).
+const VISION_AGENT: &str =
+    "  - name: vision\n    handler: runtime\n    provider: fake-openai\n    tools: [lookup]\n";
+
+/// The provider, on the fake API `model`, and the tool, on the fake API
+/// `tool`, of [`VISION_AGENT`].
+fn vision_config(model: &FakeHttp, tool: &FakeHttp) -> String {
+    format!(
+        r#"providers:
+  - name: fake-openai
+    type: openai
+    base_url: http://{}/v1
+    model: gpt-4o-mini
+tools:
+  - name: lookup
+    type: http
+    description: Looks a word up
+    parameters: {{type: object, properties: {{q: {{type: string}}}}, required: [q]}}
+    request:
+      method: GET
+      url: "http://{}/lookup/{{{{q}}}}"
+"#,
+        model.addr, tool.addr
+    )
+}
+
+/// A lookup API and a model that looks a word up, then answers, then
+/// answers again.
+async fn vision_fakes() -> (FakeHttp, FakeHttp) {
+    let tool = FakeHttp::start(|_, _| Answer::json(r#"{"label":"cat"}"#)).await;
+    let model = openai_model(vec![
+        openai_tool_call("call_Lk3Qe8xV", "lookup", &json!({"q": "whiskers"})),
+        openai_text("It is a cat."),
+        openai_text("Still the same cat."),
+    ])
+    .await;
+    (model, tool)
+}
+
+/// Sends the picture question with `asset` on `session` and checks the
+/// turn: the tool round, then the answer. The model was asked twice.
+async fn ask_about_the_picture(client: &mut Client, session: &str, asset: &str) {
+    client
+        .send_json(json!({
+            "message": "what is in this picture?", "session_id": session, "attachments": [asset]
+        }))
+        .await;
+    let events = client.recv_gnosari_turn().await;
+    let result = events.iter().find(|e| e["type"] == "tool_result");
+    assert_eq!(
+        result.map(|e| &e["result"]),
+        Some(&json!({"label": "cat"})),
+        "{events:?}"
+    );
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "agent_completed", "{events:?}");
+    assert_eq!(done["full_response"], "It is a cat.");
+}
+
+/// The image part of the first user message the model was sent.
+fn image_part(request: &Value) -> &Value {
+    let user = &request["messages"][0];
+    assert_eq!(user["role"], "user", "{request}");
+    assert_eq!(
+        user["content"][0],
+        json!({"type": "text", "text": "what is in this picture?"})
+    );
+    &user["content"][1]
+}
+
+/// Every stored message's content, parts and metadata, as stored.
+fn stored_columns(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT content || ' ' || ifnull(parts, '') || ' ' || ifnull(metadata, '') FROM messages ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_model_receives_the_image_inline_on_every_call_and_storage_keeps_the_marker() {
+    let media = tempfile::tempdir().unwrap();
+    let (model, tool) = vision_fakes().await;
+    let server = server_with(
+        &local_media(&media),
+        &vision_config(&model, &tool),
+        VISION_AGENT,
+    )
+    .await;
+    let asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-vision").await;
+    let mut client = connect(&server, "vision", ALICE).await;
+    ask_about_the_picture(&mut client, "s-vision", &asset).await;
+
+    let encoded = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let image = json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{encoded}")}});
+    let requests = model.requests().await;
+    assert_eq!(requests.len(), 2, "the tool call, then the answer");
+    for request in &requests {
+        assert_eq!(request.request_line, "POST /v1/chat/completions HTTP/1.1");
+        assert_eq!(
+            image_part(&request.json()),
+            &image,
+            "every call of the tool loop"
+        );
+    }
+    let second = requests[1].json();
+    assert_eq!(
+        second["messages"][1]["tool_calls"][0]["function"]["name"],
+        "lookup"
+    );
+    assert_eq!(second["messages"][2]["role"], "tool");
+
+    // The next turn sends the image again, resolved from the history.
+    client
+        .send_json(json!({"message": "are you sure?", "session_id": "s-vision"}))
+        .await;
+    let events = client.recv_gnosari_turn().await;
+    assert_eq!(
+        events.last().unwrap()["full_response"],
+        "Still the same cat."
+    );
+    let third = model.requests().await[2].json();
+    assert_eq!(image_part(&third), &image);
+    let messages = third["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.last().unwrap(),
+        &json!({"role": "user", "content": "are you sure?"})
+    );
+
+    // Storage holds the marker and the reference only: no bytes, no URL.
+    let rows = stored_columns(&server.db_path);
+    assert_eq!(rows.len(), 6, "user, call, result, answer, user, answer");
+    assert!(
+        rows[0].contains("omnia://sessions/s-vision/media/"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0].contains(&format!("\"gnosari_asset_id\":\"{asset}\"")),
+        "{}",
+        rows[0]
+    );
+    for row in &rows {
+        assert!(
+            !row.contains(&encoded) && !row.contains("data:image"),
+            "{row}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn assets_are_stored_on_s3_and_every_model_call_gets_a_presigned_url() {
+    let Some((endpoint, bucket)) = s3_bucket().await else {
+        return;
+    };
+    let (model, tool) = vision_fakes().await;
+    let storage = format!(
+        "  media:\n    backend: s3\n    endpoint: {endpoint}\n    bucket: {bucket}\n    region: us-east-1\n    max_bytes: 1024\n"
+    );
+    let server = server_with(&storage, &vision_config(&model, &tool), VISION_AGENT).await;
+    let asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-s3").await;
+    let mut client = connect(&server, "vision", ALICE).await;
+    ask_about_the_picture(&mut client, "s-s3", &asset).await;
+
+    let media_id = asset.replace('-', "");
+    let requests = model.requests().await;
+    assert_eq!(requests.len(), 2, "the tool call, then the answer");
+    for request in &requests {
+        let body = request.json();
+        let image = image_part(&body);
+        assert_eq!(image["type"], "image_url", "{body}");
+        let url = image["image_url"]["url"].as_str().unwrap();
+        assert!(
+            url.starts_with(&format!("{endpoint}/{bucket}/sessions/s-s3/{media_id}?")),
+            "{url}"
+        );
+        assert!(url.contains("X-Amz-Signature="), "{url}");
+        let fetched = http_url("GET", url, &[], b"").await;
+        assert_eq!(fetched.status, 200, "{}", fetched.text());
+        assert!(fetched.body == PNG, "the presigned URL serves the upload");
+    }
+    for row in stored_columns(&server.db_path) {
+        assert!(!row.contains("X-Amz") && !row.contains(&endpoint), "{row}");
+    }
 }

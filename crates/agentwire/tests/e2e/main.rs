@@ -3,6 +3,7 @@
 //! One test binary for the whole crate (each `tests/*.rs` would link its own).
 
 mod credentials;
+mod fake_http;
 mod support;
 
 mod attachments;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Client, HttpResponse, TestServer, assert_error, chunked, http_url, stored_messages,
+    Client, HttpResponse, TestServer, assert_error, chunked, http_url, s3_bucket, stored_messages,
 };
 
 /// A server with local media storage in its own directory.
@@ -708,26 +708,12 @@ async fn path_traversal_never_leaves_the_media_directory() {
     assert!(files(&media.media_dir()).is_empty());
 }
 
-/// S3 against a real S3-compatible server (moto): `scripts/test` and CI
-/// start one and set `AGENTWIRE_TEST_S3_ENDPOINT` and the AWS credentials.
+/// S3 against a real S3-compatible server (moto; see [`s3_bucket`]).
 #[tokio::test]
 async fn s3_upload_confirm_info_and_presigned_download() {
-    let Ok(endpoint) = std::env::var("AGENTWIRE_TEST_S3_ENDPOINT") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the S3 test: set AGENTWIRE_TEST_S3_ENDPOINT (scripts/test does)"
-        );
-        eprintln!("skipped: no S3 endpoint (set AGENTWIRE_TEST_S3_ENDPOINT)");
+    let Some((endpoint, bucket)) = s3_bucket().await else {
         return;
     };
-    assert!(
-        std::env::var_os("AWS_ACCESS_KEY_ID").is_some()
-            && std::env::var_os("AWS_SECRET_ACCESS_KEY").is_some(),
-        "the S3 test needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (scripts/test sets dummies)"
-    );
-    let bucket = format!("agentwire-test-{}", uuid::Uuid::new_v4().simple());
-    let created = http_url("PUT", &format!("{endpoint}/{bucket}"), &[], b"").await;
-    assert_eq!(created.status, 200, "create bucket: {}", created.text());
 
     let storage = format!(
         "  media:\n    backend: s3\n    endpoint: {endpoint}\n    bucket: {bucket}\n    region: us-east-1\n    max_bytes: 100000\n"

@@ -2,51 +2,15 @@
 //! HTTP tool, then a client-side tool, then answers.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::sync::Mutex;
 
+use crate::fake_http::{Answer, FakeHttp};
 use crate::support::{TestServer, assert_error, stored_messages};
 
-/// A one-route weather API: answers every request with the same JSON and
-/// counts the requests and remembers the last request line.
-struct WeatherApi {
-    addr: SocketAddr,
-    requests: Arc<AtomicUsize>,
-    last_request_line: Arc<Mutex<String>>,
-}
-
-async fn weather_api() -> WeatherApi {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let requests = Arc::new(AtomicUsize::new(0));
-    let last = Arc::new(Mutex::new(String::new()));
-    let (count, seen) = (requests.clone(), last.clone());
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut buffer = vec![0u8; 4096];
-            let n = stream.read(&mut buffer).await.unwrap_or(0);
-            let request = String::from_utf8_lossy(&buffer[..n]).into_owned();
-            *seen.lock().await = request.lines().next().unwrap_or_default().to_owned();
-            count.fetch_add(1, Ordering::SeqCst);
-            let body = r#"{"temperature_c":3,"sky":"overcast"}"#;
-            let response = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        }
-    });
-    WeatherApi {
-        addr,
-        requests,
-        last_request_line: last,
-    }
+/// A one-route weather API: answers every request with the same JSON.
+async fn weather_api() -> FakeHttp {
+    FakeHttp::start(|_, _| Answer::json(r#"{"temperature_c":3,"sky":"overcast"}"#)).await
 }
 
 fn config(api: SocketAddr) -> String {
@@ -136,15 +100,13 @@ async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
     assert_eq!(call["tool_call"]["name"], "get_location");
     assert_eq!(call["tool_call"]["arguments"], json!({"precision": "city"}));
     assert_eq!(call["tool_call"]["consent_message"], "Share your location?");
+    let requests = api.requests().await;
     assert_eq!(
-        api.requests.load(Ordering::SeqCst),
+        requests.len(),
         1,
         "the HTTP tool ran before the client was asked"
     );
-    assert_eq!(
-        *api.last_request_line.lock().await,
-        "GET /weather/Oslo HTTP/1.1"
-    );
+    assert_eq!(requests[0].request_line, "GET /weather/Oslo HTTP/1.1");
     let call_id = call["tool_call"]["id"].as_str().unwrap();
     client
         .send_json(json!({"type": "tool_call_ack", "tool_call_ack": {"call_id": call_id}}))
@@ -216,7 +178,7 @@ async fn the_loop_stops_at_max_rounds_keeping_the_work_done() {
         "MAX_ROUNDS_EXCEEDED",
         "the turn stopped at the agent's limit of 2 tool-call rounds",
     );
-    assert_eq!(api.requests.load(Ordering::SeqCst), 2, "two rounds ran");
+    assert_eq!(api.requests().await.len(), 2, "two rounds ran");
     let session = connected["session_id"].as_str().unwrap();
     let tool_rows = stored_messages(&server.db_path)
         .into_iter()
@@ -239,7 +201,7 @@ async fn invalid_arguments_go_back_to_the_model_as_an_error() {
     client.script("bad-args", "weather?").await;
     let done = client.recv_turn().await.pop().unwrap();
     assert_eq!(done["content"], "Sorry, I could not check.");
-    assert_eq!(api.requests.load(Ordering::SeqCst), 0, "the tool never ran");
+    assert_eq!(api.requests().await.len(), 0, "the tool never ran");
 }
 
 #[tokio::test]

@@ -498,6 +498,30 @@ pub async fn http_url(
     http_request(addr, method, path, headers, body).await
 }
 
+/// The S3-compatible test server (moto) that `scripts/test` and CI start,
+/// named by `AGENTWIRE_TEST_S3_ENDPOINT` (with the AWS credentials set),
+/// and a fresh bucket on it: `(endpoint, bucket)`. `None` skips the test,
+/// except under CI, where a missing server is a failure.
+pub async fn s3_bucket() -> Option<(String, String)> {
+    let Ok(endpoint) = std::env::var("AGENTWIRE_TEST_S3_ENDPOINT") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the S3 tests: set AGENTWIRE_TEST_S3_ENDPOINT (scripts/test does)"
+        );
+        eprintln!("skipped: no S3 endpoint (set AGENTWIRE_TEST_S3_ENDPOINT)");
+        return None;
+    };
+    assert!(
+        std::env::var_os("AWS_ACCESS_KEY_ID").is_some()
+            && std::env::var_os("AWS_SECRET_ACCESS_KEY").is_some(),
+        "the S3 tests need AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (scripts/test sets dummies)"
+    );
+    let bucket = format!("agentwire-test-{}", uuid::Uuid::new_v4().simple());
+    let created = http_url("PUT", &format!("{endpoint}/{bucket}"), &[], b"").await;
+    assert_eq!(created.status, 200, "create bucket: {}", created.text());
+    Some((endpoint, bucket))
+}
+
 /// Writes `request` as is and reads the response until the server closes.
 pub async fn http_raw(addr: SocketAddr, request: &[u8]) -> HttpResponse {
     let mut stream = TcpStream::connect(addr).await.unwrap();
