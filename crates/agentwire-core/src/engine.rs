@@ -609,7 +609,10 @@ async fn run_turn(
             tracing::error!(session = %turn.session_id, "handler panicked");
             Err(TurnFailure::internal())
         });
-    let TurnContext { events, .. } = turn;
+    // The whole context goes now, not at the end of this function: while the
+    // turn's history snapshot lives, appending the reply would copy the
+    // session's entire history.
+    let events = turn.into_events();
     let now = lease.inner.clock.now();
     let mut records = tool_records(
         lease.id(),

@@ -244,6 +244,11 @@ impl TurnContext {
         }
     }
 
+    /// The turn's event sink, dropping everything else the context holds.
+    pub(crate) fn into_events(self) -> EventSink {
+        self.events
+    }
+
     /// `request` as one model call sends it: media parts that name a stored
     /// item resolved afresh into inline data or a fresh presigned URL
     /// ([`crate::assets`]). Call it for every model call, never once per

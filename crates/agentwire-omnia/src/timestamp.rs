@@ -17,37 +17,59 @@ pub fn format_timestamp(ts: Timestamp) -> String {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rfc3339(pub(crate) Timestamp);
 
+/// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, the longest form.
+const MAX_LEN: usize = 30;
+
+impl Rfc3339 {
+    /// The text, written digit by digit into `buf`: frames carry a timestamp
+    /// each, and `core::fmt` costs several times as much. An `i64` of
+    /// nanoseconds spans the years 1677 to 2262, always four digits.
+    fn write_into(self, buf: &mut [u8; MAX_LEN]) -> &str {
+        let t = self.0.to_utc();
+        write_digits(&mut buf[0..4], t.year.unsigned_abs() as u32);
+        buf[4] = b'-';
+        write_digits(&mut buf[5..7], u32::from(t.month));
+        buf[7] = b'-';
+        write_digits(&mut buf[8..10], u32::from(t.day));
+        buf[10] = b'T';
+        write_digits(&mut buf[11..13], u32::from(t.hour));
+        buf[13] = b':';
+        write_digits(&mut buf[14..16], u32::from(t.minute));
+        buf[16] = b':';
+        write_digits(&mut buf[17..19], u32::from(t.second));
+        let mut len = 19;
+        if t.nanosecond != 0 {
+            buf[19] = b'.';
+            write_digits(&mut buf[20..29], t.nanosecond);
+            len = 29;
+            while buf[len - 1] == b'0' {
+                len -= 1;
+            }
+        }
+        buf[len] = b'Z';
+        // Only ASCII digits and separators were written.
+        std::str::from_utf8(&buf[..=len]).unwrap_or_default()
+    }
+}
+
+/// `value` in decimal, zero-padded to fill `out`.
+fn write_digits(out: &mut [u8], mut value: u32) {
+    for digit in out.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+}
+
 impl fmt::Display for Rfc3339 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t = self.0.to_utc();
-        write!(
-            f,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            t.year, t.month, t.day, t.hour, t.minute, t.second
-        )?;
-        write_fraction(f, t.nanosecond)?;
-        f.write_str("Z")
+        f.write_str(self.write_into(&mut [0; MAX_LEN]))
     }
 }
 
 impl Serialize for Rfc3339 {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        serializer.serialize_str(self.write_into(&mut [0; MAX_LEN]))
     }
-}
-
-/// Writes `.ddd` with trailing zeros trimmed, or nothing for a whole second.
-fn write_fraction(f: &mut fmt::Formatter<'_>, fraction: u32) -> fmt::Result {
-    if fraction == 0 {
-        return Ok(());
-    }
-    let mut digits = 9;
-    let mut value = fraction;
-    while value.is_multiple_of(10) {
-        value /= 10;
-        digits -= 1;
-    }
-    write!(f, ".{value:0digits$}")
 }
 
 #[cfg(test)]

@@ -56,10 +56,14 @@ impl MetadataTemplate {
     }
 }
 
+/// The conversation the model sees: at most the latest `limit` stored
+/// messages (see [`window`]).
 pub(crate) fn rebuild(
     history: &[StoredMessage],
     template: Option<&MetadataTemplate>,
+    limit: usize,
 ) -> Vec<ModelMessage> {
+    let history = window(history, limit);
     let mut out = Vec::with_capacity(history.len());
     let mut step = Step::default();
     for message in history {
@@ -88,6 +92,22 @@ pub(crate) fn rebuild(
     }
     step.flush(&mut out);
     out
+}
+
+/// The latest `limit` messages, starting at a user message so no tool step
+/// is cut in half. When the window holds no user message (one turn with more
+/// tool records than `limit`), it widens back to the latest user message:
+/// the turn's own request is never dropped.
+fn window(history: &[StoredMessage], limit: usize) -> &[StoredMessage] {
+    let Some(from) = history.len().checked_sub(limit) else {
+        return history;
+    };
+    let is_user = |m: &StoredMessage| m.role == MessageRole::User;
+    let start = match history[from..].iter().position(is_user) {
+        Some(offset) => from + offset,
+        None => history[..from].iter().rposition(is_user).unwrap_or(0),
+    };
+    &history[start..]
 }
 
 fn user_message(message: &StoredMessage, template: Option<&MetadataTemplate>) -> ModelMessage {
@@ -248,7 +268,7 @@ mod tests {
             stored(MessageRole::Assistant, "3 degrees", &[]),
         ];
         let template = MetadataTemplate::compile("[user {{ metadata.user_id }}]").unwrap();
-        let messages = rebuild(&history, Some(&template));
+        let messages = rebuild(&history, Some(&template), 100);
         assert_eq!(
             messages,
             vec![
@@ -294,9 +314,39 @@ mod tests {
             ),
             stored(MessageRole::User, "again", &[]),
         ];
-        let messages = rebuild(&history, None);
+        let messages = rebuild(&history, None, 100);
         assert_eq!(messages.len(), 2);
         assert!(matches!(&messages[1], ModelMessage::User { text, .. } if text == "again"));
+    }
+
+    #[test]
+    fn the_window_keeps_the_latest_messages_from_a_user_message_on() {
+        let turn = |n: usize| {
+            [
+                stored(MessageRole::User, &format!("q{n}"), &[]),
+                stored(MessageRole::Assistant, &format!("a{n}"), &[]),
+            ]
+        };
+        let history: Vec<StoredMessage> = (0..5).flat_map(turn).collect();
+        let texts = |limit| -> Vec<String> {
+            rebuild(&history, None, limit)
+                .into_iter()
+                .map(|m| match m {
+                    ModelMessage::User { text, .. } | ModelMessage::Assistant { text, .. } => text,
+                    ModelMessage::Tool { content, .. } => content,
+                })
+                .collect()
+        };
+        assert_eq!(texts(100).len(), 10);
+        assert_eq!(texts(4), ["q3", "a3", "q4", "a4"]);
+        // An odd limit would start at an answer: the window starts at the
+        // next question instead.
+        assert_eq!(texts(3), ["q4", "a4"]);
+        // A turn longer than the limit keeps its own question.
+        let mut long = vec![stored(MessageRole::User, "q", &[])];
+        long.extend((0..6).map(|i| stored(MessageRole::Assistant, &format!("step {i}"), &[("step", "interim")])));
+        let kept = rebuild(&long, None, 2);
+        assert!(matches!(&kept[0], ModelMessage::User { text, .. } if text == "q"));
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct RuntimeSettings {
     pub client_tools: Vec<ClientToolDecl>,
     /// Tool-call rounds one turn may run before it stops with `MAX_ROUNDS_EXCEEDED`.
     pub max_rounds: u32,
+    /// The most stored messages of the session the model is shown: the
+    /// latest, from a user message on. Bounds each turn's work and the
+    /// model's context however long a session grows.
+    pub context_messages: usize,
     /// Rendered from each user message's metadata and appended to its text
     /// in what the model sees.
     pub metadata_template: Option<MetadataTemplate>,
@@ -68,6 +72,9 @@ pub struct RuntimeSettings {
     /// Where the targets of `delegations` and `handoffs` are found.
     pub roster: Arc<Roster>,
 }
+
+/// `agents[].context_messages` when not configured.
+pub const DEFAULT_CONTEXT_MESSAGES: usize = 100;
 
 pub struct RuntimeHandler {
     settings: RuntimeSettings,
@@ -90,7 +97,11 @@ enum Answer {
 impl Handler for RuntimeHandler {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
         let mut messages =
-            context::rebuild(&turn.history, self.settings.metadata_template.as_ref());
+            context::rebuild(
+                &turn.history,
+                self.settings.metadata_template.as_ref(),
+                self.settings.context_messages,
+            );
         let mut rounds = 0;
         let mut handed_to: Option<Arc<RuntimeHandler>> = None;
         loop {

@@ -18,7 +18,9 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::{Delegation, Handoff, Peer, Roster, RuntimeHandler, RuntimeSettings};
+use crate::{
+    DEFAULT_CONTEXT_MESSAGES, Delegation, Handoff, Peer, Roster, RuntimeHandler, RuntimeSettings,
+};
 
 struct FixedClock;
 
@@ -135,6 +137,7 @@ fn runtime_agent(
         server_tools: Vec::new(),
         client_tools: Vec::new(),
         max_rounds: 5,
+        context_messages: DEFAULT_CONTEXT_MESSAGES,
         metadata_template: None,
         delegations: delegations
             .iter()

@@ -98,7 +98,8 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
 
 impl Connection {
     async fn serve(&mut self, socket: &mut WebSocket) -> Exit {
-        if self.send(socket, self.connected_frame()).await.is_err() {
+        let connected = self.connected_frame();
+        if self.send(socket, connected).await.is_err() || socket::flush(socket).await.is_err() {
             return Exit::Gone;
         }
         let lifecycle = &self.state.lifecycle;
@@ -117,7 +118,7 @@ impl Connection {
                     return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
                 }
                 event = next_event(&mut self.turn) => {
-                    if self.on_turn_event(socket, event).await.is_err() {
+                    if self.on_turn_events(socket, event).await.is_err() {
                         return Exit::Gone;
                     }
                 }
@@ -133,6 +134,9 @@ impl Connection {
                         return exit;
                     }
                 }
+            }
+            if socket::flush(socket).await.is_err() {
+                return Exit::Gone;
             }
         }
     }
@@ -393,6 +397,23 @@ impl Connection {
         }
     }
 
+    /// `first` and the events the turn has already sent after it, up to
+    /// [`socket::EVENT_BATCH`], queued for one flush.
+    async fn on_turn_events(
+        &mut self,
+        socket: &mut WebSocket,
+        first: Option<TurnEvent>,
+    ) -> Result<(), SendFailed> {
+        self.on_turn_event(socket, first).await?;
+        for _ in 1..socket::EVENT_BATCH {
+            let Some(event) = self.turn.as_mut().and_then(socket::ready_event) else {
+                break;
+            };
+            self.on_turn_event(socket, event).await?;
+        }
+        Ok(())
+    }
+
     async fn on_turn_event(
         &mut self,
         socket: &mut WebSocket,
@@ -475,7 +496,7 @@ impl Connection {
             &chunk.data,
         );
         for frame in frames {
-            socket::send_raw(&self.state, socket, Message::Binary(frame.into())).await?;
+            socket::queue_raw(&self.state, socket, Message::Binary(frame.into())).await?;
         }
         Ok(())
     }
@@ -548,7 +569,7 @@ impl Connection {
     }
 
     async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
-        socket::send_text(&self.state, socket, text).await
+        socket::queue_text(&self.state, socket, text).await
     }
 }
 

@@ -168,7 +168,7 @@ impl Connection {
                 // Handled at the top of the loop.
                 () = drain.cancelled(), if self.turn.is_none() => {}
                 event = next_event(&mut self.turn) => {
-                    if self.on_turn_event(socket, event).await.is_err() {
+                    if self.on_turn_events(socket, event).await.is_err() {
                         return Exit::Gone;
                     }
                 }
@@ -183,6 +183,9 @@ impl Connection {
                         return exit;
                     }
                 }
+            }
+            if socket::flush(socket).await.is_err() {
+                return Exit::Gone;
             }
         }
     }
@@ -438,6 +441,24 @@ impl Connection {
         self.send_reply(socket, reply).await
     }
 
+    /// `first` and the events the turn has already sent after it, up to
+    /// [`socket::EVENT_BATCH`], queued for one flush.
+    async fn on_turn_events(
+        &mut self,
+        socket: &mut WebSocket,
+        first: Option<TurnEvent>,
+    ) -> Result<(), SendFailed> {
+        self.on_turn_event(socket, first).await?;
+        for _ in 1..socket::EVENT_BATCH {
+            let Some(event) = self.turn.as_mut().and_then(|t| socket::ready_event(&mut t.events))
+            else {
+                break;
+            };
+            self.on_turn_event(socket, event).await?;
+        }
+        Ok(())
+    }
+
     async fn on_turn_event(
         &mut self,
         socket: &mut WebSocket,
@@ -555,7 +576,7 @@ impl Connection {
     }
 
     async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
-        socket::send_text(&self.state, socket, text).await
+        socket::queue_text(&self.state, socket, text).await
     }
 }
 

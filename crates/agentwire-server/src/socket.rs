@@ -10,6 +10,7 @@ use std::time::Duration;
 use agentwire_core::{Identity, IdentityOrigin, TurnEvent};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use bytes::Bytes;
+use futures_util::SinkExt;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, Sleep};
 
@@ -51,16 +52,20 @@ pub(crate) fn count_received(state: &AppState) {
         .fetch_add(1, Ordering::Relaxed);
 }
 
-pub(crate) async fn send_text(
+/// Queues one text frame; see [`queue_raw`].
+pub(crate) async fn queue_text(
     state: &AppState,
     socket: &mut WebSocket,
     text: String,
 ) -> Result<(), SendFailed> {
-    send_raw(state, socket, Message::Text(text.into())).await
+    queue_raw(state, socket, Message::Text(text.into())).await
 }
 
-/// Sends one frame, counted, within [`WRITE_TIMEOUT`].
-pub(crate) async fn send_raw(
+/// Queues one frame, counted, within [`WRITE_TIMEOUT`]. It reaches the
+/// client at the next [`flush`] (or sooner, once [`WRITE_BUFFER_BYTES`] are
+/// queued): connection loops flush once per wake-up, so the frames one
+/// wake-up produces (a burst of token deltas) share one write system call.
+pub(crate) async fn queue_raw(
     state: &AppState,
     socket: &mut WebSocket,
     message: Message,
@@ -69,9 +74,36 @@ pub(crate) async fn send_raw(
         .metrics
         .messages_sent_total
         .fetch_add(1, Ordering::Relaxed);
-    match tokio::time::timeout(WRITE_TIMEOUT, socket.send(message)).await {
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.feed(message)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) | Err(_) => Err(SendFailed),
+    }
+}
+
+/// Writes the queued frames out, within [`WRITE_TIMEOUT`].
+pub(crate) async fn flush(socket: &mut WebSocket) -> Result<(), SendFailed> {
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) | Err(_) => Err(SendFailed),
+    }
+}
+
+/// Bytes of queued frames past which a [`queue_raw`] writes through
+/// without waiting for the flush; bounds what a batch holds.
+pub(crate) const WRITE_BUFFER_BYTES: usize = 16 * 1024;
+
+/// Events taken from a running turn in one wake-up, at most, before the
+/// frames are flushed: a fast producer cannot starve the socket's reads.
+pub(crate) const EVENT_BATCH: usize = 64;
+
+/// An event the running turn has already sent, without waiting:
+/// `Some(None)` when the turn ended without a terminal event, `None` when
+/// nothing is ready.
+pub(crate) fn ready_event(events: &mut mpsc::Receiver<TurnEvent>) -> Option<Option<TurnEvent>> {
+    match events.try_recv() {
+        Ok(event) => Some(Some(event)),
+        Err(mpsc::error::TryRecvError::Empty) => None,
+        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
     }
 }
 
@@ -145,7 +177,7 @@ impl Keepalive {
         socket: &mut WebSocket,
     ) -> Result<(), Exit> {
         match tick {
-            KeepaliveTick::Ping => send_raw(state, socket, Message::Ping(Bytes::new()))
+            KeepaliveTick::Ping => queue_raw(state, socket, Message::Ping(Bytes::new()))
                 .await
                 .map_err(|SendFailed| Exit::Gone),
             KeepaliveTick::Expired => Err(Exit::Close(CLOSE_GOING_AWAY, "keepalive timeout")),

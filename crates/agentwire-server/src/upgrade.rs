@@ -16,6 +16,7 @@ use crate::connection::{self, ConnectionParams};
 use crate::identity;
 use crate::lifecycle::{self, ConnectionSlot};
 use crate::query::QueryParams;
+use crate::socket;
 use crate::{AgentEntry, AppState};
 
 /// Initial read buffer per socket. Small on purpose: idle sockets are the
@@ -58,8 +59,9 @@ where
     let max_payload = state.settings.limits.max_payload_bytes;
     upgrade
         .read_buffer_size(READ_BUFFER_BYTES)
-        // Every frame is flushed as it is sent; no buffer to hold.
-        .write_buffer_size(0)
+        // Frames are queued and flushed once per wake-up of the connection
+        // task; the buffer grows only as far as one batch.
+        .write_buffer_size(socket::WRITE_BUFFER_BYTES)
         .max_message_size(max_payload)
         .max_frame_size(max_payload)
         .on_upgrade(move |socket| serve(socket, slot))

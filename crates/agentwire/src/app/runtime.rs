@@ -94,6 +94,7 @@ impl RuntimeParts {
             server_tools,
             client_tools,
             max_rounds: config.max_rounds,
+            context_messages: config.context_messages,
             metadata_template,
             delegations: config
                 .delegations
@@ -159,6 +160,7 @@ impl RuntimeParts {
             server_tools,
             client_tools,
             max_rounds: agent.max_rounds,
+            context_messages: agentwire_runtime::DEFAULT_CONTEXT_MESSAGES,
             metadata_template: None,
             delegations: agent.delegations.clone(),
             handoffs: agent.handoffs.clone(),

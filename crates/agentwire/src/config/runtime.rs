@@ -50,6 +50,8 @@ pub struct RuntimeAgentConfig {
     /// Names from `tools[]`.
     pub tools: Vec<String>,
     pub max_rounds: u32,
+    /// The most stored messages the model is shown.
+    pub context_messages: usize,
     pub message_metadata_template: Option<String>,
     /// Names from `agents[]` it may ask through `delegate_agent`.
     pub delegations: Vec<String>,
@@ -154,6 +156,7 @@ pub(super) struct RawAgentRuntime {
     pub(super) provider: Option<String>,
     pub(super) tools: Option<Vec<String>>,
     pub(super) max_rounds: Option<u32>,
+    pub(super) context_messages: Option<usize>,
     pub(super) message_metadata_template: Option<String>,
     pub(super) delegations: Option<Vec<String>>,
     pub(super) handoffs: Option<Vec<String>>,
@@ -165,6 +168,7 @@ impl RawAgentRuntime {
             && self.provider.is_none()
             && self.tools.is_none()
             && self.max_rounds.is_none()
+            && self.context_messages.is_none()
             && self.message_metadata_template.is_none()
             && self.delegations.is_none()
             && self.handoffs.is_none()
@@ -444,7 +448,7 @@ pub(super) fn validate_agent_runtime(
         }
         return Err(ConfigError::new(
             key("handler"),
-            "instructions, provider, tools, max_rounds, message_metadata_template, delegations and handoffs need `handler: runtime`",
+            "instructions, provider, tools, max_rounds, context_messages, message_metadata_template, delegations and handoffs need `handler: runtime`",
         ));
     }
     let provider = raw
@@ -476,11 +480,21 @@ pub(super) fn validate_agent_runtime(
             "must be greater than 0",
         ));
     }
+    let context_messages = raw
+        .context_messages
+        .unwrap_or(agentwire_runtime::DEFAULT_CONTEXT_MESSAGES);
+    if context_messages == 0 {
+        return Err(ConfigError::new(
+            key("context_messages"),
+            "must be greater than 0",
+        ));
+    }
     Ok(Some(RuntimeAgentConfig {
         instructions: raw.instructions,
         provider,
         tools: names,
         max_rounds,
+        context_messages,
         message_metadata_template: raw.message_metadata_template,
         delegations: raw.delegations.unwrap_or_default(),
         handoffs: raw.handoffs.unwrap_or_default(),

@@ -128,6 +128,11 @@ async fn runtime_agents_need_a_declared_provider() {
         "agents[0].provider",
         "no provider named \"nope\"",
     );
+    assert_rejected(
+        "providers:\n  - name: m\n    type: mock\nagents:\n  - name: r\n    handler: runtime\n    provider: m\n    context_messages: 0\n",
+        "agents[0].context_messages",
+        "must be greater than 0",
+    );
 }
 
 #[tokio::test]
