@@ -21,6 +21,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::assets::MediaResolver;
@@ -81,8 +82,9 @@ struct LiveSession {
     record: SessionRecord,
     state: Mutex<LiveState>,
     /// Serialises appends: a turn's records and an out-of-turn event must
-    /// not be given the same `seq`.
-    appending: tokio::sync::Mutex<()>,
+    /// not be given the same `seq`, and a session's writes reach the store
+    /// in `seq` order. Held until the write is durable (or has failed).
+    appending: Arc<tokio::sync::Mutex<()>>,
 }
 
 struct LiveState {
@@ -243,7 +245,7 @@ impl Engine {
             .or_insert_with(|| {
                 Arc::new(LiveSession {
                     record: record.clone(),
-                    appending: tokio::sync::Mutex::new(()),
+                    appending: Arc::default(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -331,13 +333,17 @@ impl Engine {
             metadata: input.metadata.clone(),
             created_at: now,
         };
-        let history = match lease.store_messages(vec![user_message]).await {
-            Ok(history) => history,
+        // The message is in the live history at once and its write runs
+        // beside the turn: the model is not kept waiting for a commit. The
+        // turn's own records wait for it, so `done` still means stored.
+        let (history, user_write) = match lease.append(vec![user_message]).await {
+            Ok(appended) => appended,
             Err(e) => {
                 lease.end_turn();
                 return Err(e.into());
             }
         };
+        let user_write = tokio::spawn(user_write);
         let (tx, rx) = mpsc::channel(TURN_EVENT_QUEUE);
         let (summary_tx, summary_rx) = oneshot::channel();
         let turn = TurnContext {
@@ -361,6 +367,7 @@ impl Engine {
             req.agent.handler.clone(),
             turn,
             turn_lease,
+            user_write,
             summary_tx,
         ));
         Ok(TurnHandle {
@@ -413,7 +420,7 @@ impl Engine {
             Some(record) => {
                 let history = self.inner.store.load_messages(id).await?;
                 LiveSession {
-                    appending: tokio::sync::Mutex::new(()),
+                    appending: Arc::default(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -427,7 +434,7 @@ impl Engine {
             None => {
                 let now = self.inner.clock.now();
                 LiveSession {
-                    appending: tokio::sync::Mutex::new(()),
+                    appending: Arc::default(),
                     record: SessionRecord {
                         id: id.clone(),
                         agent: agent.name.clone(),
@@ -534,34 +541,67 @@ impl SessionLease {
     /// history including them.
     async fn store_messages(
         &self,
-        mut messages: Vec<StoredMessage>,
+        messages: Vec<StoredMessage>,
     ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
-        let _appending = self.session.appending.lock().await;
-        let store = &self.inner.store;
-        let (persisted, next_seq) = {
-            let state = self.session.state.lock();
+        let (history, write) = self.append(messages).await?;
+        write.await?;
+        Ok(history)
+    }
+
+    /// Puts `messages` in the live history at once (their `seq` assigned
+    /// here) and returns that history with the write that stores them. The
+    /// write holds the session's append lock until it is done, so the next
+    /// append waits for it; if it fails, the messages leave the live history
+    /// again and the session is as if they had never come.
+    async fn append(
+        &self,
+        mut messages: Vec<StoredMessage>,
+    ) -> Result<
+        (
+            Arc<Vec<StoredMessage>>,
+            impl Future<Output = Result<(), StoreError>> + Send + 'static,
+        ),
+        StoreError,
+    > {
+        let appending = self.session.appending.clone().lock_owned().await;
+        let (first_seq, was_persisted, history) = {
+            let mut state = self.session.state.lock();
             if state.deleted {
                 return Err(StoreError::Rejected(format!(
                     "session {}: deleted",
                     self.id()
                 )));
             }
-            (state.persisted, state.history.len() as u64)
+            let first_seq = state.history.len();
+            for (i, message) in messages.iter_mut().enumerate() {
+                message.seq = (first_seq + i) as u64;
+            }
+            if let Some(last) = messages.last() {
+                state.last_active_at = state.last_active_at.max(last.created_at);
+            }
+            Arc::make_mut(&mut state.history).extend(messages.iter().cloned());
+            let was_persisted = std::mem::replace(&mut state.persisted, true);
+            (first_seq, was_persisted, state.history.clone())
         };
-        if !persisted {
-            store.create_session(&self.session.record).await?;
-            self.session.state.lock().persisted = true;
-        }
-        for (i, message) in messages.iter_mut().enumerate() {
-            message.seq = next_seq + i as u64;
-            store.append_message(message).await?;
-        }
-        let mut state = self.session.state.lock();
-        if let Some(last) = messages.last() {
-            state.last_active_at = last.created_at;
-        }
-        Arc::make_mut(&mut state.history).extend(messages);
-        Ok(state.history.clone())
+        let store = self.inner.store.clone();
+        let session = self.session.clone();
+        let write = async move {
+            let _appending = appending;
+            let result = match was_persisted {
+                true => store.append_messages(&messages).await,
+                false => match store.create_session(&session.record).await {
+                    Ok(()) => store.append_messages(&messages).await,
+                    Err(e) => Err(e),
+                },
+            };
+            if result.is_err() {
+                let mut state = session.state.lock();
+                Arc::make_mut(&mut state.history).truncate(first_seq);
+                state.persisted = was_persisted;
+            }
+            result
+        };
+        Ok((history, write))
     }
 
     /// (Re)schedules the session's summary after a completed turn and tells
@@ -600,6 +640,7 @@ async fn run_turn(
     handler: Arc<dyn Handler>,
     turn: TurnContext,
     lease: SessionLease,
+    user_write: JoinHandle<Result<(), StoreError>>,
     summary: oneshot::Sender<Timestamp>,
 ) {
     let result = AssertUnwindSafe(handler.run(&turn))
@@ -620,14 +661,21 @@ async fn run_turn(
         now,
     );
     records.push(terminal_record(lease.id(), &result, now));
-    let terminal = match (lease.store_messages(records).await, result) {
+    let stored = match user_write.await {
+        Ok(Ok(())) => lease.store_messages(records).await.map(drop),
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "the write task ended: {e}"
+        ))),
+    };
+    let terminal = match (stored, result) {
         (Ok(_), Ok(reply)) => {
             lease.schedule_summary(summary).await;
             TurnEvent::Completed(reply)
         }
         (Ok(_), Err(failure)) => TurnEvent::Failed(failure),
         (Err(e), _) => {
-            tracing::error!(session = %lease.id(), error = %e, "storing the turn's reply failed");
+            tracing::error!(session = %lease.id(), error = %e, "storing the turn failed");
             TurnEvent::Failed(TurnFailure::internal())
         }
     };

@@ -30,9 +30,15 @@ pub trait SessionStore: Send + Sync + 'static {
 
     async fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError>;
 
-    /// Appends a message and advances the session's `last_active_at` to the
-    /// message's `created_at`.
-    async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError>;
+    /// Appends messages of one session, all or none, and advances the
+    /// session's `last_active_at` to the latest `created_at` among them. A
+    /// turn's records go in one call: one round trip and one commit.
+    async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError>;
+
+    /// [`SessionStore::append_messages`] of one message.
+    async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError> {
+        self.append_messages(std::slice::from_ref(message)).await
+    }
 
     /// Every message of the session, by `seq`.
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError>;

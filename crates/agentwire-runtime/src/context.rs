@@ -344,7 +344,13 @@ mod tests {
         assert_eq!(texts(3), ["q4", "a4"]);
         // A turn longer than the limit keeps its own question.
         let mut long = vec![stored(MessageRole::User, "q", &[])];
-        long.extend((0..6).map(|i| stored(MessageRole::Assistant, &format!("step {i}"), &[("step", "interim")])));
+        long.extend((0..6).map(|i| {
+            stored(
+                MessageRole::Assistant,
+                &format!("step {i}"),
+                &[("step", "interim")],
+            )
+        }));
         let kept = rebuild(&long, None, 2);
         assert!(matches!(&kept[0], ModelMessage::User { text, .. } if text == "q"));
     }

@@ -96,12 +96,11 @@ enum Answer {
 #[async_trait]
 impl Handler for RuntimeHandler {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
-        let mut messages =
-            context::rebuild(
-                &turn.history,
-                self.settings.metadata_template.as_ref(),
-                self.settings.context_messages,
-            );
+        let mut messages = context::rebuild(
+            &turn.history,
+            self.settings.metadata_template.as_ref(),
+            self.settings.context_messages,
+        );
         let mut rounds = 0;
         let mut handed_to: Option<Arc<RuntimeHandler>> = None;
         loop {

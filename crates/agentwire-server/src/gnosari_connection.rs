@@ -450,7 +450,10 @@ impl Connection {
     ) -> Result<(), SendFailed> {
         self.on_turn_event(socket, first).await?;
         for _ in 1..socket::EVENT_BATCH {
-            let Some(event) = self.turn.as_mut().and_then(|t| socket::ready_event(&mut t.events))
+            let Some(event) = self
+                .turn
+                .as_mut()
+                .and_then(|t| socket::ready_event(&mut t.events))
             else {
                 break;
             };

@@ -20,6 +20,7 @@ macro_rules! conformance_tests {
             create_twice_keeps_the_first,
             messages_round_trip_in_seq_order,
             append_advances_last_active_at,
+            appending_several_is_all_or_nothing,
             append_to_unknown_session_is_rejected,
             duplicate_seq_is_rejected_alone_in_a_concurrent_batch,
             unknown_ids_load_nothing,
@@ -172,6 +173,24 @@ pub(crate) async fn append_advances_last_active_at(store: &dyn SessionStore) {
     store.append_message(&message("s1", 1, 900)).await.unwrap();
     let loaded = store.load_session(&created.id).await.unwrap().unwrap();
     assert_eq!(loaded.last_active_at, Timestamp(900));
+}
+
+pub(crate) async fn appending_several_is_all_or_nothing(store: &dyn SessionStore) {
+    store
+        .create_session(&record("s1", None, 100))
+        .await
+        .unwrap();
+    let turn = [message("s1", 0, 300), message("s1", 1, 200)];
+    store.append_messages(&turn).await.unwrap();
+    let loaded = store.load_session(&sid("s1")).await.unwrap().unwrap();
+    assert_eq!(loaded.last_active_at, Timestamp(300), "the latest of them");
+    // seq 1 is taken: seq 2 is not stored either.
+    let clash = [message("s1", 2, 400), message("s1", 1, 400)];
+    let err = store.append_messages(&clash).await.unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), turn);
+    let loaded = store.load_session(&sid("s1")).await.unwrap().unwrap();
+    assert_eq!(loaded.last_active_at, Timestamp(300));
 }
 
 pub(crate) async fn append_to_unknown_session_is_rejected(store: &dyn SessionStore) {

@@ -51,23 +51,37 @@ impl SessionStore for MemoryStore {
         Ok(self.sessions.lock().get(id).map(|s| s.record.clone()))
     }
 
-    async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError> {
+    async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        let Some(first) = messages.first() else {
+            return Ok(());
+        };
         let mut sessions = self.sessions.lock();
-        let Some(session) = sessions.get_mut(&message.session_id) else {
+        let Some(session) = sessions.get_mut(&first.session_id) else {
             return Err(StoreError::Rejected(format!(
                 "message {} of session {}: unknown session",
-                message.seq, message.session_id
+                first.seq, first.session_id
             )));
         };
-        if session.messages.contains_key(&message.seq) {
-            return Err(StoreError::Rejected(format!(
-                "message {} of session {}: seq already stored",
-                message.seq, message.session_id
-            )));
+        for (i, message) in messages.iter().enumerate() {
+            let repeated = messages[..i].iter().any(|m| m.seq == message.seq);
+            if message.session_id != first.session_id {
+                return Err(StoreError::Rejected(format!(
+                    "message {} of session {}: one call appends to one session",
+                    message.seq, message.session_id
+                )));
+            }
+            if repeated || session.messages.contains_key(&message.seq) {
+                return Err(StoreError::Rejected(format!(
+                    "message {} of session {}: seq already stored",
+                    message.seq, message.session_id
+                )));
+            }
         }
-        session.messages.insert(message.seq, message.clone());
-        let last_active_at = &mut session.record.last_active_at;
-        *last_active_at = (*last_active_at).max(message.created_at);
+        for message in messages {
+            session.messages.insert(message.seq, message.clone());
+            let last_active_at = &mut session.record.last_active_at;
+            *last_active_at = (*last_active_at).max(message.created_at);
+        }
         Ok(())
     }
 

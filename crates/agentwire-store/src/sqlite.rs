@@ -6,8 +6,8 @@
 //! - Async callers never touch SQLite. Each operation is a [`Command`] sent over
 //!   a bounded channel with a oneshot for the reply; the `agentwire-sqlite`
 //!   thread blocks on the channel, so no blocking IO runs on async threads.
-//! - Group commit: the thread takes one command, drains whatever else is
-//!   already queued (up to [`MAX_BATCH`]) and runs the whole batch in one
+//! - Group commit: the thread takes one command, then keeps taking what is
+//!   queued meanwhile (up to [`MAX_BATCH`]) and runs the whole batch in one
 //!   transaction, so a burst of appends costs one commit. Every write runs in
 //!   its own savepoint: a failing write (a duplicate `seq`) rolls back alone
 //!   and the rest of the batch commits. Reads run in the same transaction and
@@ -163,22 +163,15 @@ impl SessionStore for SqliteStore {
         self.call(|reply| Command::LoadSession { id, reply }).await
     }
 
-    async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError> {
-        let what = || format!("message {} of session {}", message.seq, message.session_id);
-        let seq = i64::try_from(message.seq)
-            .map_err(|_| StoreError::Rejected(format!("{}: seq out of range", what())))?;
-        let parts = codec::encode_parts(&message.parts)?;
-        let metadata = codec::encode_metadata(&message.metadata)?;
-        let row = NewMessage {
-            session_id: message.session_id.clone(),
-            seq,
-            role: message.role.as_str(),
-            content: message.content.clone(),
-            parts,
-            metadata,
-            created_at: message.created_at.0,
-        };
-        self.call(|reply| Command::Append { row, reply }).await
+    async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        let rows = messages
+            .iter()
+            .map(NewMessage::encode)
+            .collect::<Result<Vec<_>, _>>()?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.call(|reply| Command::Append { rows, reply }).await
     }
 
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
@@ -366,8 +359,9 @@ enum Command {
         id: SessionId,
         reply: Reply<Option<SessionRecord>>,
     },
+    /// Messages of one session, appended all or none.
     Append {
-        row: NewMessage,
+        rows: Vec<NewMessage>,
         reply: Reply<()>,
     },
     LoadMessages {
@@ -421,6 +415,27 @@ struct NewMessage {
     parts: Option<String>,
     metadata: Option<String>,
     created_at: i64,
+}
+
+impl NewMessage {
+    /// Encodes on the caller's side, so the worker thread only runs SQL.
+    fn encode(message: &StoredMessage) -> Result<NewMessage, StoreError> {
+        let seq = i64::try_from(message.seq).map_err(|_| {
+            StoreError::Rejected(format!(
+                "message {} of session {}: seq out of range",
+                message.seq, message.session_id
+            ))
+        })?;
+        Ok(NewMessage {
+            session_id: message.session_id.clone(),
+            seq,
+            role: message.role.as_str(),
+            content: message.content.clone(),
+            parts: codec::encode_parts(&message.parts)?,
+            metadata: codec::encode_metadata(&message.metadata)?,
+            created_at: message.created_at.0,
+        })
+    }
 }
 
 /// A message row as it is read; decoded on the caller's side.
@@ -507,43 +522,39 @@ impl Command {
 }
 
 fn run(mut conn: Connection, mut commands: mpsc::Receiver<Command>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = commands.blocking_recv() {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match commands.try_recv() {
-                Ok(command) => batch.push(command),
-                Err(_) => break,
-            }
-        }
-        run_batch(&mut conn, &mut batch);
+        run_batch(&mut conn, first, &mut commands);
     }
     debug!("session store dropped; sqlite thread exiting");
 }
 
-/// Runs `batch` (leaving it empty) in one transaction and replies to each
-/// command once the transaction has committed or failed.
-fn run_batch(conn: &mut Connection, batch: &mut Vec<Command>) {
-    let size = batch.len();
+/// Runs `first` and every command queued while the batch runs (up to
+/// [`MAX_BATCH`]) in one transaction, then replies to each once the
+/// transaction has committed or failed. Taking commands that arrive while
+/// earlier ones execute, not just those queued at the start, is what makes
+/// batches grow with the load.
+fn run_batch(conn: &mut Connection, first: Command, commands: &mut mpsc::Receiver<Command>) {
     let mut tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
             let reason = format!("cannot begin a transaction: {e}");
-            warn!(error = %e, commands = size, "session store batch failed");
-            for command in batch.drain(..) {
-                command.skipped(&reason).deliver(None);
-            }
+            warn!(error = %e, "session store batch failed");
+            first.skipped(&reason).deliver(None);
             return;
         }
     };
-    let mut outcomes = Vec::with_capacity(size);
+    let mut outcomes = Vec::new();
     let mut broken: Option<String> = None;
-    for command in batch.drain(..) {
+    let mut next = Some(first);
+    while let Some(command) = next.take() {
         let outcome = match &broken {
             Some(reason) => command.skipped(reason),
             None => execute(&mut tx, command, &mut broken),
         };
         outcomes.push(outcome);
+        if outcomes.len() < MAX_BATCH {
+            next = commands.try_recv().ok();
+        }
     }
     let failure = match broken {
         Some(reason) => {
@@ -558,7 +569,7 @@ fn run_batch(conn: &mut Connection, batch: &mut Vec<Command>) {
             .map(|e| format!("cannot commit a transaction: {e}")),
     };
     if let Some(reason) = &failure {
-        warn!(error = %reason, commands = size, "session store batch failed");
+        warn!(error = %reason, commands = outcomes.len(), "session store batch failed");
     }
     for outcome in outcomes {
         outcome.deliver(failure.as_deref());
@@ -572,9 +583,11 @@ fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<Strin
             log_write_failure(&result, &record.id, None);
             Outcome::new(reply, result)
         }
-        Command::Append { row, reply } => {
-            let result = write(tx, broken, |conn| append_message(conn, &row));
-            log_write_failure(&result, &row.session_id, Some(row.seq));
+        Command::Append { rows, reply } => {
+            let result = write(tx, broken, |conn| append_messages(conn, &rows));
+            if let Some(first) = rows.first() {
+                log_write_failure(&result, &first.session_id, Some(first.seq));
+            }
             Outcome::new(reply, result)
         }
         Command::LoadSession { id, reply } => Outcome::new(reply, load_session(tx, &id)),
@@ -633,7 +646,8 @@ fn log_write_failure<T>(result: &Result<T, StoreError>, session_id: &SessionId, 
 }
 
 /// Runs `op` in a savepoint of the batch transaction: on error it rolls back
-/// alone. A savepoint that cannot be opened or closed breaks the batch.
+/// alone. A savepoint that cannot be opened or closed breaks the batch. The
+/// savepoint statements are prepared once and cached, not parsed per write.
 fn write<T>(
     tx: &mut Transaction<'_>,
     broken: &mut Option<String>,
@@ -643,21 +657,24 @@ fn write<T>(
         *broken = Some(reason.clone());
         Err(StoreError::Unavailable(reason))
     };
-    let savepoint = match tx.savepoint() {
-        Ok(savepoint) => savepoint,
-        Err(e) => return fail(format!("cannot open a savepoint: {e}")),
-    };
-    let result = op(&savepoint);
-    // `finish` rolls back (the default drop behaviour) and releases.
-    let end = if result.is_ok() {
-        savepoint.commit()
-    } else {
-        savepoint.finish()
+    if let Err(e) = run_cached(tx, "SAVEPOINT write") {
+        return fail(format!("cannot open a savepoint: {e}"));
+    }
+    let result = op(tx);
+    let end = match result {
+        Ok(_) => run_cached(tx, "RELEASE write"),
+        Err(_) => {
+            run_cached(tx, "ROLLBACK TO write").and_then(|()| run_cached(tx, "RELEASE write"))
+        }
     };
     match end {
         Ok(()) => result,
         Err(e) => fail(format!("cannot close a savepoint: {e}")),
     }
+}
+
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 mod queries;

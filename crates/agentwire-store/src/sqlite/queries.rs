@@ -21,29 +21,48 @@ pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Resul
     Ok(())
 }
 
-pub(super) fn append_message(conn: &Connection, row: &NewMessage) -> Result<(), StoreError> {
-    let what = format_args!("message {} of session {}", row.seq, row.session_id);
-    conn.prepare_cached(
-        "INSERT INTO messages (session_id, seq, role, content, parts, metadata, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute((
-            row.session_id.as_str(),
-            row.seq,
-            row.role,
-            &row.content,
-            &row.parts,
-            &row.metadata,
-            row.created_at,
-        ))
-    })
-    .map_err(|e| write_error(e, &what))?;
+/// Inserts `rows` (of one session) and advances the session's
+/// `last_active_at` once, to the latest of them.
+pub(super) fn append_messages(conn: &Connection, rows: &[NewMessage]) -> Result<(), StoreError> {
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO messages (session_id, seq, role, content, parts, metadata, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(|e| write_error(e, &format_args!("messages of session {}", first.session_id)))?;
+    for row in rows {
+        if row.session_id != first.session_id {
+            return Err(StoreError::Rejected(format!(
+                "message {} of session {}: one call appends to one session",
+                row.seq, row.session_id
+            )));
+        }
+        insert
+            .execute((
+                row.session_id.as_str(),
+                row.seq,
+                row.role,
+                &row.content,
+                &row.parts,
+                &row.metadata,
+                row.created_at,
+            ))
+            .map_err(|e| {
+                write_error(
+                    e,
+                    &format_args!("message {} of session {}", row.seq, row.session_id),
+                )
+            })?;
+    }
+    let latest = rows.iter().map(|r| r.created_at).max().unwrap_or_default();
     conn.prepare_cached(
         "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1",
     )
-    .and_then(|mut stmt| stmt.execute((row.session_id.as_str(), row.created_at)))
-    .map_err(|e| write_error(e, &what))?;
+    .and_then(|mut stmt| stmt.execute((first.session_id.as_str(), latest)))
+    .map_err(|e| write_error(e, &format_args!("session {}", first.session_id)))?;
     Ok(())
 }
 

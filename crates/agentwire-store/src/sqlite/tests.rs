@@ -137,15 +137,7 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
         let (reply, rx) = oneshot::channel();
         append_rxs.push(rx);
         batch.push(Command::Append {
-            row: NewMessage {
-                session_id: sid("s1"),
-                seq,
-                role: "user",
-                content: format!("m{seq}@{at}"),
-                parts: None,
-                metadata: None,
-                created_at: at,
-            },
+            rows: vec![row(seq, at)],
             reply,
         });
     }
@@ -160,8 +152,25 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
         reply: session_tx,
     });
 
-    run_batch(&mut conn, &mut batch);
-    assert!(batch.is_empty());
+    // Two rows appended all or none: the duplicate seq 1 takes seq 3 down too.
+    let (reply, mut pair_rx) = oneshot::channel();
+    batch.push(Command::Append {
+        rows: vec![row(3, 5), row(1, 6)],
+        reply,
+    });
+    // The batch takes every command queued behind the first one.
+    let (queue, mut queued) = mpsc::channel(batch.len());
+    let mut batch = batch.into_iter();
+    let first = batch.next().unwrap();
+    for command in batch {
+        assert!(queue.try_send(command).is_ok());
+    }
+    run_batch(&mut conn, first, &mut queued);
+    assert!(queued.try_recv().is_err(), "one batch ran everything");
+    assert!(matches!(
+        pair_rx.try_recv().unwrap(),
+        Err(StoreError::Rejected(_))
+    ));
 
     create_rx.try_recv().unwrap().unwrap();
     let appends: Vec<_> = append_rxs
@@ -177,6 +186,18 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
     // The rejected write's last_active_at bump never happened; later ones did.
     assert_eq!(session.last_active_at, Timestamp(4));
     assert!(conn.is_autocommit(), "the batch transaction is closed");
+}
+
+fn row(seq: i64, at: i64) -> NewMessage {
+    NewMessage {
+        session_id: sid("s1"),
+        seq,
+        role: "user",
+        content: format!("m{seq}@{at}"),
+        parts: None,
+        metadata: None,
+        created_at: at,
+    }
 }
 
 #[tokio::test]
