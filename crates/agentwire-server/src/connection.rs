@@ -117,20 +117,22 @@ impl Connection {
                 () = drain.cancelled(), if self.turn.is_none() => {
                     return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
                 }
+                // The handlers are boxed: inline, their futures would size
+                // every idle connection's task for its busiest moment.
                 event = next_event(&mut self.turn) => {
-                    if self.on_turn_events(socket, event).await.is_err() {
+                    if Box::pin(self.on_turn_events(socket, event)).await.is_err() {
                         return Exit::Gone;
                     }
                 }
                 frame = socket.recv() => {
                     keepalive.heard();
-                    match self.on_frame(socket, frame).await {
+                    match Box::pin(self.on_frame(socket, frame)).await {
                         Ok(()) => {}
                         Err(exit) => return exit,
                     }
                 }
                 tick = keepalive.tick() => {
-                    if let Err(exit) = Keepalive::act(tick, &self.state, socket).await {
+                    if let Err(exit) = Box::pin(Keepalive::act(tick, &self.state, socket)).await {
                         return exit;
                     }
                 }
