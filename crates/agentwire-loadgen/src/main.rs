@@ -10,6 +10,11 @@ use agentwire_loadgen::options::{check_loopback, parse_duration};
 use agentwire_loadgen::{RunOptions, Scenario, baseline};
 use clap::{Args, Parser, Subcommand};
 
+/// The allocator agentwire ships with, so the baseline server (which runs in
+/// this binary) differs from agentwire by the engine alone.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "agentwire-loadgen",

@@ -8,6 +8,12 @@ use agentwire::config::{self, Config};
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
+/// mimalloc: its thread-local free lists cost a fraction of glibc's malloc
+/// per frame and per turn (see BENCHMARKS.md), and freed memory returns to
+/// the system instead of staying in per-thread arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "agentwire",
