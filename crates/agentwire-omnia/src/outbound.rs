@@ -231,10 +231,18 @@ struct SessionConfigOut<'a> {
 }
 
 fn to_json(envelope: &Envelope<'_>) -> String {
+    // Sized for the envelope's fixed fields and its text up front: a chunk
+    // frame is then written without growing the buffer.
+    let mut out = Vec::with_capacity(FRAME_OVERHEAD + envelope.content.len());
     // Every shape here has string keys and no fallible Display, so
-    // serialization cannot fail.
-    serde_json::to_string(envelope).expect("frame serialization is infallible")
+    // serialization cannot fail, and serde_json writes UTF-8 only.
+    serde_json::to_writer(&mut out, envelope).expect("frame serialization is infallible");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
+
+/// Bytes of a text frame besides its content: type, session id, timestamp
+/// and punctuation, with room to spare.
+const FRAME_OVERHEAD: usize = 160;
 
 /// Arguments clients should see: `null` and `{}` are left out, as Go's
 /// `omitempty` does for an empty map.
