@@ -49,6 +49,7 @@ scenario() {
 
 scenario idle --scenario idle --connections "$IDLE_CONNECTIONS" --connect-concurrency 128
 scenario stream --scenario stream --connections "$STREAM_CONNECTIONS" --chunks 20 --storage sqlite
+scenario stream-memory --scenario stream --connections "$STREAM_CONNECTIONS" --chunks 20 --storage memory
 scenario script --scenario stream --connections "$STREAM_CONNECTIONS" --storage sqlite
 scenario burst --scenario burst --connections "$BURST_CONNECTIONS"
 
@@ -74,7 +75,7 @@ if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then 
   echo "per chunk divide the run phase's CPU time by the turns and chunks"
   echo "completed. Latencies are measured by the client from sending the"
   echo "message; a ratio is agentwire's median over the baseline's."
-  for name in idle stream script burst; do
+  for name in idle stream stream-memory script burst; do
     echo
     sed -n 1p "$work/$name.md"
     echo
