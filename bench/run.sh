@@ -3,7 +3,7 @@
 # builds release, runs each scenario RUNS times per server (alternating, a
 # fresh server process per run) and writes BENCHMARKS.md with the medians.
 #
-#   bench/run.sh                 # all scenarios, 3 runs each (~10 minutes)
+#   bench/run.sh                 # all scenarios, 3 runs each (~13 minutes)
 #   RUNS=1 DURATION=5s bench/run.sh
 #   OUT=/tmp/b.md bench/run.sh
 #
@@ -84,6 +84,8 @@ if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then 
   done
   echo
   echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo
+  cat bench/profile.md
 } >"$OUT"
 echo "wrote $OUT" >&2
 exit "$status"
