@@ -16,6 +16,8 @@
 mod codec;
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod engine_writes;
 mod memory;
 mod sqlite;
 
