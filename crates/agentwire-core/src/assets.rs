@@ -120,16 +120,10 @@ enum Resolved {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use async_trait::async_trait;
-
     use super::*;
     use crate::content::{MediaContent, PartKind};
-    use crate::media::{
-        MediaBody, MediaBytes, MediaError, MediaId, MediaInfo, UploadSpec, UploadTicket,
-    };
-    use crate::time::Timestamp;
+    use crate::media::{MediaBytes, MediaError};
+    use crate::testing::{DownloadsOnly, png_info};
 
     const PNG: &str = "omnia://sessions/s/media/0123456789abcdef0123456789abcdef";
     const REMOTE: &str = "omnia://sessions/s/media/fedcba9876543210fedcba9876543210";
@@ -137,47 +131,8 @@ mod tests {
     /// Serves `PNG` as bytes and `REMOTE` as a presigned URL numbered by
     /// the download, as a presigning store mints a new one each time;
     /// anything else is not found.
-    #[derive(Default)]
-    struct Items {
-        downloads: AtomicUsize,
-    }
-
-    fn info(storage_ref: &StorageRef, size_bytes: u64) -> MediaInfo {
-        MediaInfo {
-            storage_ref: storage_ref.clone(),
-            filename: "x".into(),
-            mime_type: "image/png".into(),
-            size_bytes,
-            created_at: Timestamp(0),
-            expires_at: None,
-            owner: None,
-        }
-    }
-
-    #[async_trait]
-    impl MediaStore for Items {
-        async fn prepare_upload(&self, _: &UploadSpec) -> Result<UploadTicket, MediaError> {
-            Err(MediaError::NotFound)
-        }
-        async fn write_upload(
-            &self,
-            _: &MediaId,
-            _: Option<u64>,
-            _: MediaBody,
-        ) -> Result<MediaInfo, MediaError> {
-            Err(MediaError::NotFound)
-        }
-        async fn put(&self, _: &UploadSpec, _: MediaBody) -> Result<MediaInfo, MediaError> {
-            Err(MediaError::NotFound)
-        }
-        async fn confirm_upload(&self, _: &MediaId) -> Result<MediaInfo, MediaError> {
-            Err(MediaError::NotFound)
-        }
-        async fn info(&self, _: &StorageRef) -> Result<MediaInfo, MediaError> {
-            Err(MediaError::NotFound)
-        }
-        async fn download(&self, storage_ref: &StorageRef) -> Result<Download, MediaError> {
-            let n = self.downloads.fetch_add(1, Ordering::SeqCst) + 1;
+    fn items() -> Arc<DownloadsOnly> {
+        Arc::new(DownloadsOnly::new(|storage_ref, n| {
             match storage_ref.to_string().as_str() {
                 PNG => {
                     let chunks = [
@@ -185,17 +140,17 @@ mod tests {
                         Ok(MediaBytes::new(&b"NG"[..])),
                     ];
                     Ok(Download::Body {
-                        info: info(storage_ref, 4),
+                        info: png_info(storage_ref),
                         body: futures_util::stream::iter(chunks).boxed(),
                     })
                 }
                 REMOTE => Ok(Download::Redirect {
-                    info: info(storage_ref, 4),
+                    info: png_info(storage_ref),
                     url: format!("https://bucket.test/item?signature={n}"),
                 }),
                 _ => Err(MediaError::NotFound),
             }
-        }
+        }))
     }
 
     fn image(storage_ref: &str) -> ContentPart {
@@ -228,7 +183,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_resolution_reads_afresh_and_leaves_the_request_as_it_was() {
-        let items = Arc::new(Items::default());
+        let items = items();
         let resolver = MediaResolver::new(items.clone());
         let missing = "omnia://sessions/s/media/00000000000000000000000000000000";
         let original = request(vec![image(PNG), image(REMOTE), image(missing)]);
@@ -264,7 +219,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_without_stored_media_are_borrowed_untouched() {
-        let items = Arc::new(Items::default());
+        let items = items();
         let resolver = MediaResolver::new(items.clone());
         let mut inline = image(PNG);
         inline.media.as_mut().unwrap().data = Some("AAAA".into());
@@ -273,6 +228,6 @@ mod tests {
             resolver.resolve(&original).await,
             Cow::Borrowed(_)
         ));
-        assert_eq!(items.downloads.load(Ordering::SeqCst), 0);
+        assert_eq!(items.downloads(), 0);
     }
 }

@@ -41,6 +41,8 @@ pub mod screening;
 pub mod session;
 pub mod store;
 pub mod summary;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod time;
 pub mod tools;
 pub mod turn;

@@ -2,16 +2,14 @@
 //! in-memory store, with models scripted by functions of their requests.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use agentwire_core::testing::{CountingIds, DownloadsOnly, FixedClock, png_info};
 use agentwire_core::{
-    Agent, Clock, ConnectionScope, ContentPart, Download, Engine, Handler, IdSource, MediaBody,
-    MediaContent, MediaError, MediaId, MediaInfo, MediaStore, MessageRole, Metadata, ModelMessage,
-    ModelProvider, ModelReply, ModelRequest, ModelToolCall, PartKind, ProviderError,
-    ProviderErrorKind, Reply, SessionId, StorageRef, StoredMessage, SubmitRequest, TextSink,
-    Timestamp, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure, UploadSpec,
-    UploadTicket,
+    Agent, ConnectionScope, ContentPart, Download, Engine, Handler, MediaContent, MediaStore,
+    MessageRole, Metadata, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall,
+    PartKind, ProviderError, ProviderErrorKind, Reply, StoredMessage, SubmitRequest, TextSink,
+    Timestamp, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure,
 };
 use agentwire_store::MemoryStore;
 use async_trait::async_trait;
@@ -21,27 +19,6 @@ use serde_json::{Value, json};
 use crate::{
     DEFAULT_CONTEXT_MESSAGES, Delegation, Handoff, Peer, Roster, RuntimeHandler, RuntimeSettings,
 };
-
-struct FixedClock;
-
-impl Clock for FixedClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(1_000)
-    }
-}
-
-#[derive(Default)]
-struct CountingIds(AtomicU64);
-
-impl IdSource for CountingIds {
-    fn session_id(&self) -> SessionId {
-        SessionId::minted(format!("s{}", self.0.fetch_add(1, Ordering::Relaxed)))
-    }
-
-    fn call_id(&self) -> String {
-        format!("call-{}", self.0.fetch_add(1, Ordering::Relaxed))
-    }
-}
 
 type Script = dyn Fn(&ModelRequest) -> Result<ModelReply, ProviderError> + Send + Sync;
 
@@ -228,7 +205,7 @@ async fn run_turn_with_media(
 ) -> Outcome {
     let mut engine = Engine::new(
         Arc::new(MemoryStore::new()),
-        Arc::new(FixedClock),
+        Arc::new(FixedClock(Timestamp(1_000))),
         Arc::new(CountingIds::default()),
     );
     if let Some(media) = media {
@@ -402,51 +379,6 @@ async fn a_handoff_gives_the_rest_of_the_turn_and_the_conversation_to_the_target
     );
 }
 
-/// A presigning media store: every download of any item is a new URL,
-/// numbered, as S3 mints a fresh signature each time.
-#[derive(Default)]
-struct Presigning {
-    downloads: AtomicU64,
-}
-
-#[async_trait]
-impl MediaStore for Presigning {
-    async fn prepare_upload(&self, _: &UploadSpec) -> Result<UploadTicket, MediaError> {
-        Err(MediaError::NotFound)
-    }
-    async fn write_upload(
-        &self,
-        _: &MediaId,
-        _: Option<u64>,
-        _: MediaBody,
-    ) -> Result<MediaInfo, MediaError> {
-        Err(MediaError::NotFound)
-    }
-    async fn put(&self, _: &UploadSpec, _: MediaBody) -> Result<MediaInfo, MediaError> {
-        Err(MediaError::NotFound)
-    }
-    async fn confirm_upload(&self, _: &MediaId) -> Result<MediaInfo, MediaError> {
-        Err(MediaError::NotFound)
-    }
-    async fn info(&self, _: &StorageRef) -> Result<MediaInfo, MediaError> {
-        Err(MediaError::NotFound)
-    }
-    async fn download(&self, storage_ref: &StorageRef) -> Result<Download, MediaError> {
-        let n = self.downloads.fetch_add(1, Ordering::SeqCst) + 1;
-        let info = MediaInfo {
-            storage_ref: storage_ref.clone(),
-            filename: "pic.png".into(),
-            mime_type: "image/png".into(),
-            size_bytes: 4,
-            created_at: Timestamp(0),
-            expires_at: None,
-            owner: None,
-        };
-        let url = format!("https://bucket.test/pic.png?signature={n}");
-        Ok(Download::Redirect { info, url })
-    }
-}
-
 /// The URL of the image in the request's first user message.
 fn image_url(request: &ModelRequest) -> Option<String> {
     request.messages.iter().find_map(|m| match m {
@@ -474,7 +406,15 @@ async fn stored_media_is_resolved_afresh_for_every_model_call() {
             ..MediaContent::default()
         },
     );
-    let media = Arc::new(Presigning::default());
+    // A presigning store: every download of the item is a new URL, numbered,
+    // as S3 mints a fresh signature each time.
+    let media = Arc::new(DownloadsOnly::new(|storage_ref, n| {
+        let url = format!("https://bucket.test/pic.png?signature={n}");
+        Ok(Download::Redirect {
+            info: png_info(storage_ref),
+            url,
+        })
+    }));
     let outcome =
         run_turn_with_media(lead, "what is this?", vec![image], Some(media.clone())).await;
     assert_eq!(outcome.reply().text, "A cat.");
@@ -488,7 +428,7 @@ async fn stored_media_is_resolved_afresh_for_every_model_call() {
         image_url(&closer_model.requests()[0]).as_deref(),
         Some("https://bucket.test/pic.png?signature=2")
     );
-    assert_eq!(media.downloads.load(Ordering::SeqCst), 2);
+    assert_eq!(media.downloads(), 2);
     // What is stored keeps the reference alone.
     let stored = outcome.stored[0].parts[0].media.as_ref().unwrap();
     assert_eq!(stored.storage_ref.as_deref(), Some(storage_ref));

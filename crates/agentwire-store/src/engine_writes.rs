@@ -4,13 +4,14 @@
 //! takes its messages out of the live history again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use agentwire_core::testing::{CountingIds, FixedClock};
 use agentwire_core::{
-    Agent, Clock, ConnectionScope, Engine, Handler, IdSource, Metadata, Reply, SessionCursor,
-    SessionId, SessionLease, SessionOverview, SessionRecord, SessionStore, SessionSummary,
-    StoreError, StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent, TurnFailure,
+    Agent, ConnectionScope, Engine, Handler, Metadata, Reply, SessionCursor, SessionId,
+    SessionLease, SessionOverview, SessionRecord, SessionStore, SessionSummary, StoreError,
+    StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent, TurnFailure,
 };
 use async_trait::async_trait;
 
@@ -91,27 +92,6 @@ impl Handler for HistoryEcho {
     }
 }
 
-struct FixedClock;
-
-impl Clock for FixedClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(1_000)
-    }
-}
-
-#[derive(Default)]
-struct CountingIds(AtomicU64);
-
-impl IdSource for CountingIds {
-    fn session_id(&self) -> SessionId {
-        SessionId::minted(format!("s{}", self.0.fetch_add(1, Ordering::Relaxed)))
-    }
-
-    fn call_id(&self) -> String {
-        format!("call-{}", self.0.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
 struct Fixture {
     store: Arc<FlakyStore>,
     engine: Engine,
@@ -128,7 +108,7 @@ impl Fixture {
         let store = Arc::new(FlakyStore::default());
         let engine = Engine::new(
             store.clone(),
-            Arc::new(FixedClock),
+            Arc::new(FixedClock(Timestamp(1_000))),
             Arc::new(CountingIds::default()),
         );
         let agent = Arc::new(Agent {

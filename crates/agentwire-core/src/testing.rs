@@ -1,0 +1,105 @@
+//! Test doubles for the core's ports, shared by the workspace's tests
+//! (feature `testing`; the core's own tests get them without it).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+
+use crate::ids::{IdSource, SessionId};
+use crate::media::{
+    Download, MediaBody, MediaError, MediaId, MediaInfo, MediaStore, StorageRef, UploadSpec,
+    UploadTicket,
+};
+use crate::time::{Clock, Timestamp};
+
+/// A clock that always says the same instant.
+pub struct FixedClock(pub Timestamp);
+
+impl Clock for FixedClock {
+    fn now(&self) -> Timestamp {
+        self.0
+    }
+}
+
+/// Ids `s0`, `call-1`, `s2`, …: predictable, one counter for both kinds.
+#[derive(Default)]
+pub struct CountingIds(AtomicU64);
+
+impl IdSource for CountingIds {
+    fn session_id(&self) -> SessionId {
+        SessionId::minted(format!("s{}", self.0.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    fn call_id(&self) -> String {
+        format!("call-{}", self.0.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// How [`DownloadsOnly`] answers the `n`th download (counted from 1).
+pub type Serve = dyn Fn(&StorageRef, u64) -> Result<Download, MediaError> + Send + Sync;
+
+/// A media store that only serves downloads, each answered by
+/// `serve(storage_ref, n)` with `n` counting downloads from 1 (as a
+/// presigning store mints a new URL each time); everything else is
+/// [`MediaError::NotFound`].
+pub struct DownloadsOnly {
+    serve: Box<Serve>,
+    downloads: AtomicU64,
+}
+
+impl DownloadsOnly {
+    pub fn new(
+        serve: impl Fn(&StorageRef, u64) -> Result<Download, MediaError> + Send + Sync + 'static,
+    ) -> DownloadsOnly {
+        DownloadsOnly {
+            serve: Box::new(serve),
+            downloads: AtomicU64::new(0),
+        }
+    }
+
+    /// Downloads served so far.
+    pub fn downloads(&self) -> u64 {
+        self.downloads.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl MediaStore for DownloadsOnly {
+    async fn prepare_upload(&self, _: &UploadSpec) -> Result<UploadTicket, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn write_upload(
+        &self,
+        _: &MediaId,
+        _: Option<u64>,
+        _: MediaBody,
+    ) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn put(&self, _: &UploadSpec, _: MediaBody) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn confirm_upload(&self, _: &MediaId) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn info(&self, _: &StorageRef) -> Result<MediaInfo, MediaError> {
+        Err(MediaError::NotFound)
+    }
+    async fn download(&self, storage_ref: &StorageRef) -> Result<Download, MediaError> {
+        let n = self.downloads.fetch_add(1, Ordering::SeqCst) + 1;
+        (self.serve)(storage_ref, n)
+    }
+}
+
+/// What a media store knows of a 4-byte PNG at `storage_ref`.
+pub fn png_info(storage_ref: &StorageRef) -> MediaInfo {
+    MediaInfo {
+        storage_ref: storage_ref.clone(),
+        filename: "pic.png".into(),
+        mime_type: "image/png".into(),
+        size_bytes: 4,
+        created_at: Timestamp(0),
+        expires_at: None,
+        owner: None,
+    }
+}
