@@ -41,9 +41,9 @@ use agentwire_core::{
     SessionRecord, SessionSummary, StoreError, StoredMessage, Timestamp,
 };
 use axum::Router;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
@@ -129,10 +129,6 @@ fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
         .into_response()
 }
 
-fn either(result: Result<Response, ApiError>) -> Response {
-    result.unwrap_or_else(IntoResponse::into_response)
-}
-
 fn method_not_allowed(allow: &'static str) -> Response {
     (
         [(header::ALLOW, allow)],
@@ -142,57 +138,62 @@ fn method_not_allowed(allow: &'static str) -> Response {
 }
 
 /// The owner the request speaks for; `None` is anonymous.
-async fn caller(
-    state: &AppState,
-    headers: &HeaderMap,
-    query: &QueryParams,
-) -> Result<Option<String>, ApiError> {
-    let api_key_header = headers
-        .get(API_KEY_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty());
-    let credentials = Credentials {
-        bearer: identity::bearer(headers),
-        api_key: api_key_header.or_else(|| query.first("api_key").filter(|v| !v.is_empty())),
-        password: None,
-    };
-    Ok(identity::identify_owner(state, &credentials).await?)
+struct Caller(Option<String>);
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Caller, ApiError> {
+        let query = QueryParams::parse(parts.uri.query());
+        let api_key_header = parts
+            .headers
+            .get(API_KEY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty());
+        let credentials = Credentials {
+            bearer: identity::bearer(&parts.headers),
+            api_key: api_key_header.or_else(|| query.first("api_key").filter(|v| !v.is_empty())),
+            password: None,
+        };
+        Ok(Caller(identity::identify_owner(state, &credentials).await?))
+    }
 }
 
-/// The session `id` if `owner` owns it; anything else is 404.
-async fn owned_session(
-    state: &AppState,
-    owner: Option<&str>,
-    id: Result<Path<String>, PathRejection>,
-) -> Result<SessionRecord, ApiError> {
-    let Ok(Path(id)) = id else {
-        return Err(NOT_FOUND);
-    };
-    let Ok(id) = SessionId::parse(&id) else {
-        return Err(NOT_FOUND);
-    };
-    match state.engine.store().load_session(&id).await {
-        Ok(Some(record)) if record.owner.as_deref() == owner => Ok(record),
-        Ok(_) => Err(NOT_FOUND),
-        Err(e) => Err(store_failed(e)),
+/// The session of the path's `{id}`, if the caller owns it; anything else
+/// (no such session, another owner's, an id that cannot be one) is 404.
+struct Owned(SessionRecord);
+
+impl FromRequestParts<Arc<AppState>> for Owned {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Owned, ApiError> {
+        let Caller(owner) = Caller::from_request_parts(parts, state).await?;
+        let Ok(Path(id)) = Path::<String>::from_request_parts(parts, state).await else {
+            return Err(NOT_FOUND);
+        };
+        let Ok(id) = SessionId::parse(&id) else {
+            return Err(NOT_FOUND);
+        };
+        match state.engine.store().load_session(&id).await {
+            Ok(Some(record)) if record.owner == owner => Ok(Owned(record)),
+            Ok(_) => Err(NOT_FOUND),
+            Err(e) => Err(store_failed(e)),
+        }
     }
 }
 
 async fn list(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Caller(owner): Caller,
     RawQuery(raw_query): RawQuery,
-) -> Response {
-    either(list_inner(&state, &headers, raw_query.as_deref()).await)
-}
-
-async fn list_inner(
-    state: &AppState,
-    headers: &HeaderMap,
-    raw_query: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let query = QueryParams::parse(raw_query);
-    let owner = caller(state, headers, &query).await?;
+    let query = QueryParams::parse(raw_query.as_deref());
     let limit = match query.first("limit") {
         None => DEFAULT_LIMIT,
         Some(text) => text
@@ -228,22 +229,8 @@ async fn list_inner(
 
 async fn show(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    RawQuery(raw_query): RawQuery,
-    id: Result<Path<String>, PathRejection>,
-) -> Response {
-    either(show_inner(&state, &headers, raw_query.as_deref(), id).await)
-}
-
-async fn show_inner(
-    state: &AppState,
-    headers: &HeaderMap,
-    raw_query: Option<&str>,
-    id: Result<Path<String>, PathRejection>,
+    Owned(record): Owned,
 ) -> Result<Response, ApiError> {
-    let query = QueryParams::parse(raw_query);
-    let owner = caller(state, headers, &query).await?;
-    let record = owned_session(state, owner.as_deref(), id).await?;
     let summary = state
         .engine
         .store()
@@ -258,22 +245,8 @@ async fn show_inner(
 
 async fn messages(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    RawQuery(raw_query): RawQuery,
-    id: Result<Path<String>, PathRejection>,
-) -> Response {
-    either(messages_inner(&state, &headers, raw_query.as_deref(), id).await)
-}
-
-async fn messages_inner(
-    state: &AppState,
-    headers: &HeaderMap,
-    raw_query: Option<&str>,
-    id: Result<Path<String>, PathRejection>,
+    Owned(record): Owned,
 ) -> Result<Response, ApiError> {
-    let query = QueryParams::parse(raw_query);
-    let owner = caller(state, headers, &query).await?;
-    let record = owned_session(state, owner.as_deref(), id).await?;
     let stored = state
         .engine
         .store()
@@ -286,22 +259,8 @@ async fn messages_inner(
 
 async fn delete(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    RawQuery(raw_query): RawQuery,
-    id: Result<Path<String>, PathRejection>,
-) -> Response {
-    either(delete_inner(&state, &headers, raw_query.as_deref(), id).await)
-}
-
-async fn delete_inner(
-    state: &AppState,
-    headers: &HeaderMap,
-    raw_query: Option<&str>,
-    id: Result<Path<String>, PathRejection>,
+    Owned(record): Owned,
 ) -> Result<Response, ApiError> {
-    let query = QueryParams::parse(raw_query);
-    let owner = caller(state, headers, &query).await?;
-    let record = owned_session(state, owner.as_deref(), id).await?;
     match state.engine.delete_session(&record).await {
         // Deleted meanwhile by another request: gone all the same.
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
