@@ -5,7 +5,9 @@
 //! media_chunk, session_config, connected, timestamp`); this module writes
 //! the subset its encoders need, in that order. Empty fields are left out, as
 //! Go's `omitempty` does, except the ones clients rely on seeing every time.
-//! Frames are serialized straight from borrowed views of the core types.
+//! Frames are serialized straight from borrowed views of the core types;
+//! `chunk` and a text-only `done`, a streamed turn's frames, are written by
+//! hand ([`text_frame`]), byte for byte the same.
 
 use agentwire_core::{
     AudioFormat, ContentPart, ErrorCode, MediaContent, PartKind, Reply, Timestamp, ToolCall,
@@ -14,7 +16,8 @@ use agentwire_core::{
 use serde::{Serialize, Serializer};
 
 use crate::base64::Base64;
-use crate::timestamp::Rfc3339;
+use crate::json;
+use crate::timestamp::{self, Rfc3339};
 
 /// What the server tells a client it can do, in `connected.capabilities`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,11 +55,10 @@ pub fn encode_connected(c: &Connected<'_>, ts: Timestamp) -> String {
     })
 }
 
+/// The streamed turn's hot path (one frame per text delta), so it is
+/// written by hand, byte for byte what the serialised [`Envelope`] would be.
 pub fn encode_chunk(session_id: &str, content: &str, ts: Timestamp) -> String {
-    to_json(&Envelope {
-        content,
-        ..Envelope::new("chunk", session_id, ts)
-    })
+    text_frame("chunk", session_id, content, ts)
 }
 
 /// `done` carries the full reply. With parts, clients read `parts` and may
@@ -64,6 +66,9 @@ pub fn encode_chunk(session_id: &str, content: &str, ts: Timestamp) -> String {
 /// text-only clients see it. An empty reply (the duplex turn seal) is a bare
 /// `done`.
 pub fn encode_done(session_id: &str, reply: &Reply, ts: Timestamp) -> String {
+    if reply.parts.is_empty() {
+        return text_frame("done", session_id, &reply.text, ts);
+    }
     to_json(&Envelope {
         content: &reply.text,
         parts: &reply.parts,
@@ -243,6 +248,46 @@ fn to_json(envelope: &Envelope<'_>) -> String {
 /// Bytes of a text frame besides its content: type, session id, timestamp
 /// and punctuation, with room to spare.
 const FRAME_OVERHEAD: usize = 160;
+
+/// `{"type":kind,"session_id":…,"content":…,"timestamp":…}` with the empty
+/// fields left out, as [`Envelope`] writes it, into a `String` sized exactly
+/// for it: the socket takes the frame's buffer as it is only when it holds no
+/// spare capacity (a `Vec` with room to spare costs `Bytes` a second
+/// allocation).
+fn text_frame(kind: &'static str, session_id: &str, content: &str, ts: Timestamp) -> String {
+    let mut ts_buf = [0; timestamp::MAX_LEN];
+    let ts = Rfc3339(ts).write_into(&mut ts_buf);
+    // `"key":"value"` is the key, the escaped value and five quotes and colon.
+    let field = |key: &str, escaped: usize| key.len() + escaped + 5;
+    let optional = |key: &str, value: &str| match value.is_empty() {
+        true => 0,
+        false => field(key, json::escaped_len(value)) + 1,
+    };
+    let len = 2
+        + field("type", kind.len())
+        + optional("session_id", session_id)
+        + optional("content", content)
+        + 1
+        + field("timestamp", ts.len());
+    let mut out = String::with_capacity(len);
+    out.push_str("{\"type\":\"");
+    out.push_str(kind);
+    out.push('"');
+    for (key, value) in [("session_id", session_id), ("content", content)] {
+        if !value.is_empty() {
+            out.push_str(",\"");
+            out.push_str(key);
+            out.push_str("\":\"");
+            json::push_escaped(&mut out, value);
+            out.push('"');
+        }
+    }
+    out.push_str(",\"timestamp\":\"");
+    out.push_str(ts);
+    out.push_str("\"}");
+    debug_assert_eq!(out.len(), len, "a hand-written frame is sized exactly");
+    out
+}
 
 /// Arguments clients should see: `null` and `{}` are left out, as Go's
 /// `omitempty` does for an empty map.

@@ -18,13 +18,13 @@ pub fn format_timestamp(ts: Timestamp) -> String {
 pub(crate) struct Rfc3339(pub(crate) Timestamp);
 
 /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, the longest form.
-const MAX_LEN: usize = 30;
+pub(crate) const MAX_LEN: usize = 30;
 
 impl Rfc3339 {
     /// The text, written digit by digit into `buf`: frames carry a timestamp
     /// each, and `core::fmt` costs several times as much. An `i64` of
     /// nanoseconds spans the years 1677 to 2262, always four digits.
-    fn write_into(self, buf: &mut [u8; MAX_LEN]) -> &str {
+    pub(crate) fn write_into(self, buf: &mut [u8; MAX_LEN]) -> &str {
         let t = self.0.to_utc();
         write_digits(&mut buf[0..4], t.year.unsigned_abs() as u32);
         buf[4] = b'-';

@@ -407,3 +407,41 @@ fn upload_ready_golden() {
         ["expires_at", "storage_ref", "upload_id", "upload_url"]
     );
 }
+
+/// What the hand-written encoders must equal: the frame serialised from
+/// the envelope by serde_json.
+fn serialised(kind: &'static str, session_id: &str, content: &str, ts: Timestamp) -> String {
+    to_json(&Envelope {
+        content,
+        ..Envelope::new(kind, session_id, ts)
+    })
+}
+
+#[test]
+fn hand_written_frames_are_sized_exactly() {
+    for content in ["", "Hello", "a \"quote\"\n<b>\u{1}\u{7f}é", "\\"] {
+        let frame = encode_chunk("s1", content, TS);
+        assert_eq!(frame.capacity(), frame.len(), "{content:?}");
+        let done = encode_done("s1", &Reply::text(content), TS);
+        assert_eq!(done.capacity(), done.len(), "{content:?}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn hand_written_chunk_and_done_equal_serde_json(
+        session_id in "\\PC{0,40}|[\\x00-\\x7f]{0,40}",
+        content in "\\PC*|[\\x00-\\x7f]*|(.|\n|\r|\t|\u{0}|\u{1f}|\"|\\\\)*",
+        nanos in proptest::num::i64::ANY,
+    ) {
+        let ts = Timestamp(nanos);
+        proptest::prop_assert_eq!(
+            encode_chunk(&session_id, &content, ts),
+            serialised("chunk", &session_id, &content, ts)
+        );
+        proptest::prop_assert_eq!(
+            encode_done(&session_id, &Reply::text(content.clone()), ts),
+            serialised("done", &session_id, &content, ts)
+        );
+    }
+}
