@@ -73,6 +73,55 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX sessions_by_owner ON sessions (owner, last_active_at, id);
     CREATE INDEX sessions_summary_due ON sessions (summary_due_at)
         WHERE summary_due_at IS NOT NULL;",
+    // 3: an integer session key. Messages keyed by (36-character id, seq)
+    // scattered every insert over a wide index; keyed by (rowid of the
+    // session, seq) the index is a quarter the size and its pages stay hot,
+    // and the per-append `last_active_at` update and the foreign-key check
+    // find the session by rowid. The owner's listing never reads anonymous
+    // sessions (`owner = ?` implies `owner IS NOT NULL`), so they leave its
+    // index, and bumping their `last_active_at` touches the row alone. The
+    // public id stays the session's name everywhere outside this file.
+    // Messages can only be orphaned with foreign keys off (this store always
+    // has them on); such rows were unreachable and are not carried over.
+    "ALTER TABLE sessions RENAME TO sessions_v2;
+    ALTER TABLE messages RENAME TO messages_v2;
+    CREATE TABLE sessions (
+        key INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        agent TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        owner TEXT,
+        created_at INTEGER NOT NULL,
+        last_active_at INTEGER NOT NULL,
+        summary TEXT,
+        summary_created_at INTEGER,
+        summary_due_at INTEGER
+    );
+    CREATE TABLE messages (
+        session_key INTEGER NOT NULL REFERENCES sessions(key),
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        parts TEXT,
+        metadata TEXT,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (session_key, seq)
+    );
+    INSERT INTO sessions (id, agent, namespace, owner, created_at, last_active_at,
+                          summary, summary_created_at, summary_due_at)
+        SELECT id, agent, namespace, owner, created_at, last_active_at,
+               summary, summary_created_at, summary_due_at
+        FROM sessions_v2 ORDER BY rowid;
+    INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
+        SELECT s.key, m.seq, m.role, m.content, m.parts, m.metadata, m.created_at
+        FROM messages_v2 m JOIN sessions s ON s.id = m.session_id
+        ORDER BY s.key, m.seq;
+    DROP TABLE messages_v2;
+    DROP TABLE sessions_v2;
+    CREATE INDEX sessions_by_owner ON sessions (owner, last_active_at, id)
+        WHERE owner IS NOT NULL;
+    CREATE INDEX sessions_summary_due ON sessions (summary_due_at)
+        WHERE summary_due_at IS NOT NULL;",
 ];
 
 /// The embedded, durable session store. Cheap to clone: clones share the

@@ -21,28 +21,43 @@ pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Resul
     Ok(())
 }
 
-/// Inserts `rows` (of one session) and advances the session's
-/// `last_active_at` once, to the latest of them.
+/// Advances the session's `last_active_at` once, to the latest of `rows`
+/// (of one session), and inserts them under its key. The update finds the
+/// session by its id and returns the key, so the inserts and their
+/// foreign-key checks go by rowid; no row back means no such session.
 pub(super) fn append_messages(conn: &Connection, rows: &[NewMessage]) -> Result<(), StoreError> {
     let Some(first) = rows.first() else {
         return Ok(());
     };
+    if let Some(stray) = rows.iter().find(|row| row.session_id != first.session_id) {
+        return Err(StoreError::Rejected(format!(
+            "message {} of session {}: one call appends to one session",
+            stray.seq, stray.session_id
+        )));
+    }
+    let latest = rows.iter().map(|r| r.created_at).max().unwrap_or_default();
+    let session = format_args!("session {}", first.session_id);
+    let key: i64 = conn
+        .prepare_cached(
+            "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1
+             RETURNING key",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row((first.session_id.as_str(), latest), |row| row.get(0))
+                .optional()
+        })
+        .map_err(|e| write_error(e, &session))?
+        .ok_or_else(|| StoreError::Rejected(format!("{session}: unknown session")))?;
     let mut insert = conn
         .prepare_cached(
-            "INSERT INTO messages (session_id, seq, role, content, parts, metadata, created_at)
+            "INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
-        .map_err(|e| write_error(e, &format_args!("messages of session {}", first.session_id)))?;
+        .map_err(|e| write_error(e, &format_args!("messages of {session}")))?;
     for row in rows {
-        if row.session_id != first.session_id {
-            return Err(StoreError::Rejected(format!(
-                "message {} of session {}: one call appends to one session",
-                row.seq, row.session_id
-            )));
-        }
         insert
             .execute((
-                row.session_id.as_str(),
+                key,
                 row.seq,
                 row.role,
                 &row.content,
@@ -50,19 +65,8 @@ pub(super) fn append_messages(conn: &Connection, rows: &[NewMessage]) -> Result<
                 &row.metadata,
                 row.created_at,
             ))
-            .map_err(|e| {
-                write_error(
-                    e,
-                    &format_args!("message {} of session {}", row.seq, row.session_id),
-                )
-            })?;
+            .map_err(|e| write_error(e, &format_args!("message {} of {session}", row.seq)))?;
     }
-    let latest = rows.iter().map(|r| r.created_at).max().unwrap_or_default();
-    conn.prepare_cached(
-        "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1",
-    )
-    .and_then(|mut stmt| stmt.execute((first.session_id.as_str(), latest)))
-    .map_err(|e| write_error(e, &format_args!("session {}", first.session_id)))?;
     Ok(())
 }
 
@@ -95,7 +99,8 @@ pub(super) fn load_messages(
 ) -> Result<Vec<MessageRow>, StoreError> {
     conn.prepare_cached(
         "SELECT seq, role, content, parts, metadata, created_at
-         FROM messages WHERE session_id = ?1 ORDER BY seq",
+         FROM messages WHERE session_key = (SELECT key FROM sessions WHERE id = ?1)
+         ORDER BY seq",
     )
     .and_then(|mut stmt| {
         stmt.query_map([id.as_str()], |row| {
@@ -169,9 +174,11 @@ pub(super) fn list_sessions(
 
 pub(super) fn delete_session(conn: &Connection, id: &SessionId) -> Result<bool, StoreError> {
     let what = format_args!("session {id}");
-    conn.prepare_cached("DELETE FROM messages WHERE session_id = ?1")
-        .and_then(|mut stmt| stmt.execute([id.as_str()]))
-        .map_err(|e| write_error(e, &what))?;
+    conn.prepare_cached(
+        "DELETE FROM messages WHERE session_key = (SELECT key FROM sessions WHERE id = ?1)",
+    )
+    .and_then(|mut stmt| stmt.execute([id.as_str()]))
+    .map_err(|e| write_error(e, &what))?;
     let deleted = conn
         .prepare_cached("DELETE FROM sessions WHERE id = ?1")
         .and_then(|mut stmt| stmt.execute([id.as_str()]))

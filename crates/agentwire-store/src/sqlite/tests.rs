@@ -108,9 +108,12 @@ async fn corrupt_rows_are_reported_as_corrupt() {
         .unwrap();
     let conn = Connection::open(dir.path().join("sessions.db")).unwrap();
     conn.execute_batch(
-        "INSERT INTO messages VALUES ('role', 0, 'wizard', 'c', NULL, NULL, 1);
-         INSERT INTO messages VALUES ('json', 0, 'user', 'c', '[{\"kind\":', NULL, 1);
-         INSERT INTO messages VALUES ('meta', 0, 'user', 'c', NULL, '{\"k\":1}', 1);",
+        "INSERT INTO messages SELECT key, 0, 'wizard', 'c', NULL, NULL, 1
+             FROM sessions WHERE id = 'role';
+         INSERT INTO messages SELECT key, 0, 'user', 'c', '[{\"kind\":', NULL, 1
+             FROM sessions WHERE id = 'json';
+         INSERT INTO messages SELECT key, 0, 'user', 'c', NULL, '{\"k\":1}', 1
+             FROM sessions WHERE id = 'meta';",
     )
     .unwrap();
     drop(conn);
@@ -328,4 +331,134 @@ async fn a_version_1_database_is_migrated_in_place() {
         )
         .unwrap();
     assert!(plan.contains("sessions_by_owner"), "{plan}");
+}
+
+/// A database written by schema version 2 (sessions keyed by their text id,
+/// messages by (id, seq)) moves to integer keys and keeps every session,
+/// message, summary and due time, and the port reads and writes it by the
+/// public id as before.
+#[tokio::test]
+async fn a_version_2_database_moves_to_integer_session_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let mut rich = message("a", 0, 10);
+    rich.content = "look — ünïcode".into();
+    rich.parts = vec![agentwire_core::ContentPart::text("look")];
+    rich.metadata = agentwire_core::Metadata::from([("lang".to_owned(), "en".to_owned())]);
+    let mut answer = message("a", 1, 11);
+    answer.role = MessageRole::Assistant;
+    let old_messages = [rich, answer, message("b", 0, 20), message("c", 0, 30)];
+    {
+        let conn = Connection::open(&path).unwrap();
+        // The released DDL of versions 1 and 2, as a v2 file holds it.
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(MIGRATIONS[1]).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions (id, agent, namespace, owner, created_at, last_active_at,
+                                   summary, summary_created_at, summary_due_at) VALUES
+                 ('a', 'echo', 'default', 'o', 1, 11, 'recap', 12, 50),
+                 ('b', 'echo', 'default', 'o', 2, 20, NULL, NULL, 70),
+                 ('c', 'echo', 'default', NULL, 3, 30, NULL, NULL, NULL);
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+        for m in &old_messages {
+            conn.execute(
+                "INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                (
+                    m.session_id.as_str(),
+                    m.seq as i64,
+                    m.role.as_str(),
+                    &m.content,
+                    codec::encode_parts(&m.parts).unwrap(),
+                    codec::encode_metadata(&m.metadata).unwrap(),
+                    m.created_at.0,
+                ),
+            )
+            .unwrap();
+        }
+    }
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    for (id, owner, created, active) in [
+        ("a", Some("o"), 1, 11),
+        ("b", Some("o"), 2, 20),
+        ("c", None, 3, 30),
+    ] {
+        let mut expected = record(id, owner, created);
+        expected.last_active_at = Timestamp(active);
+        assert_eq!(store.load_session(&sid(id)).await.unwrap(), Some(expected));
+        let kept: Vec<_> = old_messages
+            .iter()
+            .filter(|m| m.session_id.as_str() == id)
+            .cloned()
+            .collect();
+        assert_eq!(store.load_messages(&sid(id)).await.unwrap(), kept, "{id}");
+    }
+    let recap = SessionSummary {
+        text: "recap".into(),
+        created_at: Timestamp(12),
+    };
+    assert_eq!(store.load_summary(&sid("a")).await.unwrap(), Some(recap));
+    assert_eq!(store.load_summary(&sid("b")).await.unwrap(), None);
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("a"), Timestamp(50)), (sid("b"), Timestamp(70))]
+    );
+    let listed: Vec<_> = store
+        .list_sessions("o", None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.record.id.as_str().to_owned())
+        .collect();
+    assert_eq!(listed, ["b", "a"]);
+
+    // Writes after the move: a new message lands, a reused seq is refused,
+    // and a new session gets a key of its own.
+    store.append_message(&message("b", 1, 21)).await.unwrap();
+    assert!(matches!(
+        store.append_message(&message("a", 1, 22)).await,
+        Err(StoreError::Rejected(_))
+    ));
+    store.create_session(&record("d", None, 40)).await.unwrap();
+    store.append_message(&message("d", 0, 41)).await.unwrap();
+    assert_eq!(store.load_messages(&sid("b")).await.unwrap().len(), 2);
+    assert_eq!(
+        store.load_messages(&sid("d")).await.unwrap(),
+        [message("d", 0, 41)]
+    );
+    drop(store);
+
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(tables, ["messages", "sessions"]);
+    let keys: Vec<(i64, String)> = conn
+        .prepare(
+            "SELECT DISTINCT m.session_key, s.id FROM messages m
+             JOIN sessions s ON s.key = m.session_key ORDER BY m.session_key",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let ids: Vec<_> = keys.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c", "d"]);
+    let (problems,): (i64,) = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            Ok((r.get(0)?,))
+        })
+        .unwrap();
+    assert_eq!(problems, 0);
 }
