@@ -15,7 +15,8 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use tokio::net::TcpListener;
+use axum::serve::ListenerExt;
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::options::{CHUNK_AGENT, CHUNK_CHARS, chunk_reply};
 
@@ -48,6 +49,13 @@ pub async fn serve(
             .collect(),
     });
     let router = Router::new().route("/ws", get(upgrade)).with_state(scripts);
+    // TCP_NODELAY, as agentwire sets it: otherwise a turn's last frames
+    // wait for the client's delayed ACK and the comparison measures Nagle.
+    let listener = listener.tap_io(|stream: &mut TcpStream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            eprintln!("baseline: setting TCP_NODELAY failed: {error}");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await

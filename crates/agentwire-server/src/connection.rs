@@ -14,7 +14,6 @@ use agentwire_core::{
     SubmitRequest, ToolSide, TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
-use axum::extract::ws::{Message, WebSocket};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
@@ -25,6 +24,7 @@ use crate::socket::{
     self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS, classify_read_error,
     credential_timer, next_event, until,
 };
+use crate::websocket::{Message, WebSocket};
 use crate::{AgentEntry, AppState};
 
 const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
@@ -164,7 +164,7 @@ impl Connection {
     async fn on_frame(
         &mut self,
         socket: &mut WebSocket,
-        frame: Option<Result<Message, axum::Error>>,
+        frame: Option<Result<Message, tungstenite::Error>>,
     ) -> Result<(), Exit> {
         let message = match frame {
             None => return Err(Exit::Gone),
@@ -207,7 +207,7 @@ impl Connection {
             Message::Close(_) => Err(Exit::Gone),
             // Pongs and pings only reset the keepalive, which the caller did;
             // tungstenite answers pings itself.
-            Message::Ping(_) | Message::Pong(_) => Ok(()),
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Ok(()),
         }
     }
 

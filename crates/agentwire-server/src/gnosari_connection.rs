@@ -36,7 +36,6 @@ use agentwire_core::{
     SummaryNotice, ToolSide, TurnEvent,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
-use axum::extract::ws::{Message, WebSocket};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
@@ -48,6 +47,7 @@ use crate::socket::{
     self, CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS,
     classify_read_error, credential_timer, until,
 };
+use crate::websocket::{Message, WebSocket};
 
 /// Frames that may wait behind the running turn.
 pub(crate) const MAX_QUEUED: usize = 8;
@@ -199,7 +199,7 @@ impl Connection {
     async fn on_frame(
         &mut self,
         socket: &mut WebSocket,
-        frame: Option<Result<Message, axum::Error>>,
+        frame: Option<Result<Message, tungstenite::Error>>,
     ) -> Result<(), Exit> {
         let message = match frame {
             None => return Err(Exit::Gone),
@@ -222,7 +222,7 @@ impl Connection {
             Message::Close(_) => return Err(Exit::Gone),
             // Pongs and pings only reset the keepalive, which the caller did;
             // tungstenite answers pings itself.
-            Message::Ping(_) | Message::Pong(_) => return Ok(()),
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => return Ok(()),
         };
         self.accept(socket, pending)
             .await

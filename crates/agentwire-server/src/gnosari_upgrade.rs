@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use agentwire_core::Credentials;
 use axum::extract::rejection::PathRejection;
-use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -19,6 +18,7 @@ use crate::gnosari_connection::{self, GnosariParams};
 use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
+use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
 use crate::{AccessLevel, AgentEntry, AppState, TeamEntry, TeamMember};
 
 /// The API key header; header names are matched case-insensitively, so the

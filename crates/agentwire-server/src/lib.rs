@@ -16,6 +16,8 @@
 //!   dialects (list, read, messages, delete) as JSON.
 //! - `socket`: what both connection tasks share: sends with the write
 //!   timeout, close codes, keepalive, credential deadline.
+//! - `websocket`: the upgrade handshake and the socket it yields, which
+//!   owns the raw stream so every close follows RFC 6455's closing rules.
 //! - `lifecycle`: connection accounting and the drain.
 //! - `ops`: `/healthz`, `/readyz`, `/metrics`.
 //! - `media_routes`: the `/media/*` HTTP routes; `media_ws`: `upload_request`
@@ -42,6 +44,7 @@ mod rate;
 mod sessions_api;
 mod socket;
 mod upgrade;
+mod websocket;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,7 +54,8 @@ use std::time::Duration;
 use agentwire_core::{Agent, Engine, MediaStore, PromptScreen};
 use axum::Router;
 use axum::routing::get;
-use tokio::net::TcpListener;
+use axum::serve::{ListenerExt, TapIo};
+use tokio::net::{TcpListener, TcpStream};
 
 pub use identity::{AccessLevel, IdentitySettings};
 pub use lifecycle::Lifecycle;
@@ -236,7 +240,40 @@ pub async fn serve(
             lifecycle::drain(&state).await;
         }
     };
-    axum::serve(listener, app)
+    axum::serve(accepting(listener), app)
         .with_graceful_shutdown(drained)
         .await
+}
+
+/// `listener` with the settings every accepted socket gets: `TCP_NODELAY`,
+/// so a turn's last frames leave at once instead of waiting (Nagle) for the
+/// client's delayed ACK of the ones before, about 40 ms.
+fn accepting(listener: TcpListener) -> TapIo<TcpListener, fn(&mut TcpStream)> {
+    listener.tap_io(set_nodelay)
+}
+
+fn set_nodelay(stream: &mut TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::warn!(%error, "setting TCP_NODELAY failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+    use tokio::net::{TcpListener, TcpStream};
+
+    #[tokio::test]
+    async fn accepted_sockets_have_nodelay_set() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::accepting(listener);
+        let client = TcpStream::connect(addr).await.unwrap();
+        assert!(!client.nodelay().unwrap(), "a fresh socket has Nagle on");
+        let (accepted, _) = listener.accept().await;
+        assert!(
+            accepted.nodelay().unwrap(),
+            "TCP_NODELAY on the accepted socket"
+        );
+    }
 }

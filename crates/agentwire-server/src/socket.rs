@@ -1,25 +1,28 @@
 //! What every dialect's connection task shares: writing frames (with the
 //! write timeout and the sent-frames metric), the close on exit, read-error
-//! classification, the keepalive, the credential deadline, and the waits a
-//! `select!` needs on optional timers and turns.
+//! classification (the close code a broken frame earns), the keepalive, the
+//! credential deadline, and the waits a `select!` needs on optional timers
+//! and turns.
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agentwire_core::{Identity, IdentityOrigin, TurnEvent};
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use bytes::Bytes;
-use futures_util::SinkExt;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, Sleep};
+use tungstenite::error::ProtocolError;
 
+use crate::websocket::{Linger, Message, WebSocket};
 use crate::{AppState, Limits};
 
 /// A frame the client does not take within this long ends the connection.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) const CLOSE_GOING_AWAY: u16 = 1001;
+pub(crate) const CLOSE_PROTOCOL_ERROR: u16 = 1002;
+pub(crate) const CLOSE_INVALID_PAYLOAD: u16 = 1007;
 pub(crate) const CLOSE_POLICY_VIOLATION: u16 = 1008;
 pub(crate) const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
 
@@ -28,9 +31,16 @@ const CREDENTIAL_MARGIN: Duration = Duration::from_secs(30);
 
 /// Why a connection loop ended; decides the close frame, if any.
 pub(crate) enum Exit {
-    /// The client closed or the socket failed: nothing more to send.
+    /// The client closed (its Close is echoed) or the socket failed
+    /// (nothing more can be sent, but a stalled write still gets its
+    /// close frame should the client read again).
     Gone,
+    /// Close with this code and reason, then give the client a moment to
+    /// answer with its own Close.
     Close(u16, &'static str),
+    /// Close with this code and reason without waiting for an answer: the
+    /// client is presumed gone.
+    Abandon(u16, &'static str),
 }
 
 /// The socket could not take a frame; the connection is over.
@@ -76,7 +86,11 @@ pub(crate) async fn queue_raw(
         .fetch_add(1, Ordering::Relaxed);
     match tokio::time::timeout(WRITE_TIMEOUT, socket.feed(message)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) | Err(_) => Err(SendFailed),
+        Ok(Err(_)) => Err(SendFailed),
+        Err(_) => {
+            socket.mark_write_stalled();
+            Err(SendFailed)
+        }
     }
 }
 
@@ -84,7 +98,11 @@ pub(crate) async fn queue_raw(
 pub(crate) async fn flush(socket: &mut WebSocket) -> Result<(), SendFailed> {
     match tokio::time::timeout(WRITE_TIMEOUT, socket.flush()).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) | Err(_) => Err(SendFailed),
+        Ok(Err(_)) => Err(SendFailed),
+        Err(_) => {
+            socket.mark_write_stalled();
+            Err(SendFailed)
+        }
     }
 }
 
@@ -107,23 +125,40 @@ pub(crate) fn ready_event(events: &mut mpsc::Receiver<TurnEvent>) -> Option<Opti
     }
 }
 
-/// Sends the close frame `exit` asks for, if any.
+/// Ends the connection as `exit` asks: the close frame, if any, and the
+/// closing handshake (see [`WebSocket::finish`]).
 pub(crate) async fn close(socket: &mut WebSocket, exit: Exit) {
-    if let Exit::Close(code, reason) = exit {
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
-    }
+    let (close, linger) = match exit {
+        Exit::Gone => (None, Linger::None),
+        Exit::Close(code, reason) => (Some((code, reason)), Linger::AwaitReply),
+        Exit::Abandon(code, reason) => (Some((code, reason)), Linger::None),
+    };
+    // Boxed: the closing handshake's future would otherwise size every
+    // connection's task.
+    Box::pin(socket.finish(close, linger)).await;
 }
 
-/// A frame over the payload limit closes with 1009; any other read error
-/// means the socket is unusable.
-pub(crate) fn classify_read_error(error: axum::Error) -> Exit {
-    let inner = error.into_inner();
-    match inner.downcast_ref::<tungstenite::Error>() {
-        Some(tungstenite::Error::Capacity(_)) => Exit::Close(CLOSE_MESSAGE_TOO_BIG, ""),
+/// The close a read error earns (RFC 6455 §7.4.1): 1009 for a frame over
+/// the payload limit, 1007 for text (or a close reason) that is not UTF-8,
+/// 1002 for any other broken frame; an IO error or a dropped connection
+/// leaves nothing to send.
+pub(crate) fn classify_read_error(error: tungstenite::Error) -> Exit {
+    use tungstenite::Error;
+    match error {
+        Error::Capacity(_) => Exit::Close(CLOSE_MESSAGE_TOO_BIG, ""),
+        Error::Utf8(_) => Exit::Close(CLOSE_INVALID_PAYLOAD, "invalid UTF-8"),
+        Error::Protocol(
+            ProtocolError::NonZeroReservedBits
+            | ProtocolError::UnmaskedFrameFromClient
+            | ProtocolError::FragmentedControlFrame
+            | ProtocolError::ControlFrameTooBig
+            | ProtocolError::UnknownControlFrameType(_)
+            | ProtocolError::UnknownDataFrameType(_)
+            | ProtocolError::UnexpectedContinueFrame
+            | ProtocolError::ExpectedFragment(_)
+            | ProtocolError::InvalidOpcode(_)
+            | ProtocolError::InvalidCloseSequence,
+        ) => Exit::Close(CLOSE_PROTOCOL_ERROR, "protocol error"),
         _ => Exit::Gone,
     }
 }
@@ -180,7 +215,7 @@ impl Keepalive {
             KeepaliveTick::Ping => queue_raw(state, socket, Message::Ping(Bytes::new()))
                 .await
                 .map_err(|SendFailed| Exit::Gone),
-            KeepaliveTick::Expired => Err(Exit::Close(CLOSE_GOING_AWAY, "keepalive timeout")),
+            KeepaliveTick::Expired => Err(Exit::Abandon(CLOSE_GOING_AWAY, "keepalive timeout")),
         }
     }
 }

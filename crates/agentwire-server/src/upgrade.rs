@@ -5,10 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::ws::{WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tungstenite::protocol::WebSocketConfig;
 
 use agentwire_core::Credentials;
 
@@ -17,6 +17,7 @@ use crate::identity;
 use crate::lifecycle::{self, ConnectionSlot};
 use crate::query::QueryParams;
 use crate::socket;
+use crate::websocket::{WebSocket, WebSocketUpgrade, WebSocketUpgradeRejection};
 use crate::{AgentEntry, AppState};
 
 /// Initial read buffer per socket. Small on purpose: idle sockets are the
@@ -57,14 +58,14 @@ where
             .into_response();
     };
     let max_payload = state.settings.limits.max_payload_bytes;
-    upgrade
+    let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
         // Frames are queued and flushed once per wake-up of the connection
         // task; the buffer grows only as far as one batch.
         .write_buffer_size(socket::WRITE_BUFFER_BYTES)
-        .max_message_size(max_payload)
-        .max_frame_size(max_payload)
-        .on_upgrade(move |socket| serve(socket, slot))
+        .max_message_size(Some(max_payload))
+        .max_frame_size(Some(max_payload));
+    upgrade.on_upgrade(config, move |socket| serve(socket, slot))
 }
 
 /// The first checks of every upgrade: a server that has shut down, or one

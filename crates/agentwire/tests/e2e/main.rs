@@ -11,6 +11,7 @@ mod auth;
 mod binary;
 mod binary_frames;
 mod client_tools;
+mod close_rules;
 mod config_errors;
 mod demo;
 mod drain;
