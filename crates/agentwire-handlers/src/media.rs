@@ -1,11 +1,16 @@
-//! Small, valid media files the demo handler sends, base64-encoded.
+//! Small, valid media files the demo handler sends, base64-encoded with the
+//! standard alphabet and padding, so strict decoders (a browser's `atob`)
+//! take them; the unit test below decodes each one strictly.
 
 use agentwire_core::{ContentPart, MediaContent, PartKind};
 
 /// A 4×4 red PNG.
 const PNG_4X4: &str = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAYAAACp8Z5+AAAAEklEQVR42mP4z8DwHxkzkC4AADxAH+Ea86VIAAAAAElFTkSuQmCC";
-/// An MPEG-1 layer III frame header (128 kbit/s, 44.1 kHz, stereo) and silence.
-const MP3_FRAME: &str = "//uQZAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+/// One silent MPEG-1 layer III frame: 48 kbit/s at 44.1 kHz, stereo, so
+/// exactly 156 bytes (the size the Omnia reference gives its clip): the
+/// header, then side information and main data all zero. The duration and
+/// channel figures of [`audio`] are the reference's.
+const MP3_FRAME: &str = "//swAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 /// An MP4 `ftyp` box and a `free` box.
 const MP4_HEADER: &str = "AAAAGGZ0eXBpc29tAAACAGlzb21tcDQxAAAAGGZyZWUAAAAAAAAAAAAAAAAAAAAA";
 /// A one-object PDF.
@@ -67,4 +72,44 @@ pub(crate) fn document() -> ContentPart {
             ..MediaContent::default()
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+
+    use super::*;
+
+    /// Each part's bytes, decoded as strictly as a browser's `atob` (the
+    /// standard alphabet, canonical padding, no stray trailing bits).
+    fn decoded(part: &ContentPart) -> Vec<u8> {
+        let media = part.media.as_ref().expect("a media part");
+        let data = media.data.as_deref().expect("inline data");
+        STANDARD
+            .decode(data)
+            .unwrap_or_else(|e| panic!("{} does not decode strictly: {e}", media.mime_type))
+    }
+
+    #[test]
+    fn every_part_decodes_strictly_to_a_file_of_its_type_and_declared_size() {
+        let magic: [(ContentPart, &[u8]); 4] = [
+            (image(), b"\x89PNG\r\n\x1a\n"),
+            // Frame sync, MPEG-1, layer III, no CRC.
+            (audio(), b"\xff\xfb"),
+            (video(), b"\0\0\0\x18ftyp"),
+            (document(), b"%PDF-"),
+        ];
+        for (part, magic) in magic {
+            let bytes = decoded(&part);
+            let media = part.media.as_ref().unwrap();
+            assert!(bytes.starts_with(magic), "{}", media.mime_type);
+            assert_eq!(
+                media.size_bytes,
+                Some(bytes.len() as u64),
+                "{}",
+                media.mime_type
+            );
+        }
+    }
 }

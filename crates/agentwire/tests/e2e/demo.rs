@@ -97,3 +97,77 @@ async fn anything_else_quotes_the_input() {
         "{done}"
     );
 }
+
+/// `data` decoded as strictly as a browser's `atob`: the standard alphabet,
+/// canonical padding, no stray bits.
+fn strict(data: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine as _;
+    let text = data.as_str().expect("base64 text");
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_else(|e| panic!("{} characters that do not decode: {e}", text.len()))
+}
+
+#[tokio::test]
+async fn every_media_part_of_every_script_decodes_strictly() {
+    let server = TestServer::start().await;
+    let (mut demo, _) = server.connect("agent=demo").await;
+    let mut kinds = Vec::new();
+    for ask in [
+        "show image",
+        "play audio",
+        "play video",
+        "send pdf",
+        "multimodal",
+    ] {
+        demo.say(ask).await;
+        let done = demo.recv_turn().await.pop().unwrap();
+        assert_eq!(done["type"], "done", "{done}");
+        let parts = done["parts"].as_array().expect("parts");
+        let media: Vec<&serde_json::Value> = parts.iter().filter_map(|p| p.get("media")).collect();
+        assert!(!media.is_empty(), "{ask}: {done}");
+        for media in media {
+            let bytes = strict(&media["data"]);
+            assert_eq!(
+                media["size_bytes"],
+                bytes.len(),
+                "{ask}: size_bytes is the decoded size"
+            );
+            kinds.push(media["mime_type"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(
+        kinds,
+        [
+            "image/png",
+            "audio/mpeg",
+            "video/mp4",
+            "application/pdf",
+            "image/png",
+            "audio/mpeg"
+        ]
+    );
+
+    // The test agent's media scripts, as JSON `media_chunk`s.
+    let (mut test, _) = server.connect("agent=test-agent").await;
+    for (script, len) in [
+        ("binary-media", 15),
+        ("small-media", 1_048_575),
+        ("threshold-media", 1_048_576),
+        ("over-threshold-media", 1_048_577),
+        ("big-media", 1_081_344),
+    ] {
+        test.script(script, "x").await;
+        let frames = test.recv_turn().await;
+        let chunks: Vec<&serde_json::Value> = frames
+            .iter()
+            .filter(|f| f["type"] == "media_chunk")
+            .collect();
+        assert!(!chunks.is_empty(), "{script}: {frames:?}");
+        let decoded: usize = chunks
+            .iter()
+            .map(|f| strict(&f["media_chunk"]["data"]).len())
+            .sum();
+        assert_eq!(decoded, len, "{script}");
+    }
+}
