@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use agentwire_core::{ContentPart, MediaContent, Metadata, PartKind};
+use agentwire_core::{ContentPart, InvalidSessionId, MediaContent, Metadata, PartKind};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use serde_json::value::RawValue;
@@ -47,7 +47,8 @@ pub enum ClientFrame {
 }
 
 /// A user message that passed every limit. Empty strings have been folded
-/// into `None`, as Go's `omitempty` reads them.
+/// into `None`, as Go's `omitempty` reads them, except `session_id`: an
+/// empty one is as malformed as any other invalid id.
 #[derive(Debug, Clone)]
 pub struct ClientMessage {
     pub session_id: Option<String>,
@@ -139,8 +140,15 @@ fn decode_message(raw: RawFrame<'_>) -> Result<ClientMessage, FrameError> {
     let metadata = raw.metadata.unwrap_or_default();
     check_metadata(&metadata)?;
     let declare = raw.declare.map(decode_declare).transpose()?;
+    // `""` names no session; joining the connection's own in its place
+    // would answer a client bug with a silent success.
+    if raw.session_id.as_deref() == Some("") {
+        return Err(FrameError {
+            message: Cow::Owned(InvalidSessionId.to_string()),
+        });
+    }
     Ok(ClientMessage {
-        session_id: non_empty(raw.session_id),
+        session_id: raw.session_id,
         content,
         parts,
         metadata,

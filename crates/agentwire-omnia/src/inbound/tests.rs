@@ -117,9 +117,25 @@ fn message_keeps_its_fields() {
 
 #[test]
 fn empty_strings_are_absent() {
-    let m = message(json!({"type": "message", "content": "hi", "session_id": "", "declare": null}));
-    assert_eq!(m.session_id, None);
+    let m = message(json!({
+        "type": "message", "content": "", "parts": [{"type": "text", "text": "hi"}],
+        "declare": null
+    }));
+    assert_eq!(m.content, None);
     assert!(m.declare.is_none());
+}
+
+#[test]
+fn an_empty_session_id_is_malformed_like_any_invalid_id() {
+    let refused = decode(json!({"type": "message", "content": "hi", "session_id": ""}));
+    let Err(e) = refused else {
+        panic!("accepted: {refused:?}")
+    };
+    assert_eq!(e.message, agentwire_core::InvalidSessionId.to_string());
+    assert_eq!(
+        e.message,
+        "invalid session_id: 1 to 128 ASCII letters, digits, '.', '_', ':' or '-'"
+    );
 }
 
 #[test]

@@ -289,3 +289,25 @@ async fn unknown_scenarios_fail_the_turn() {
         "unknown mock_scenario",
     );
 }
+
+#[tokio::test]
+async fn an_empty_session_id_is_refused_like_every_malformed_id() {
+    let server = TestServer::start().await;
+    let (mut client, _) = server.connect("agent=test-agent").await;
+    for id in ["", "bad id!", &"x".repeat(129)] {
+        client
+            .send_json(json!({"type": "message", "content": "hi", "session_id": id}))
+            .await;
+        let error = client.recv().await;
+        assert_error(
+            &error,
+            "INVALID_MESSAGE",
+            "invalid session_id: 1 to 128 ASCII letters, digits, '.', '_', ':' or '-'",
+        );
+        assert!(error.get("session_id").is_none(), "{id:?}: {error}");
+    }
+    assert!(
+        stored_messages(&server.db_path).is_empty(),
+        "the empty id joined no session"
+    );
+}
