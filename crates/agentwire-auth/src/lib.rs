@@ -126,7 +126,7 @@ impl Chain {
         .map_err(|_| AuthError::Unavailable)?;
         if !matches {
             tracing::debug!(agent = agent.name, "password refused: wrong password");
-            return Err(AuthError::Rejected("wrong password"));
+            return Err(AuthError::WrongPassword);
         }
         Ok(Identity {
             subject: format!("password:{}", agent.name),

@@ -72,6 +72,10 @@ pub enum AuthError {
     /// Wrong issuer or audience, unknown key, refused algorithm.
     #[error("credential not accepted: {0}")]
     Rejected(&'static str),
+    /// The agent has a password and this is not it: a valid request from
+    /// someone not admitted, so 403 rather than 401 (Gnosari notes §5.1).
+    #[error("wrong password")]
+    WrongPassword,
     /// The key set could not be fetched; the caller may retry later.
     #[error("identity provider unavailable")]
     Unavailable,

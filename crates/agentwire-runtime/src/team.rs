@@ -2,9 +2,11 @@
 //!
 //! **Delegation** (`delegate_agent`, arguments `{target_agent, message}`, as
 //! the Gnosari engine names them): the target's handler runs on a sub-turn
-//! ([`TurnContext::delegated`]) that sees the message alone. Its events
-//! stream to the client between two `AgentSwitched` events (to the target,
-//! then back), so they carry the target's name; none of its work is stored.
+//! ([`TurnContext::delegated`]) that sees the message alone. Its events go
+//! to the connection between two `AgentSwitched` events (to the target, then
+//! back), so each dialect can tell them apart: Gnosari does not stream a
+//! delegate's run (behaviour notes §5.18) and Omnia drops its text, while a
+//! client tool it calls still reaches the client. None of its work is stored.
 //! Its answer is the tool's result, stored with the call like any server
 //! tool's. A failed sub-turn is an error result, never a failed turn.
 //! Delegations nest at most [`MAX_DELEGATION_DEPTH`] deep.

@@ -23,6 +23,11 @@
 //!
 //! **Client-side tools** have no flow in this dialect: a call a handler makes
 //! is denied at once (the turn goes on with the denial) and is not shown.
+//!
+//! **Shutdown.** On a drain the running turn finishes and queued messages
+//! are told they were not processed; if the drain times out first, the turn
+//! is cut short with an `error` and the queue is still answered, so every
+//! frame the client sent gets its reply before the 1001 close.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -33,7 +38,7 @@ use agentwire_core::media::media_session_id;
 use agentwire_core::{
     Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError,
     MediaId, PartKind, SessionId, SessionLease, StorageRef, SubmitError, SubmitRequest,
-    SummaryNotice, ToolSide, TurnEvent,
+    SummaryNotice, ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 use tokio::sync::mpsc;
@@ -63,6 +68,7 @@ const RATE_LIMITED: &str = "rate limit exceeded";
 const BINARY_UNSUPPORTED: &str = "binary frames are not supported";
 const CREDENTIAL_EXPIRED: &str = "credential expired";
 const SHUTTING_DOWN: &str = "server is shutting down; the message was not processed";
+const TURN_CUT_SHORT: &str = "server is shutting down; the reply was cut short";
 const INTERNAL: &str = "internal server error";
 const ATTACHMENT_NOT_FOUND: &str = "attachment not found";
 
@@ -161,7 +167,12 @@ impl Connection {
                 }
             }
             tokio::select! {
-                () = force_close.cancelled() => return Exit::Close(CLOSE_GOING_AWAY, "server shutdown"),
+                () = force_close.cancelled() => {
+                    if Box::pin(self.cut_short(socket)).await.is_err() {
+                        return Exit::Gone;
+                    }
+                    return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
+                }
                 () = until(&mut self.credential_deadline), if !self.credential_expired => {
                     self.credential_expired = true;
                 }
@@ -336,6 +347,28 @@ impl Connection {
         Ok(())
     }
 
+    /// The drain timed out: what the running turn has sent already goes
+    /// out, a turn that did not end gets its `error`, and every queued frame
+    /// is answered as on a drain (a message: not processed), before the close.
+    async fn cut_short(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
+        while let Some(event) = self
+            .turn
+            .as_mut()
+            .and_then(|t| socket::ready_event(&mut t.events))
+        {
+            self.on_turn_event(socket, event).await?;
+        }
+        if let Some(mut turn) = self.turn.take() {
+            let failure = TurnFailure::new(ErrorCode::Internal, TURN_CUT_SHORT);
+            self.state.metrics.count_error(failure.code);
+            for frame in turn.encoder.encode(&TurnEvent::Failed(failure)) {
+                self.send(socket, frame).await?;
+            }
+        }
+        self.refuse_queued(socket).await?;
+        socket::flush(socket).await
+    }
+
     async fn start_turn(
         &mut self,
         socket: &mut WebSocket,
@@ -489,7 +522,7 @@ impl Connection {
         if let TurnEvent::Failed(failure) = &event {
             self.state.metrics.count_error(failure.code);
         }
-        let frame = turn.encoder.encode(&event);
+        let frames = turn.encoder.encode(&event);
         let terminal = event.is_terminal();
         // The engine sets the due time before it sends `Completed`.
         let summary_scheduled = match &event {
@@ -502,7 +535,7 @@ impl Connection {
         if terminal {
             self.turn = None;
         }
-        if let Some(frame) = frame {
+        for frame in frames {
             self.send(socket, frame).await?;
         }
         if let Some(frame) = summary_scheduled {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentwire_core::{AgentAuth, Authenticator, Credentials, Identity};
+use agentwire_core::{AgentAuth, AuthError, Authenticator, Credentials, Identity};
 use axum::http::{HeaderMap, StatusCode, header};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -67,24 +67,59 @@ impl<'a> Gate<'a> {
     }
 }
 
-/// Authenticates `credentials` for `agent`: 401 for a refused credential or
-/// a missing one on a private agent, 403 for an identity the agent does not
-/// admit.
+/// What a credential that does not validate costs its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadCredential {
+    /// 401 wherever it is sent: on `/ws` a bad credential never falls back
+    /// to anonymous access, public agent or not.
+    Refused,
+    /// On a public agent the credential is ignored and the caller is an
+    /// anonymous visitor (Gnosari notes §5.2: the contract's own client
+    /// always sends `?token=`); elsewhere 401, or 403 for a wrong password.
+    IgnoredWhenPublic,
+}
+
+/// Authenticates `credentials` for `agent` on `/ws`: 401 for a refused
+/// credential or a missing one on a private agent, 403 for an identity the
+/// agent does not admit.
 pub(crate) async fn identify(
     state: &AppState,
     credentials: &Credentials<'_>,
     agent: &AgentEntry,
 ) -> Result<Caller, Refusal> {
-    identify_at(state, credentials, &Gate::agent(agent)).await
+    admit(
+        state,
+        credentials,
+        &Gate::agent(agent),
+        BadCredential::Refused,
+    )
+    .await
 }
 
-/// Authenticates `credentials` for `gate`, as [`identify`] does for an agent.
+/// Authenticates `credentials` for `gate` on the Gnosari endpoints, as the
+/// behaviour notes decide (§5.1, §5.2): 401 for a missing credential on a
+/// private gate or a refused one; 403 for an identity the gate does not
+/// admit and for a wrong password; on a public gate a credential that does
+/// not validate is ignored (and logged), and the caller is anonymous. A
+/// credential that could not be checked (the identity provider is down)
+/// is refused, public or not: ignoring it would hand a signed-in user an
+/// anonymous session.
 pub(crate) async fn identify_at(
     state: &AppState,
     credentials: &Credentials<'_>,
     gate: &Gate<'_>,
 ) -> Result<Caller, Refusal> {
+    admit(state, credentials, gate, BadCredential::IgnoredWhenPublic).await
+}
+
+async fn admit(
+    state: &AppState,
+    credentials: &Credentials<'_>,
+    gate: &Gate<'_>,
+    bad_credential: BadCredential,
+) -> Result<Caller, Refusal> {
     let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+    let forbidden = Refusal(StatusCode::FORBIDDEN, "forbidden");
     let verdict = match &state.identity.authenticator {
         Some(authenticator) => {
             let agent_auth = AgentAuth {
@@ -95,16 +130,27 @@ pub(crate) async fn identify_at(
         }
         None => Ok(None),
     };
+    let public = gate.access_level == AccessLevel::Public;
     match verdict {
+        Err(reason)
+            if public
+                && bad_credential == BadCredential::IgnoredWhenPublic
+                && reason != AuthError::Unavailable =>
+        {
+            tracing::info!(agent = %gate.name, %reason, "credential refused; admitted anonymously to a public agent");
+            Ok(Caller::default())
+        }
+        Err(AuthError::WrongPassword) => {
+            tracing::info!(agent = %gate.name, "wrong password");
+            Err(forbidden)
+        }
         Err(reason) => {
             tracing::info!(agent = %gate.name, %reason, "credential refused");
             Err(unauthorized)
         }
-        Ok(None) if gate.access_level == AccessLevel::Public => Ok(Caller::default()),
+        Ok(None) if public => Ok(Caller::default()),
         Ok(None) => Err(unauthorized),
-        Ok(Some(identity)) if !identity.may_use(gate.name) => {
-            Err(Refusal(StatusCode::FORBIDDEN, "forbidden"))
-        }
+        Ok(Some(identity)) if !identity.may_use(gate.name) => Err(forbidden),
         Ok(Some(identity)) => Ok(Caller {
             owner: Some(pseudonym(&state.identity, &identity)),
             identity: Some(identity),

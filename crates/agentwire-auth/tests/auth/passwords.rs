@@ -42,7 +42,7 @@ async fn passwords() {
     assert!(identity.may_use("support") && !identity.may_use("sales"));
     assert_eq!(
         refuse(&auth, password("open sesame!"), &agent).await,
-        AuthError::Rejected("wrong password")
+        AuthError::WrongPassword
     );
     assert_eq!(
         refuse(&auth, password("open sesame"), &AGENT).await,
@@ -54,7 +54,7 @@ async fn passwords() {
     };
     assert_eq!(
         refuse(&auth, password("not-a-phc-string"), &malformed).await,
-        AuthError::Rejected("wrong password")
+        AuthError::WrongPassword
     );
     // Argon2id with the library defaults (19 MiB, t=2) in a debug build.
     eprintln!("argon2id: hash {hashing:?}, verify {verifying:?}");

@@ -130,3 +130,64 @@ async fn drain_timeout_cancels_the_running_turn() {
         .await
         .expect("the server returns after the forced close");
 }
+
+#[tokio::test]
+async fn a_gnosari_turn_cut_short_by_the_drain_timeout_still_answers_every_queued_message() {
+    let mut server = TestServer::with_server_yaml("  limits:\n    drain_timeout: 300ms").await;
+    let mut client = server.connect_gnosari("test-agent").await;
+    client
+        .send_json(serde_json::json!({"message": "too slow", "client_message_id": "running", "metadata": {"mock_scenario": "slow"}}))
+        .await;
+    let started = client.recv_event().await;
+    assert_eq!(started["type"], "agent_started", "{started}");
+    let queued: Vec<String> = (0..6).map(|n| format!("q-{n}")).collect();
+    for id in &queued {
+        client
+            .send_json(serde_json::json!({"message": "later", "client_message_id": id}))
+            .await;
+    }
+    // Let the queued frames arrive before the drain.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.begin_shutdown();
+
+    let mut events = Vec::new();
+    let close = loop {
+        let next = tokio::time::timeout(Duration::from_secs(2), client.ws.next())
+            .await
+            .expect("the socket closes within 2 s");
+        match next {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(Message::Text(text))) => {
+                events.push(serde_json::from_str::<serde_json::Value>(text.as_str()).unwrap());
+            }
+            Some(Ok(_)) => {}
+            other => panic!("expected a close frame after {events:?}, got {other:?}"),
+        }
+    };
+    assert_eq!(close.expect("a close frame").code, CloseCode::Away);
+    // The running turn ends with an error (never its 2-second `done`), then
+    // each queued message is told, in order, that it was not processed.
+    let (first, rest) = events.split_first().expect("an error for the running turn");
+    assert_eq!(first["type"], "error", "{events:#?}");
+    assert_eq!(first["session_id"], started["session_id"], "{events:#?}");
+    assert_eq!(first["client_message_id"], "running", "{events:#?}");
+    let told: Vec<&str> = rest
+        .iter()
+        .map(|e| {
+            assert_eq!(
+                (&e["type"], &e["error"]),
+                (
+                    &serde_json::json!("error"),
+                    &serde_json::json!("server is shutting down; the message was not processed")
+                ),
+                "{events:#?}"
+            );
+            e["client_message_id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(told, queued, "{events:#?}");
+
+    tokio::time::timeout(Duration::from_secs(2), server.wait_stopped())
+        .await
+        .expect("the server returns after the forced close");
+}

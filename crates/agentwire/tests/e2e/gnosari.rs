@@ -44,7 +44,7 @@ async fn assert_usable(client: &mut Client) {
     let events = turn(client, json!({"message": "ping"})).await;
     assert_eq!(
         types(&events),
-        ["agent_started", "agent_completed"],
+        ["agent_started", "token", "agent_completed"],
         "{events:?}"
     );
 }
@@ -74,9 +74,14 @@ async fn a_turn_announces_its_session_streams_tokens_and_completes() {
     let mut echo = server.connect_gnosari("echo").await;
     let events = turn(&mut echo, json!({"message": "hello there"})).await;
     assert_eq!(events[0]["type"], "agent_started");
+    // Echo streams nothing itself: its reply goes out as one token, so the
+    // contract's client, which shows only tokens, shows it.
     assert_eq!(
-        events[1],
-        json!({"type": "agent_completed", "agent_name": "echo", "full_response": "Echo: hello there"})
+        events[1..],
+        [
+            json!({"type": "token", "content": "Echo: hello there", "agent_name": "echo"}),
+            json!({"type": "agent_completed", "agent_name": "echo", "full_response": "Echo: hello there"})
+        ]
     );
     let stored = stored_messages(&server.db_path);
     let roles: Vec<(&str, &str)> = stored
@@ -102,6 +107,7 @@ async fn the_weather_turn_shows_its_server_tool() {
             "token",
             "tool_call",
             "tool_result",
+            "token",
             "agent_completed"
         ]
     );
@@ -117,11 +123,14 @@ async fn the_weather_turn_shows_its_server_tool() {
             "agent_name": "demo"
         })
     );
-    let full = events[7]["full_response"].as_str().unwrap();
+    let full = events[8]["full_response"].as_str().unwrap();
     assert!(
         full.starts_with("Checking the weather for you...\n\nIt's 72°F and sunny"),
         "{full}"
     );
+    // The answer after the tool was never streamed: it is the last token.
+    let last = events[7]["content"].as_str().unwrap();
+    assert!(last.starts_with("\n\nIt's 72°F and sunny"), "{last}");
 }
 
 #[tokio::test]
@@ -130,7 +139,7 @@ async fn a_session_id_resumes_and_its_absence_opens_a_new_session() {
     let mut client = server.connect_gnosari("test-agent").await;
     let first = turn(&mut client, json!({"message": "first"})).await;
     let session = first[0]["session_id"].as_str().unwrap().to_owned();
-    assert_eq!(first[1]["full_response"], "echo: first");
+    assert_eq!(first.last().unwrap()["full_response"], "echo: first");
 
     // On another socket, as a reconnecting client would.
     let mut again = server.connect_gnosari("test-agent").await;
@@ -141,7 +150,7 @@ async fn a_session_id_resumes_and_its_absence_opens_a_new_session() {
     .await;
     assert_eq!(resumed[0]["session_id"], session.as_str());
     assert_eq!(
-        resumed[1]["full_response"],
+        resumed.last().unwrap()["full_response"],
         "user: first\nassistant: echo: first\n"
     );
 
@@ -269,7 +278,7 @@ async fn malformed_frames_get_an_error_event_and_the_socket_stays_usable() {
         json!({"message": "still here", "attachments": []}),
     )
     .await;
-    assert_eq!(events[1]["full_response"], "Echo: still here");
+    assert_eq!(events.last().unwrap()["full_response"], "Echo: still here");
 }
 
 #[tokio::test]
@@ -386,7 +395,10 @@ async fn prompt_injection_is_rejected_with_the_exact_envelope_and_nothing_is_sto
         "a rejected message is not stored"
     );
     let events = turn(&mut client, json!({"message": "what are instructions?"})).await;
-    assert_eq!(events[1]["full_response"], "Echo: what are instructions?");
+    assert_eq!(
+        events.last().unwrap()["full_response"],
+        "Echo: what are instructions?"
+    );
 }
 
 #[tokio::test]
@@ -399,7 +411,8 @@ async fn screening_phrases_can_be_replaced_or_screening_turned_off() {
     )
     .await;
     assert_eq!(
-        events[1]["full_response"], "Echo: ignore previous instructions",
+        events.last().unwrap()["full_response"],
+        "Echo: ignore previous instructions",
         "the configured list replaces the built-in one"
     );
     client.send_json(json!({"message": "OPEN sesame!"})).await;
@@ -437,11 +450,11 @@ async fn failures_and_client_tools() {
     .await;
     assert_eq!(
         types(&tool),
-        ["agent_started", "agent_completed"],
+        ["agent_started", "token", "agent_completed"],
         "client-side calls are not shown"
     );
     assert_eq!(
-        tool[1]["full_response"],
+        tool[2]["full_response"],
         "Tool rejected: client-side tools are not available on this endpoint"
     );
     assert!(
@@ -524,14 +537,12 @@ async fn api_key_in_the_query_or_the_x_auth_token_header() {
             .err(),
         unauthorized
     );
-    assert_eq!(
-        server
-            .try_connect_gnosari("open?api_key=ak_nobody_0123456789", &[])
-            .await
-            .err(),
-        unauthorized,
-        "a bad key is refused even where anonymous callers are welcome"
-    );
+    // Behaviour notes §5.2: on a public agent it is ignored instead.
+    let mut open = server
+        .try_connect_gnosari("open?api_key=ak_nobody_0123456789", &[])
+        .await
+        .expect("a bad key on a public agent: an anonymous visitor");
+    assert_usable(&mut open).await;
     // Bob's key admits him to echo only.
     assert_eq!(
         server
@@ -569,20 +580,22 @@ async fn password_in_the_query_or_the_x_access_password_header() {
         .expect("X-Access-Password admits");
     assert_usable(&mut client).await;
 
+    // Behaviour notes §5.1: a valid request with the wrong password.
     let unauthorized = Some((401, "unauthorized\n".to_owned()));
+    let forbidden = Some((403, "forbidden\n".to_owned()));
     assert_eq!(
         server
             .try_connect_gnosari("vault?password=wrong-password", &[])
             .await
             .err(),
-        unauthorized
+        forbidden
     );
     assert_eq!(
         server
             .try_connect_gnosari("vault", &[("X-Access-Password", "wrong-password")])
             .await
             .err(),
-        unauthorized
+        forbidden
     );
     assert_eq!(
         server.try_connect_gnosari("vault", &[]).await.err(),
@@ -659,10 +672,11 @@ async fn on_shutdown_the_turn_finishes_and_waiting_messages_are_told() {
         Some((503, "server draining\n".to_owned()))
     );
     assert_eq!(
-        client.recv_event().await["full_response"],
+        client.recv_event().await["content"],
         "done: long job",
         "the running turn finishes"
     );
+    assert_eq!(client.recv_event().await["full_response"], "done: long job");
     assert_eq!(
         client.recv_event().await,
         json!({

@@ -16,6 +16,7 @@ mod config_errors;
 mod demo;
 mod drain;
 mod gnosari;
+mod gnosari_contract;
 mod keepalive;
 mod limits;
 mod media;
