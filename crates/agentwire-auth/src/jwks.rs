@@ -107,9 +107,8 @@ impl Jwks {
 
     fn fetched(origin: Origin, issuer: &str, min_refresh: Duration) -> Result<Jwks, String> {
         // reqwest is built with rustls but no bundled crypto provider (no
-        // aws-lc-rs, so no cmake); install ring as the process default once.
-        // A provider installed earlier by someone else is kept.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // aws-lc-rs, so no cmake): the process installs one before this
+        // client is built (the binary does, in `main`).
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .connect_timeout(FETCH_TIMEOUT)
@@ -328,6 +327,8 @@ mod tests {
 
     #[test]
     fn discovery_url_is_under_the_issuer() {
+        // The key set's HTTP client needs what the binary's `main` installs.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let jwks = Jwks::from_discovery("https://idp.example.com/realms/a/", "iss", Duration::ZERO)
             .unwrap();
         let Origin::Discovery { configuration, .. } = &jwks.origin else {

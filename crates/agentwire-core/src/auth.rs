@@ -81,6 +81,15 @@ pub enum AuthError {
     Unavailable,
 }
 
+/// Whether an agent takes callers without a credential: a rule of the
+/// domain (config sets it, every dialect's upgrade enforces it), so it lives
+/// here rather than in the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLevel {
+    Public,
+    Private,
+}
+
 /// What the agent being opened contributes to authentication.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AgentAuth<'a> {

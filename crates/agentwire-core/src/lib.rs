@@ -48,7 +48,9 @@ pub mod tools;
 pub mod turn;
 
 pub use assets::MediaResolver;
-pub use auth::{AgentAuth, AuthError, Authenticator, Credentials, Identity, IdentityOrigin};
+pub use auth::{
+    AccessLevel, AgentAuth, AuthError, Authenticator, Credentials, Identity, IdentityOrigin,
+};
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{
     Agent, DeleteError, Engine, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,

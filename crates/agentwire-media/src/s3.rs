@@ -42,9 +42,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) fn build(settings: &S3Settings) -> Result<AmazonS3, object_store::Error> {
     // reqwest is built with rustls but no bundled crypto provider (so that
-    // aws-lc-rs, which needs cmake, stays out of the build): install ring as
-    // the process default. Already installed is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // aws-lc-rs, which needs cmake, stays out of the build): the process
+    // installs one before any store is opened (the binary, in `main`).
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(&settings.bucket)
         .with_region(&settings.region)

@@ -33,9 +33,8 @@ pub(crate) struct Timeouts {
 /// overall timeout: streams are bounded per read instead.
 pub(crate) fn client() -> Result<reqwest::Client, String> {
     // reqwest is built with rustls but no bundled crypto provider (so that
-    // aws-lc-rs, which needs cmake, stays out of the build): install ring as
-    // the process default. Already installed is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // aws-lc-rs, which needs cmake, stays out of the build): the process
+    // installs one before any provider is built (the binary, in `main`).
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .build()

@@ -330,6 +330,8 @@ mod tests {
 
     #[test]
     fn build_accepts_good_settings() {
+        // What the binary's `main` installs before any provider is built.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         assert!(build(openai("http://localhost:11434/v1", None)).is_ok());
         assert!(build(openai("", Some("sk-x"))).is_ok());
         let anthropic = ProviderSettings::new(

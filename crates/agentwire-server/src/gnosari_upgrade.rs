@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use agentwire_core::Credentials;
+use agentwire_core::{AccessLevel, Credentials};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -19,7 +19,7 @@ use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
 use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
-use crate::{AccessLevel, AgentEntry, AppState, TeamEntry, TeamMember};
+use crate::{AgentEntry, AppState, TeamEntry, TeamMember};
 
 /// The API key header; header names are matched case-insensitively, so the
 /// engine's `X-Auth-Token` spelling works too.

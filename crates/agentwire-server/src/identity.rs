@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentwire_core::{AgentAuth, AuthError, Authenticator, Credentials, Identity};
+use agentwire_core::{AccessLevel, AgentAuth, AuthError, Authenticator, Credentials, Identity};
 use axum::http::{HeaderMap, StatusCode, header};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -19,13 +19,6 @@ pub struct IdentitySettings {
     /// Keys the owner pseudonym (HMAC-SHA-256); without it a plain SHA-256.
     /// Keep it stable: a new key makes every owner a stranger to its sessions.
     pub pseudonym_key: Option<Vec<u8>>,
-}
-
-/// Whether an agent takes callers without a credential.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessLevel {
-    Public,
-    Private,
 }
 
 /// An admitted caller.

@@ -51,13 +51,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::{Agent, Engine, MediaStore, PromptScreen};
+use agentwire_core::{AccessLevel, Agent, Engine, MediaStore, PromptScreen};
 use axum::Router;
 use axum::routing::get;
 use axum::serve::{ListenerExt, TapIo};
 use tokio::net::{TcpListener, TcpStream};
 
-pub use identity::{AccessLevel, IdentitySettings};
+pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
 pub use metrics::Metrics;
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::schema::ArgumentSchema;
 use crate::template::{Encoding, Template};
-use crate::{DEFAULT_TIMEOUT, format_duration, install_crypto_provider};
+use crate::{DEFAULT_TIMEOUT, format_duration};
 
 /// The most of a response body a tool reads; past it the call fails.
 const MAX_RESPONSE_BYTES: usize = 2 * 1024 * 1024;
@@ -223,7 +223,6 @@ impl HttpTool {
             return Err("timeout must be more than zero".to_owned());
         }
 
-        install_crypto_provider();
         let client = reqwest::Client::builder()
             .redirect(same_origin_redirects())
             .build()
@@ -448,6 +447,8 @@ mod tests {
     use super::*;
 
     fn settings() -> HttpToolSettings {
+        // The client is built with the tool: install what `main` would.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         HttpToolSettings {
             description: "Weather for a city".to_owned(),
             parameters: json!({

@@ -75,13 +75,6 @@ fn format_duration(duration: Duration) -> String {
     }
 }
 
-/// reqwest is built with rustls but no bundled crypto provider (so that
-/// nothing needs aws-lc-rs); install ring as the process default once. A
-/// provider installed earlier by someone else is kept.
-fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// Cuts `text` to at most `max` bytes on a character boundary, marking the cut.
 fn truncate(mut text: String, max: usize) -> String {
     if text.len() > max {

@@ -23,7 +23,7 @@ use tokio::io::AsyncBufReadExt as _;
 
 use crate::redact::Redactor;
 use crate::schema::ArgumentSchema;
-use crate::{DEFAULT_TIMEOUT, format_duration, install_crypto_provider};
+use crate::{DEFAULT_TIMEOUT, format_duration};
 
 /// The variables a stdio server inherits from agentwire's environment (as the
 /// MCP SDKs do); everything else it gets only from its `env`. The server's own
@@ -196,7 +196,6 @@ impl McpSource {
                     secrets.push(value);
                     map.insert(header_name, header_value);
                 }
-                install_crypto_provider();
                 let client = reqwest::Client::builder()
                     // A redirect would replay the session id and the
                     // headers elsewhere; don't follow any.
@@ -503,6 +502,8 @@ mod tests {
     }
 
     fn http(url: &str, headers: &[(&str, &str)]) -> McpTransport {
+        // The client is built with the source: install what `main` would.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         McpTransport::Http {
             url: url.to_owned(),
             headers: headers

@@ -7,14 +7,28 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agentwire_tools::{
-    HttpToolSettings, McpSettings, McpTransport, ToolBox, ToolSource, http_tool, mcp_server,
-};
+use agentwire_tools::{HttpToolSettings, McpSettings, McpTransport, ToolBox, ToolSource};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+
+/// The binary's `main` installs rustls' crypto provider before any tool is
+/// built (the library installs none, and reqwest needs one): so do the tests.
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn http_tool(settings: HttpToolSettings) -> Result<Arc<dyn ToolSource>, String> {
+    install_tls_provider();
+    agentwire_tools::http_tool(settings)
+}
+
+fn mcp_server(settings: McpSettings) -> Result<Arc<dyn ToolSource>, String> {
+    install_tls_provider();
+    agentwire_tools::mcp_server(settings)
+}
 
 // ---------------------------------------------------------------- http
 

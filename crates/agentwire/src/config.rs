@@ -93,7 +93,7 @@ pub struct AgentConfig {
     /// `access_level`; without it `private` for an agent with a password,
     /// else `public` when unauthenticated callers are allowed and `private`
     /// otherwise.
-    pub access_level: agentwire_server::AccessLevel,
+    pub access_level: agentwire_core::AccessLevel,
     pub password_argon2: Option<String>,
     pub memory_facet: Option<String>,
     pub requires_ai_disclosure: Option<bool>,
@@ -312,12 +312,12 @@ fn validate_agent(
         ));
     }
     let access_level = match raw.access_level {
-        Some(auth::RawAccessLevel::Public) => agentwire_server::AccessLevel::Public,
-        Some(auth::RawAccessLevel::Private) => agentwire_server::AccessLevel::Private,
+        Some(auth::RawAccessLevel::Public) => agentwire_core::AccessLevel::Public,
+        Some(auth::RawAccessLevel::Private) => agentwire_core::AccessLevel::Private,
         // A password is there to be asked for: such an agent is not open by default.
-        None if raw.password_argon2.is_some() => agentwire_server::AccessLevel::Private,
-        None if allow_unauthenticated => agentwire_server::AccessLevel::Public,
-        None => agentwire_server::AccessLevel::Private,
+        None if raw.password_argon2.is_some() => agentwire_core::AccessLevel::Private,
+        None if allow_unauthenticated => agentwire_core::AccessLevel::Public,
+        None => agentwire_core::AccessLevel::Private,
     };
     if let Some(phc) = &raw.password_argon2 {
         agentwire_auth::check_password_hash(phc)

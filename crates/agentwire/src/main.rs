@@ -53,6 +53,7 @@ enum Command {
 const EXIT_CONFIG: u8 = 64;
 
 fn main() -> ExitCode {
+    install_tls_provider();
     let cli = Cli::parse();
     init_tracing();
     match cli.command {
@@ -137,6 +138,16 @@ fn print_from_stdin(transform: impl Fn(&str) -> Result<String, String>) -> ExitC
 fn config_error(e: &config::ConfigError) -> ExitCode {
     eprintln!("config error: {e}");
     ExitCode::from(EXIT_CONFIG)
+}
+
+/// The HTTP clients (model providers, tools, JWKS, S3) use rustls without a
+/// bundled crypto provider, and reqwest panics building a client without
+/// one: the process picks ring here, once, before any config is loaded
+/// (loading builds the providers). Libraries never install one.
+fn install_tls_provider() {
+    // Err only when a provider is already installed, which nothing before
+    // `main` can have done.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn init_tracing() {

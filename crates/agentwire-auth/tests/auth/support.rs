@@ -255,6 +255,9 @@ pub(crate) fn jwt_settings(keys: JwtKeys) -> JwtSettings {
 }
 
 pub(crate) fn with_jwt(settings: JwtSettings, clock: Arc<TestClock>) -> Arc<dyn Authenticator> {
+    // A JWKS URL gets its HTTP client here, which needs the rustls crypto
+    // provider the binary's `main` installs (the library installs none).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     build(
         AuthSettings {
             api_keys: vec![],

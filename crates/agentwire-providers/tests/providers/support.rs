@@ -216,6 +216,9 @@ impl TextSink for Recorder {
 }
 
 fn short(mut settings: ProviderSettings) -> ProviderSettings {
+    // The binary's `main` installs rustls' crypto provider before any
+    // provider is built (the library installs none, and reqwest needs one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     settings.first_token_timeout = Duration::from_millis(400);
     settings.idle_timeout = Duration::from_millis(300);
     settings.max_retries = 2;

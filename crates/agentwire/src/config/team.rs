@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
+use agentwire_core::AccessLevel;
 use agentwire_providers::ProviderSettings;
 use agentwire_runtime::{Delegation, Handoff};
-use agentwire_server::AccessLevel;
 use agentwire_tools::McpSettings;
 use serde::Deserialize;
 

@@ -21,9 +21,9 @@
 
 use std::collections::BTreeMap;
 
+use agentwire_core::AccessLevel;
 use agentwire_providers::ProviderSettings;
 use agentwire_runtime::{Delegation, Handoff};
-use agentwire_server::AccessLevel;
 use agentwire_tools::{McpSettings, McpTransport};
 use serde::Deserialize;
 use serde_json::Value;

@@ -15,6 +15,13 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// What the binary's `main` does before loading a config: the HTTP clients
+/// (providers, tools, S3) need a rustls crypto provider, and the library
+/// installs none.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// How long a test waits for any one frame before failing.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -116,6 +123,7 @@ impl TestServer {
     }
 
     async fn spawn_yaml(db: &Path, yaml: &str) -> TestServer {
+        install_tls_provider();
         let config = agentwire::config::parse(yaml, |_| None).expect("test config is valid");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The dependency invariants of ARCHITECTURE.md, enforced: this script is
+# their single source of truth (ARCHITECTURE.md repeats them in prose).
+# Each rule is checked on what cargo resolves for the crate alone, as
+# `cargo build -p <crate> --all-features` would see it, over normal
+# dependencies only: a test may use a real adapter or an axum fake server.
+# Prints every broken rule and exits 1 if there is one. Run by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# ---------------------------------------------------------------- rules
+
+# The core is the engine and its ports: no network, database, object
+# storage, TLS or WebSocket crate anywhere under it.
+CORE_FORBIDDEN=(axum hyper hyper-util h2 reqwest rusqlite libsqlite3-sys object_store
+    tungstenite tokio-tungstenite rustls ring mio socket2 rmcp process-wrap)
+# tokio in the core: spawn (rt), sync, time and select! (macros); no net,
+# fs, process, signal, io-util, io-std or runtime flavour. `default` is
+# empty in tokio; `tokio-macros` is the crate behind `macros`.
+CORE_TOKIO_FEATURES=(default rt sync time macros tokio-macros)
+
+# The wire dialects are pure: JSON in, JSON out, on the core's types.
+PURE_CRATES=(agentwire-omnia agentwire-gnosari)
+PURE_ALLOWED=(agentwire-core serde serde_json thiserror)
+
+# Adapters, handlers and the runtime see the rest of the system through
+# the core's ports only.
+ADAPTERS=(agentwire-store agentwire-media agentwire-providers agentwire-tools
+    agentwire-auth agentwire-handlers agentwire-runtime)
+
+# The server speaks the dialects over axum; it receives backends built.
+SERVER=agentwire-server
+SERVER_WORKSPACE_ALLOWED=(agentwire-core agentwire-omnia agentwire-gnosari)
+SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp)
+
+# Only these know axum (the binary through the server; the load
+# generator's bare baseline).
+AXUM_ALLOWED=(agentwire-server agentwire agentwire-loadgen)
+
+# The binary is the one place that knows every adapter, and the one crate
+# that picks (and installs, in `main`) rustls' crypto provider.
+BINARY=agentwire
+
+# Nowhere: aws-lc wants cmake and NASM to build; OpenSSL wants the system's.
+NOWHERE=(aws-lc-rs aws-lc-sys openssl-sys native-tls)
+
+# ---------------------------------------------------------------- checks
+
+failures=0
+fail() {
+    echo "check-deps: $*" >&2
+    failures=$((failures + 1))
+}
+
+# Every package in <crate>'s normal dependency tree, one name a line.
+tree_of() {
+    cargo tree -q -p "$1" --all-features -e normal --prefix none -f '{p}' |
+        awk '{print $1}' | sort -u
+}
+
+# <crate>'s direct normal dependencies, one name a line.
+direct_of() {
+    cargo tree -q -p "$1" --all-features -e normal --prefix none -f '{p}' --depth 1 |
+        tail -n +2 | awk '{print $1}' | sort -u
+}
+
+# tokio's features enabled when <crate> is built alone.
+tokio_features_of() {
+    cargo tree -q -p "$1" --all-features -e normal,features -i tokio --prefix none |
+        sed -n 's/^tokio feature "\([^"]*\)".*/\1/p' | sort -u
+}
+
+in_list() {
+    local needle=$1
+    shift
+    local item
+    for item in "$@"; do
+        [[ $item == "$needle" ]] && return 0
+    done
+    return 1
+}
+
+mapfile -t members < <(
+    cargo metadata -q --format-version 1 --no-deps |
+        python3 -c 'import json, sys; [print(p["name"]) for p in json.load(sys.stdin)["packages"]]' |
+        sort
+)
+[[ ${#members[@]} -gt 0 ]] || {
+    echo "check-deps: no workspace members found" >&2
+    exit 1
+}
+
+declare -A tree direct
+for member in "${members[@]}"; do
+    tree[$member]=$(tree_of "$member")
+    direct[$member]=$(direct_of "$member")
+done
+
+# agentwire-core: no IO crate below it, and tokio without IO features.
+for dep in ${tree[agentwire-core]}; do
+    if in_list "$dep" "${CORE_FORBIDDEN[@]}"; then
+        fail "agentwire-core depends on $dep (the core does no IO: no network, database, storage, TLS or WebSocket crate)"
+    fi
+    if [[ $dep == agentwire-* && $dep != agentwire-core ]]; then
+        fail "agentwire-core depends on $dep (the core depends on none of our crates)"
+    fi
+done
+for feature in $(tokio_features_of agentwire-core); do
+    if ! in_list "$feature" "${CORE_TOKIO_FEATURES[@]}"; then
+        fail "agentwire-core gets tokio's \"$feature\" feature (the core uses tokio for spawn, sync, time and select! only: ${CORE_TOKIO_FEATURES[*]})"
+    fi
+done
+
+# The dialects: serde, serde_json, thiserror and the core, nothing else.
+for crate in "${PURE_CRATES[@]}"; do
+    for dep in ${direct[$crate]}; do
+        if ! in_list "$dep" "${PURE_ALLOWED[@]}"; then
+            fail "$crate depends on $dep (a dialect crate is pure: ${PURE_ALLOWED[*]} only)"
+        fi
+    done
+done
+
+# Adapters, handlers, runtime: the core only, among our crates.
+for crate in "${ADAPTERS[@]}"; do
+    for dep in ${direct[$crate]}; do
+        if [[ $dep == agentwire* && $dep != agentwire-core ]]; then
+            fail "$crate depends on $dep (an adapter depends on agentwire-core only among our crates)"
+        fi
+    done
+done
+
+# The server: the core and the dialects, no backend.
+for dep in ${direct[$SERVER]}; do
+    if [[ $dep == agentwire* ]] && ! in_list "$dep" "${SERVER_WORKSPACE_ALLOWED[@]}"; then
+        fail "$SERVER depends on $dep (the server receives backends built: ${SERVER_WORKSPACE_ALLOWED[*]} only among our crates)"
+    fi
+done
+for dep in ${tree[$SERVER]}; do
+    if in_list "$dep" "${SERVER_FORBIDDEN[@]}"; then
+        fail "$SERVER depends on $dep (the server never constructs a backend)"
+    fi
+done
+
+for member in "${members[@]}"; do
+    # axum: the server, and what is built on it or beside it.
+    if ! in_list "$member" "${AXUM_ALLOWED[@]}" && in_list axum ${tree[$member]}; then
+        fail "$member depends on axum (only ${AXUM_ALLOWED[*]} do)"
+    fi
+    if [[ $member != "$BINARY" ]]; then
+        # Our crates' own edges: adapters and the server are wired by the
+        # binary alone, and nothing is built on the binary.
+        for dep in ${direct[$member]}; do
+            if [[ $dep == "$SERVER" || $dep == "$BINARY" ]] || in_list "$dep" "${ADAPTERS[@]}"; then
+                fail "$member depends on $dep (only $BINARY wires adapters and the server)"
+            fi
+        done
+        # rustls directly: a library that names it could install a crypto
+        # provider; that choice is the binary's, made once in `main`.
+        if in_list rustls ${direct[$member]}; then
+            fail "$member depends on rustls directly (only $BINARY does: it installs the crypto provider in main)"
+        fi
+    fi
+    for dep in ${tree[$member]}; do
+        if in_list "$dep" "${NOWHERE[@]}"; then
+            fail "$member depends on $dep (aws-lc and OpenSSL stay out of the build: TLS is rustls on ring)"
+        fi
+    done
+done
+
+if ((failures > 0)); then
+    echo "check-deps: $failures rule(s) broken (the rules: scripts/check-deps.sh, ARCHITECTURE.md)" >&2
+    exit 1
+fi
+echo "check-deps: ${#members[@]} crates, every dependency rule holds"
