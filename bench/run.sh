@@ -3,9 +3,13 @@
 # builds release, runs each scenario RUNS times per server (alternating, a
 # fresh server process per run) and writes BENCHMARKS.md with the medians.
 #
-#   bench/run.sh                 # all scenarios, 3 runs each (~13 minutes)
-#   RUNS=1 DURATION=5s bench/run.sh
+#   bench/run.sh                 # all scenarios, 3 runs each, then the soak (~35 minutes)
+#   RUNS=1 DURATION=5s SOAK_DURATION=1m bench/run.sh
 #   OUT=/tmp/b.md bench/run.sh
+#
+# The soak runs once per server (it is long): SOAK_CONNECTIONS connections
+# doing 20-chunk turns with SQLite for SOAK_DURATION, the server's RSS
+# sampled every 5 s, and once more 5 s after every socket has closed.
 #
 # Every run is bounded (connections, --duration, --max-turns) and targets
 # 127.0.0.1 only. Load generator and servers share the machine; close other
@@ -19,6 +23,8 @@ OUT=${OUT:-BENCHMARKS.md}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-15000}
 STREAM_CONNECTIONS=${STREAM_CONNECTIONS:-1000}
 BURST_CONNECTIONS=${BURST_CONNECTIONS:-100}
+SOAK_CONNECTIONS=${SOAK_CONNECTIONS:-500}
+SOAK_DURATION=${SOAK_DURATION:-10m}
 
 cargo build --release -p agentwire -p agentwire-loadgen
 loadgen=target/release/agentwire-loadgen
@@ -52,6 +58,8 @@ scenario stream --scenario stream --connections "$STREAM_CONNECTIONS" --chunks 2
 scenario stream-memory --scenario stream --connections "$STREAM_CONNECTIONS" --chunks 20 --storage memory
 scenario script --scenario stream --connections "$STREAM_CONNECTIONS" --storage sqlite
 scenario burst --scenario burst --connections "$BURST_CONNECTIONS"
+RUNS=1 DURATION=$SOAK_DURATION scenario soak --scenario soak --connections "$SOAK_CONNECTIONS" \
+  --chunks 20 --storage sqlite --sample-interval 5s --settle 5s
 
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
@@ -75,7 +83,8 @@ if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then 
   echo "per chunk divide the run phase's CPU time by the turns and chunks"
   echo "completed. Latencies are measured by the client from sending the"
   echo "message; a ratio is agentwire's median over the baseline's."
-  for name in idle stream stream-memory script burst; do
+  echo "The soak runs once per server: its figures are one run's, not medians."
+  for name in idle stream stream-memory script burst soak; do
     echo
     sed -n 1p "$work/$name.md"
     echo

@@ -263,7 +263,7 @@ async fn connection(shared: Arc<Shared>, index: usize, mut phase: watch::Receive
         Scenario::Idle => {
             keep_reading_until(&shared, &mut ws, tokio::time::sleep_until(deadline)).await;
         }
-        Scenario::Stream => {
+        Scenario::Stream | Scenario::Soak => {
             if let Some(socket) = ws.as_mut()
                 && let Err(code) = stream(&shared, socket, deadline).await
             {

@@ -16,9 +16,12 @@ use crate::options::{
     CHUNK_AGENT, CHUNK_CHARS, RunOptions, SCRIPT_AGENT, Scenario, check_loopback, chunk_reply,
 };
 use crate::report::{Report, format_errors, format_value, metrics, render, render_markdown};
+use crate::soak;
 
 /// How long a server may take to say where it listens.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Rows of the soak's RSS table in the Markdown.
+const SOAK_TABLE_ROWS: usize = 13;
 
 /// Where agentwire keeps sessions during a comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -336,7 +339,10 @@ impl Comparison {
     pub fn title(&self) -> String {
         let turns = match (self.scenario, self.chunks_per_turn) {
             (Scenario::Stream, 0) => ", test-agent `stream` script (3 chunks)".to_owned(),
-            (Scenario::Stream, k) => format!(", {k}-chunk turns ({CHUNK_CHARS} chars/chunk)"),
+            (Scenario::Stream | Scenario::Soak, k) if k > 0 => {
+                format!(", {k}-chunk turns ({CHUNK_CHARS} chars/chunk)")
+            }
+            (Scenario::Soak, _) => ", test-agent `stream` script (3 chunks)".to_owned(),
             _ => String::new(),
         };
         format!(
@@ -360,6 +366,9 @@ impl Comparison {
             for line in sizing {
                 out.push_str(&format!("- {line}\n"));
             }
+        }
+        if self.scenario == Scenario::Soak {
+            out.push_str(&self.soak_samples_markdown());
         }
         let targets = self.targets();
         if !targets.is_empty() {
@@ -418,6 +427,17 @@ impl Comparison {
                     ));
                 }
             }
+            Scenario::Soak => {
+                if let Some(soak) = self.agentwire.first().and_then(|r| r.soak.as_ref()) {
+                    lines.push(format!(
+                        "warm idle is the RSS with all {} connections open before the first \
+                         turn; growth is measured from the first sample after the {:.0} s \
+                         warm-up to the end of the load; \"after the load\" is sampled {:.0} s \
+                         after every socket closed",
+                        self.connections, soak.warmup_secs, soak.settle_secs
+                    ));
+                }
+            }
             Scenario::Burst => {
                 if let Some(reopen) = get("server CPU per reopen (µs)") {
                     lines.push(format!(
@@ -463,11 +483,71 @@ impl Comparison {
                 ));
             }
         }
+        if self.scenario == Scenario::Soak {
+            let pct = |name: &str| get(name).and_then(|r| r.agentwire);
+            if let Some(v) = pct("RSS growth after warm-up (%)") {
+                targets.push((
+                    format!(
+                        "agentwire RSS growth after warm-up {v:.1} % < {:.0} %",
+                        soak::GROWTH_TARGET_PCT
+                    ),
+                    v < soak::GROWTH_TARGET_PCT,
+                ));
+            }
+            if let (Some(v), Some(after), Some(idle)) = (
+                pct("RSS after the load vs warm idle (%)"),
+                pct("server RSS after the load (MiB)"),
+                pct("server RSS warm idle (MiB)"),
+            ) {
+                targets.push((
+                    format!(
+                        "agentwire RSS after the load {after:.1} MiB within {:.0} % of the warm \
+                         idle {idle:.1} MiB ({v:+.1} %)",
+                        soak::AFTER_LOAD_TARGET_PCT
+                    ),
+                    v <= soak::AFTER_LOAD_TARGET_PCT,
+                ));
+            }
+        }
         targets.push((
             "zero errors and zero lost or reordered chunks, every run".to_owned(),
             clean,
         ));
         targets
+    }
+
+    /// The first run's RSS samples of both servers, side by side, thinned
+    /// to a screenful (the JSON line has every sample).
+    fn soak_samples_markdown(&self) -> String {
+        let samples = |reports: &[Report]| {
+            reports
+                .first()
+                .and_then(|r| r.soak.as_ref())
+                .map(|s| s.samples.clone())
+                .unwrap_or_default()
+        };
+        let (ours, theirs) = (samples(&self.agentwire), samples(&self.baseline));
+        if ours.is_empty() {
+            return String::new();
+        }
+        let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
+        let mut rows = vec![[
+            "t (s)".to_owned(),
+            "agentwire RSS (MiB)".to_owned(),
+            "baseline RSS (MiB)".to_owned(),
+        ]];
+        let interval = ours.get(1).map_or(1.0, |s| s.t_secs.max(1e-9));
+        for sample in soak::thin(&ours, SOAK_TABLE_ROWS) {
+            // The baseline was sampled on the same interval: match by index.
+            let index = (sample.t_secs / interval).round() as usize;
+            let baseline = theirs.get(index).map_or("-".to_owned(), |s| mib(s.rss_kib));
+            rows.push([
+                format!("{:.0}", sample.t_secs),
+                mib(sample.rss_kib),
+                baseline,
+            ]);
+        }
+        format!("\nRSS through the first run:\n\n{}", render_markdown(&rows))
     }
 
     pub fn json_line(&self) -> String {

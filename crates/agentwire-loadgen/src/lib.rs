@@ -1,13 +1,14 @@
 //! agentwire-loadgen: a bounded, self-stopping load generator for agentwire
 //! on loopback, and the bare baseline server it is compared with.
 //!
-//! - [`options`]: scenarios (`idle`, `stream`, `burst`), their bounds, and
-//!   the loopback-only rule.
+//! - [`options`]: scenarios (`idle`, `stream`, `burst`, `soak`), their
+//!   bounds, and the loopback-only rule.
 //! - [`run()`]: one run against one server: connect, run, close, with the
 //!   server's RSS and CPU time sampled between phases; connections beyond one
 //!   process's file limit run in child processes.
 //! - [`baseline`]: the same frames as agentwire, without engine, persistence
 //!   or protocol checks.
+//! - [`soak`]: the soak's RSS samples and its two memory figures.
 //! - [`compare`]: both servers as child processes, alternating, medians and
 //!   ratios.
 
@@ -18,6 +19,7 @@ pub mod options;
 pub mod probe;
 pub mod report;
 mod run;
+pub mod soak;
 pub mod stats;
 
 pub use client::{PER_SOURCE_ADDRESS, source_address};

@@ -100,6 +100,16 @@ struct Load {
     /// Connects in flight at once.
     #[arg(long, default_value_t = 64)]
     connect_concurrency: usize,
+    /// Soak: how often the server's RSS is sampled during the run phase.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    sample_interval: Duration,
+    /// Soak: growth is measured from the end of this part of the run phase
+    /// (default: a tenth of --duration).
+    #[arg(long, value_parser = parse_duration)]
+    warmup: Option<Duration>,
+    /// Soak: how long after every socket has closed the last RSS sample waits.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    settle: Duration,
 }
 
 impl Load {
@@ -114,6 +124,9 @@ impl Load {
             connect_concurrency: self.connect_concurrency,
             server_pid: None,
             label: label.to_owned(),
+            sample_interval: self.sample_interval,
+            warmup: self.warmup,
+            settle: self.settle,
         }
     }
 }

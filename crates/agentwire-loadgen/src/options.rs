@@ -16,6 +16,12 @@ pub const CHUNK_CHARS: usize = 20;
 pub const MAX_CONNECTIONS: usize = 200_000;
 /// The longest run phase.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// Soak: RSS samples during the run phase, every this long by default.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
+/// Soak: the wait between the last socket closing and the last sample.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(5);
+/// The longest `--settle`.
+pub const MAX_SETTLE: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -26,6 +32,10 @@ pub enum Scenario {
     Stream,
     /// Every connection closes and reopens its socket back to back.
     Burst,
+    /// Turns back to back, like `stream`, for a long time, with the server's
+    /// RSS sampled throughout and once more after every socket has closed:
+    /// does memory stay flat under steady load and return afterwards?
+    Soak,
 }
 
 impl Scenario {
@@ -34,7 +44,13 @@ impl Scenario {
             Scenario::Idle => "idle",
             Scenario::Stream => "stream",
             Scenario::Burst => "burst",
+            Scenario::Soak => "soak",
         }
+    }
+
+    /// Whether connections run turns (`stream` and `soak`).
+    pub fn runs_turns(self) -> bool {
+        matches!(self, Scenario::Stream | Scenario::Soak)
     }
 }
 
@@ -58,6 +74,13 @@ pub struct RunOptions {
     pub server_pid: Option<u32>,
     /// A name for the server in the report.
     pub label: String,
+    /// Soak: how often the server's RSS is sampled during the run phase.
+    pub sample_interval: Duration,
+    /// Soak: the part of the run phase after which growth is measured;
+    /// `None`: a tenth of the duration.
+    pub warmup: Option<Duration>,
+    /// Soak: how long after every socket has closed the last sample waits.
+    pub settle: Duration,
 }
 
 impl RunOptions {
@@ -73,7 +96,15 @@ impl RunOptions {
             connect_concurrency: 64,
             server_pid: None,
             label: "server".to_owned(),
+            sample_interval: DEFAULT_SAMPLE_INTERVAL,
+            warmup: None,
+            settle: DEFAULT_SETTLE,
         }
+    }
+
+    /// The soak's warm-up: `--warmup`, else a tenth of the duration.
+    pub fn warmup(&self) -> Duration {
+        self.warmup.unwrap_or(self.duration / 10)
     }
 
     /// Refuses a target off loopback and unbounded runs.
@@ -93,6 +124,21 @@ impl RunOptions {
             self.connect_concurrency > 0,
             "--connect-concurrency must be positive"
         );
+        if self.scenario == Scenario::Soak {
+            anyhow::ensure!(
+                !self.sample_interval.is_zero() && self.sample_interval <= self.duration,
+                "--sample-interval must be more than 0 and at most --duration"
+            );
+            anyhow::ensure!(
+                self.warmup() < self.duration,
+                "--warmup must be shorter than --duration"
+            );
+            anyhow::ensure!(
+                self.settle <= MAX_SETTLE,
+                "--settle must be at most {}s",
+                MAX_SETTLE.as_secs()
+            );
+        }
         Ok(())
     }
 

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::options::{RunOptions, Scenario};
 use crate::probe::Sample;
+use crate::soak::SoakUsage;
 use crate::stats::{Percentiles, Stats};
 
 #[derive(Debug, Clone, Serialize)]
@@ -39,6 +40,8 @@ pub struct Report {
     pub error_total: u64,
     pub lost_or_reordered: u64,
     pub server: Option<ServerUsage>,
+    /// Soak: the RSS samples and the memory figures.
+    pub soak: Option<SoakUsage>,
 }
 
 /// The server's memory and CPU time, from /proc.
@@ -127,6 +130,7 @@ impl Report {
             errors: c.errors.clone(),
             lost_or_reordered: c.lost_or_reordered,
             server,
+            soak: None,
         }
     }
 
@@ -165,6 +169,9 @@ pub fn metrics(scenario: Scenario) -> Vec<Metric> {
     fn server<T: Into<f64>>(r: &Report, pick: fn(&ServerUsage) -> Option<T>) -> Option<f64> {
         r.server.as_ref().and_then(pick).map(Into::into)
     }
+    fn soak(r: &Report, pick: fn(&SoakUsage) -> f64) -> Option<f64> {
+        r.soak.as_ref().map(pick)
+    }
     let mut list = vec![
         m("connections held", |r| Some(r.held as f64)),
         m("connect rate (/s)", |r| Some(r.connect_rate)),
@@ -175,6 +182,32 @@ pub fn metrics(scenario: Scenario) -> Vec<Metric> {
             m("connect p99 (ms)", |r| ms(r.connect_latency, |p| p.p99_us)),
             m("server RSS per connection (KiB)", |r| {
                 server(r, |s| s.rss_per_connection_bytes).map(|b| b / 1024.0)
+            }),
+        ]),
+        Scenario::Soak => list.extend([
+            m("turns/s", |r| Some(r.turns_per_sec)),
+            m("chunks/s", |r| Some(r.chunks_per_sec)),
+            m("turn p99 (ms)", |r| ms(r.turn_latency, |p| p.p99_us)),
+            m("server CPU per turn (µs)", |r| {
+                server(r, |s| s.cpu_us_per_turn)
+            }),
+            m("server RSS warm idle (MiB)", |r| {
+                soak(r, |s| s.rss_idle_kib as f64 / 1024.0)
+            }),
+            m("server RSS at warm-up end (MiB)", |r| {
+                soak(r, |s| s.rss_warm_kib as f64 / 1024.0)
+            }),
+            m("server RSS at load end (MiB)", |r| {
+                soak(r, |s| s.rss_end_kib as f64 / 1024.0)
+            }),
+            m("RSS growth after warm-up (%)", |r| {
+                soak(r, |s| s.growth_after_warmup_pct)
+            }),
+            m("server RSS after the load (MiB)", |r| {
+                soak(r, |s| s.rss_after_close_kib as f64 / 1024.0)
+            }),
+            m("RSS after the load vs warm idle (%)", |r| {
+                soak(r, |s| s.after_close_vs_idle_pct)
             }),
         ]),
         Scenario::Stream => list.extend([

@@ -16,9 +16,10 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
 
 use crate::client::Worker;
-use crate::options::RunOptions;
+use crate::options::{RunOptions, Scenario};
 use crate::probe;
 use crate::report::{Report, Samples};
+use crate::soak::{RssSample, Sampler, SoakUsage};
 use crate::stats::{Stats, WireStats};
 
 /// File descriptors each process keeps for itself (stdio, the runtime, the
@@ -36,6 +37,10 @@ pub fn raise_fd_limit() -> u64 {
 /// run in child processes.
 pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     options.validate()?;
+    anyhow::ensure!(
+        options.scenario != Scenario::Soak || options.server_pid.is_some(),
+        "--scenario soak samples the server's RSS: it needs --server-pid (or `compare`)"
+    );
     let per_process = raise_fd_limit().saturating_sub(FD_RESERVE).max(1);
     let processes = options.connections.div_ceil(per_process as usize).max(1);
     let sample = |pid| probe::sample(pid).with_context(|| format!("--server-pid {pid}"));
@@ -51,7 +56,16 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     let connected = options.server_pid.map(sample).transpose()?;
 
     let started = Instant::now();
-    workers.run(options).await?;
+    let soak_pid = options
+        .server_pid
+        .filter(|_| options.scenario == Scenario::Soak);
+    let rss_samples = match soak_pid {
+        None => {
+            workers.run(options).await?;
+            None
+        }
+        Some(pid) => Some(run_sampling(&mut workers, options, pid).await?),
+    };
     let run_time = started.elapsed();
     let ran = options.server_pid.map(sample).transpose()?;
 
@@ -65,14 +79,40 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         }),
         _ => None,
     };
-    Ok(Report::new(
-        options,
-        processes,
-        &stats,
-        connect_time,
-        run_time,
-        samples,
-    ))
+    let soak = match (soak_pid, rss_samples, connected) {
+        (Some(pid), Some(rss_samples), Some(connected)) => {
+            tokio::time::sleep(options.settle).await;
+            let after_close = sample(pid)?;
+            SoakUsage::new(
+                connected.rss_kib,
+                rss_samples,
+                options.sample_interval,
+                options.warmup(),
+                after_close.rss_kib,
+                options.settle,
+            )
+        }
+        _ => None,
+    };
+    let mut report = Report::new(options, processes, &stats, connect_time, run_time, samples);
+    report.soak = soak;
+    Ok(report)
+}
+
+/// The run phase with the server's RSS sampled every `--sample-interval`.
+async fn run_sampling(
+    workers: &mut Workers,
+    options: &RunOptions,
+    pid: u32,
+) -> anyhow::Result<Vec<RssSample>> {
+    let mut sampler = Sampler::start(pid).with_context(|| format!("--server-pid {pid}"))?;
+    tokio::select! {
+        ran = workers.run(options) => ran?,
+        failed = sampler.every(options.sample_interval) => {
+            failed.with_context(|| format!("--server-pid {pid}"))?;
+        }
+    }
+    Ok(sampler.finish()?)
 }
 
 enum Workers {
@@ -147,6 +187,10 @@ async fn spawn_children(
     processes: usize,
 ) -> anyhow::Result<Vec<ChildWorker>> {
     let exe = std::env::current_exe().context("cannot find this executable")?;
+    let worker_scenario = match options.scenario {
+        Scenario::Soak => Scenario::Stream,
+        other => other,
+    };
     let mut children = Vec::with_capacity(processes);
     let mut first_index = 0;
     for process in 0..processes {
@@ -157,7 +201,8 @@ async fn spawn_children(
         let mut child = Command::new(&exe)
             .arg("worker")
             .args(["--target", &options.target.to_string()])
-            .args(["--scenario", options.scenario.name()])
+            // A soak's connections do what a stream's do; the sampling is ours.
+            .args(["--scenario", worker_scenario.name()])
             .args(["--connections", &connections.to_string()])
             .args(["--duration", &format!("{}ms", options.duration.as_millis())])
             .args(["--max-turns", &max_turns.max(1).to_string()])

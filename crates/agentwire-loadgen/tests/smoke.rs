@@ -100,6 +100,39 @@ async fn idle_and_burst_run_clean_against_agentwire() {
     assert!(burst.turns > 0, "no socket reopened: {burst:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_samples_rss_through_the_run_and_after_the_close() {
+    let servers = start_servers().await;
+    let mut options = RunOptions::new(servers.agentwire, Scenario::Soak);
+    options.connections = 10;
+    options.duration = Duration::from_secs(3);
+    options.max_turns = 200_000;
+    options.chunks = CHUNKS;
+    options.sample_interval = Duration::from_millis(500);
+    options.warmup = Some(Duration::from_secs(1));
+    options.settle = Duration::from_millis(500);
+    options.server_pid = Some(std::process::id());
+    let report = agentwire_loadgen::run(&options).await.unwrap();
+    println!("{}", report.json_line());
+    assert!(report.errors.is_empty(), "errors {:?}", report.errors);
+    assert_eq!(report.lost_or_reordered, 0);
+    assert!(report.turns > 0, "no turn completed: {report:?}");
+    assert_eq!(report.chunks, report.turns * u64::from(CHUNKS));
+    let soak = report.soak.as_ref().expect("a soak reports its RSS");
+    // One at 0 s, one every 500 ms for 3 s, one at the end.
+    assert!(soak.samples.len() >= 6, "{:?}", soak.samples);
+    assert!(soak.samples.windows(2).all(|w| w[0].t_secs <= w[1].t_secs));
+    assert!(soak.samples.iter().all(|s| s.rss_kib > 0));
+    assert_eq!(soak.rss_end_kib, soak.samples.last().unwrap().rss_kib);
+    assert!(soak.rss_idle_kib > 0 && soak.rss_warm_kib > 0 && soak.rss_after_close_kib > 0);
+    assert_eq!(soak.warmup_secs, 1.0);
+
+    // Without a pid there is nothing to sample: refused before connecting.
+    options.server_pid = None;
+    let error = agentwire_loadgen::run(&options).await.unwrap_err();
+    assert!(error.to_string().contains("--server-pid"), "{error}");
+}
+
 #[tokio::test]
 async fn refuses_a_target_off_loopback() {
     let options = RunOptions::new("192.168.1.1:80".parse().unwrap(), Scenario::Stream);
