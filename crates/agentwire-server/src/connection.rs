@@ -17,6 +17,7 @@ use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
+use crate::budget::{self, InboundPermit};
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -53,6 +54,9 @@ struct Connection {
     /// Events of the running turn; `None` when idle. One turn at a time per
     /// connection.
     turn: Option<mpsc::Receiver<TurnEvent>>,
+    /// The running turn's message's share of the inbound budget, given
+    /// back when the turn ends.
+    turn_bytes: Option<InboundPermit>,
     /// The running turn is inside a delegation: the delegate's text is not
     /// part of the reply, and Omnia has no agent identities to show it by.
     in_delegation: bool,
@@ -87,6 +91,7 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
         minted,
         lease: None,
         turn: None,
+        turn_bytes: None,
         in_delegation: false,
         params,
         state: state.clone(),
@@ -181,8 +186,18 @@ impl Connection {
                         .await
                         .map_err(gone);
                 }
-                match omnia::decode_client_text(text.as_str()) {
-                    Ok(frame) => self.on_client_frame(socket, frame).await.map_err(gone),
+                let Some(bytes) = budget::take(&self.state, text.len()) else {
+                    return self.send_busy(socket).await.map_err(gone);
+                };
+                let decoded = omnia::decode_client_text(text.as_str());
+                // The decoded frame owns what it needs: the frame's own
+                // bytes go back before the engine copies the message on.
+                drop(text);
+                match decoded {
+                    Ok(frame) => self
+                        .on_client_frame(socket, frame, bytes)
+                        .await
+                        .map_err(gone),
                     Err(e) => self
                         .send_error(socket, None, ErrorCode::InvalidMessage, &e.message)
                         .await
@@ -202,6 +217,9 @@ impl Connection {
                         .await
                         .map_err(gone);
                 }
+                let Some(_held) = budget::take(&self.state, bytes.len()) else {
+                    return self.send_busy(socket).await.map_err(gone);
+                };
                 self.on_binary(socket, &bytes).await.map_err(gone)
             }
             Message::Close(_) => Err(Exit::Gone),
@@ -211,10 +229,13 @@ impl Connection {
         }
     }
 
+    /// `bytes` holds the frame's share of the inbound budget: a message
+    /// that starts a turn keeps it until the turn ends.
     async fn on_client_frame(
         &mut self,
         socket: &mut WebSocket,
         frame: ClientFrame,
+        bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
         let current = self.current.clone();
         match frame {
@@ -229,7 +250,7 @@ impl Connection {
                 )
                 .await
             }
-            ClientFrame::Message(message) => self.on_message(socket, message).await,
+            ClientFrame::Message(message) => self.on_message(socket, message, bytes).await,
             ClientFrame::UploadRequest { request, .. } => {
                 let frame =
                     crate::media_ws::answer_upload_request(&self.state, &current, request).await;
@@ -290,6 +311,7 @@ impl Connection {
         &mut self,
         socket: &mut WebSocket,
         message: ClientMessage,
+        bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
         if self.turn.is_some() {
             let current = self.current.clone();
@@ -340,6 +362,7 @@ impl Connection {
                 self.current = handle.session.id().clone();
                 self.lease = Some(handle.session);
                 self.turn = Some(handle.events);
+                self.turn_bytes = Some(bytes);
                 Ok(())
             }
             Err(SubmitError::Expired { requested }) => {
@@ -412,6 +435,9 @@ impl Connection {
                 break;
             };
             self.on_turn_event(socket, event).await?;
+        }
+        if self.turn.is_none() {
+            self.turn_bytes = None;
         }
         Ok(())
     }
@@ -568,6 +594,13 @@ impl Connection {
         let now = self.state.engine.clock().now();
         let frame = omnia::encode_error(session.map(SessionId::as_str), code, message, now);
         self.send(socket, frame).await
+    }
+
+    /// The answer to a frame the inbound budget refused: the connection
+    /// stays open and the client may send it again.
+    async fn send_busy(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
+        self.send_error(socket, None, ErrorCode::RateLimited, budget::BUSY)
+            .await
     }
 
     async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {

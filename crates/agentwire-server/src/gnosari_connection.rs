@@ -45,6 +45,7 @@ use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
 use crate::AppState;
+use crate::budget::{self, InboundPermit};
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -84,7 +85,8 @@ pub(crate) struct GnosariParams {
 
 /// A frame waiting for its turn to be answered.
 enum Pending {
-    Message(InboundMessage),
+    /// With its share of the inbound budget, held until its turn ends.
+    Message(InboundMessage, InboundPermit),
     /// An answer decided at arrival (a frame error, a rejection).
     Reply(Reply),
 }
@@ -97,6 +99,8 @@ struct Reply {
 
 struct RunningTurn {
     events: mpsc::Receiver<TurnEvent>,
+    /// The message's share of the inbound budget, given back with the turn.
+    _bytes: InboundPermit,
     encoder: TurnEncoder,
     /// When the completed turn scheduled the session's summary: announced
     /// by `session_summary_scheduled` right after `agent_completed`.
@@ -247,6 +251,14 @@ impl Connection {
             let reply = self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None);
             return Pending::Reply(reply);
         }
+        let Some(bytes) = budget::take(&self.state, text.len()) else {
+            return Pending::Reply(self.error_reply(
+                ErrorCode::RateLimited,
+                budget::BUSY,
+                None,
+                None,
+            ));
+        };
         let message = match gnosari::decode_inbound(text) {
             Ok(message) => message,
             Err(e) => {
@@ -278,7 +290,7 @@ impl Connection {
                 e.client_message_id.as_deref(),
             ));
         }
-        Pending::Message(message)
+        Pending::Message(message, bytes)
     }
 
     /// Answers `pending` now when nothing runs, else queues it behind the
@@ -294,7 +306,7 @@ impl Connection {
         // Full: answered out of order, and a message is not processed.
         let reply = match pending {
             Pending::Reply(reply) => reply,
-            Pending::Message(message) => self.error_reply(
+            Pending::Message(message, _) => self.error_reply(
                 ErrorCode::RateLimited,
                 QUEUE_FULL,
                 message.session_id.as_deref(),
@@ -307,7 +319,7 @@ impl Connection {
     async fn answer(&mut self, socket: &mut WebSocket, pending: Pending) -> Result<(), SendFailed> {
         match pending {
             Pending::Reply(reply) => self.send_reply(socket, reply).await,
-            Pending::Message(message) => self.start_turn(socket, message).await,
+            Pending::Message(message, bytes) => self.start_turn(socket, message, bytes).await,
         }
     }
 
@@ -334,7 +346,7 @@ impl Connection {
     async fn refuse_queued(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
         while let Some(pending) = self.queue.pop_front() {
             let reply = match pending {
-                Pending::Message(message) => self.error_reply(
+                Pending::Message(message, _) => self.error_reply(
                     ErrorCode::Internal,
                     SHUTTING_DOWN,
                     message.session_id.as_deref(),
@@ -373,6 +385,7 @@ impl Connection {
         &mut self,
         socket: &mut WebSocket,
         message: InboundMessage,
+        bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
         // Shape-checked at ingress; `None` here means no attachment.
         let asset = message.check_attachments().ok().flatten();
@@ -443,6 +456,7 @@ impl Connection {
                 self.lease = Some(handle.session);
                 self.turn = Some(RunningTurn {
                     events: handle.events,
+                    _bytes: bytes,
                     encoder,
                     summary: handle.summary,
                 });

@@ -30,6 +30,7 @@
 //! receives the engine and agents ready-made from the binary.
 
 mod assets;
+mod budget;
 mod connection;
 mod gnosari_connection;
 mod gnosari_upgrade;
@@ -57,6 +58,7 @@ use axum::routing::get;
 use axum::serve::{ListenerExt, TapIo};
 use tokio::net::{TcpListener, TcpStream};
 
+pub use budget::InboundBudget;
 pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
 pub use metrics::Metrics;
@@ -92,6 +94,10 @@ pub struct Limits {
     pub media_burst_bytes: u64,
     /// Largest frame or message a client may send; larger closes with 1009.
     pub max_payload_bytes: usize,
+    /// Bytes of client frames the whole server holds at once, from the read
+    /// until their turn ends ([`InboundBudget`]); a frame that would exceed
+    /// it is refused with `RATE_LIMITED`.
+    pub inbound_bytes_in_flight: usize,
     pub ping_interval: Duration,
     /// Silence from the client (no frame of any kind) after which the socket closes.
     pub pong_timeout: Duration,
@@ -164,6 +170,8 @@ pub struct AppState {
     pub teams: HashMap<String, Arc<TeamEntry>>,
     pub settings: ServerSettings,
     pub metrics: Metrics,
+    /// The inbound byte budget every connection draws from.
+    pub inbound: InboundBudget,
     pub lifecycle: Lifecycle,
     /// `None`: media storage is off (`storage.media.backend: none`).
     pub media: Option<MediaService>,
@@ -190,12 +198,14 @@ impl AppState {
         media: Option<MediaService>,
         identity: IdentitySettings,
     ) -> AppState {
+        let inbound = InboundBudget::new(settings.limits.inbound_bytes_in_flight);
         AppState {
             engine,
             agents,
             teams: HashMap::new(),
             settings,
             metrics: Metrics::default(),
+            inbound,
             lifecycle: Lifecycle::default(),
             media,
             identity,

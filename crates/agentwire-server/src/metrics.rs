@@ -14,6 +14,8 @@ pub struct Metrics {
     pub turns_total: AtomicU64,
     pub messages_received_total: AtomicU64,
     pub messages_sent_total: AtomicU64,
+    /// Client frames refused because the inbound byte budget was spent.
+    pub inbound_refused_total: AtomicU64,
     /// Error frames sent, indexed like `ErrorCode::KNOWN`; the last slot
     /// counts handler-defined codes.
     errors_total: [AtomicU64; ErrorCode::KNOWN.len() + 1],
@@ -73,6 +75,18 @@ impl Metrics {
             "Frames sent to clients.",
             &self.messages_sent_total,
         );
+        gauge(
+            &mut out,
+            "agentwire_inbound_bytes_in_flight",
+            "Bytes of client frames read and not yet released (server.limits.inbound_bytes_in_flight).",
+            gauges.inbound_bytes_in_flight,
+        );
+        counter(
+            &mut out,
+            "agentwire_inbound_refused_total",
+            "Client frames refused because the inbound byte budget was spent.",
+            &self.inbound_refused_total,
+        );
         let _ = writeln!(
             out,
             "# HELP agentwire_errors_total Error frames sent to clients, by code."
@@ -95,6 +109,7 @@ pub struct Gauges {
     pub connections_active: u64,
     pub sessions_live: u64,
     pub draining: bool,
+    pub inbound_bytes_in_flight: u64,
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: u64) {

@@ -36,6 +36,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         connections_active: state.lifecycle.open_connections() as u64,
         sessions_live: state.engine.live_sessions() as u64,
         draining: state.lifecycle.is_draining(),
+        inbound_bytes_in_flight: state.inbound.in_flight() as u64,
     };
     (
         [(

@@ -97,6 +97,7 @@ fn public_base_url(public_url: Option<&str>, local_addr: SocketAddr) -> String {
             if local_addr.ip().is_unspecified() {
                 tracing::warn!(
                     address = %local_addr,
+            inbound_bytes_in_flight: limits.inbound_bytes_in_flight,
                     "media upload URLs use the unspecified bind address; set server.public_url"
                 );
             }

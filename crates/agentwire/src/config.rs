@@ -61,11 +61,22 @@ pub struct LimitsConfig {
     pub media_burst_bytes: u64,
     pub max_payload_bytes: usize,
     pub ping_interval: Duration,
+    /// Bytes of client frames the server holds at once (read, not yet
+    /// through their turn); beyond: `RATE_LIMITED`.
+    pub inbound_bytes_in_flight: usize,
     pub pong_timeout: Duration,
     pub drain_timeout: Duration,
 }
 
 /// Where sessions live (`storage.sessions`).
+/// The inbound budget without `server.limits.inbound_bytes_in_flight`:
+/// 256 MiB, or room for four frames of `max_payload_bytes` if that is more.
+pub const DEFAULT_INBOUND_BYTES_IN_FLIGHT: usize = 256 * 1024 * 1024;
+
+fn default_inbound_bytes_in_flight(max_payload_bytes: usize) -> usize {
+    DEFAULT_INBOUND_BYTES_IN_FLIGHT.max(max_payload_bytes.saturating_mul(4))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionStorage {
     Sqlite(PathBuf),
@@ -256,6 +267,15 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
     ] {
         positive(key, value.0.as_nanos() as u64)?;
     }
+    let inbound_bytes_in_flight = raw
+        .inbound_bytes_in_flight
+        .unwrap_or_else(|| default_inbound_bytes_in_flight(raw.max_payload_bytes));
+    if inbound_bytes_in_flight < raw.max_payload_bytes {
+        return Err(ConfigError::new(
+            "server.limits.inbound_bytes_in_flight",
+            "must be at least server.limits.max_payload_bytes, or a frame the payload limit allows is always refused",
+        ));
+    }
     if raw.pong_timeout.0 <= raw.ping_interval.0 {
         return Err(ConfigError::new(
             "server.limits.pong_timeout",
@@ -269,6 +289,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         media_bytes_per_second: raw.media_bytes_per_second,
         media_burst_bytes: raw.media_burst_bytes,
         max_payload_bytes: raw.max_payload_bytes,
+        inbound_bytes_in_flight,
         ping_interval: raw.ping_interval.0,
         pong_timeout: raw.pong_timeout.0,
         drain_timeout: raw.drain_timeout.0,
@@ -430,6 +451,7 @@ mod raw {
                 messages_per_second: 50,
                 message_burst: 100,
                 media_bytes_per_second: 2 * 1024 * 1024,
+        pub(super) inbound_bytes_in_flight: Option<usize>,
                 media_burst_bytes: 16 * 1024 * 1024,
                 max_payload_bytes: 16 * 1024 * 1024,
                 ping_interval: ConfigDuration::secs(30),
@@ -444,6 +466,7 @@ mod raw {
     pub(super) struct Storage {
         pub(super) sessions: String,
         pub(super) media: super::media::RawMedia,
+                inbound_bytes_in_flight: None,
     }
 
     impl Default for Storage {

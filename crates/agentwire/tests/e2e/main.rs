@@ -18,6 +18,7 @@ mod drain;
 mod gnosari;
 mod gnosari_contract;
 mod keepalive;
+mod inbound_budget;
 mod limits;
 mod media;
 mod media_out;
