@@ -147,6 +147,9 @@ pub struct MockScenario {
     /// By turn number, from 1: one plus the assistant messages already in
     /// the request.
     pub turns: BTreeMap<u32, MockTurn>,
+    /// The answer for a turn the scenario does not script (PromptKit's
+    /// scenario `defaultResponse`); without it the provider's.
+    pub default_response: Option<String>,
 }
 
 /// One scripted answer.
@@ -371,6 +374,7 @@ mod tests {
                     "s".to_owned(),
                     MockScenario {
                         turns: BTreeMap::from([(0, MockTurn::Text("t".into()))]),
+                        default_response: None,
                     },
                 )]),
             },

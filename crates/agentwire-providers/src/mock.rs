@@ -47,20 +47,40 @@ impl MockProvider {
         }
     }
 
-    fn turn(&self, request: &ModelRequest) -> Option<&MockTurn> {
+    fn scenario(&self, request: &ModelRequest) -> Option<&MockScenario> {
         let scenario = request
             .scenario
             .as_deref()
             .filter(|s| !s.is_empty())
             .unwrap_or("default");
-        let assistants = request
-            .messages
-            .iter()
-            .filter(|m| matches!(m, ModelMessage::Assistant { .. }))
-            .count();
-        let number = u32::try_from(assistants).ok()?.checked_add(1)?;
-        self.scenarios.get(scenario)?.turns.get(&number)
+        self.scenarios.get(scenario)
     }
+
+    /// The text of a turn no scenario scripts: the scenario's default, the
+    /// provider's, then PromptKit's fallback.
+    fn default_text(&self, scenario: Option<&MockScenario>) -> String {
+        scenario
+            .and_then(|s| s.default_response.clone())
+            .or_else(|| self.default_response.clone())
+            .unwrap_or_else(|| {
+                format!(
+                    "Mock response for provider {} model {}",
+                    self.name, self.model
+                )
+            })
+    }
+}
+
+/// The turn `scenario` scripts for `request`, numbered from the assistant
+/// messages it already has.
+fn scripted_turn<'a>(scenario: &'a MockScenario, request: &ModelRequest) -> Option<&'a MockTurn> {
+    let assistants = request
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ModelMessage::Assistant { .. }))
+        .count();
+    let number = u32::try_from(assistants).ok()?.checked_add(1)?;
+    scenario.turns.get(&number)
 }
 
 /// `text` in pieces of at most 20 characters (not bytes).
@@ -106,7 +126,8 @@ impl ModelProvider for MockProvider {
         request: &ModelRequest,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
-        let (reply_text, tool_calls) = match self.turn(request) {
+        let scenario = self.scenario(request);
+        let (reply_text, tool_calls) = match scenario.and_then(|s| scripted_turn(s, request)) {
             Some(MockTurn::Text(t)) => (with_last_tool_result(t, request), Vec::new()),
             Some(MockTurn::ToolCalls {
                 content,
@@ -123,15 +144,7 @@ impl ModelProvider for MockProvider {
                     })
                     .collect(),
             ),
-            None => (
-                self.default_response.clone().unwrap_or_else(|| {
-                    format!(
-                        "Mock response for provider {} model {}",
-                        self.name, self.model
-                    )
-                }),
-                Vec::new(),
-            ),
+            None => (self.default_text(scenario), Vec::new()),
         };
         stream(&reply_text, text).await;
         Ok(ModelReply {
@@ -190,6 +203,7 @@ mod tests {
         };
         let scenario = MockScenario {
             turns: BTreeMap::from([(2, turn)]),
+            default_response: None,
         };
         let provider = MockProvider::new(
             "p".into(),
@@ -218,6 +232,50 @@ mod tests {
         assert_eq!(reply.text, "A said: five days");
         assert_eq!(*sink.0.lock(), "A said: five days");
         assert_eq!(reply.tool_calls[0].name, "next");
+    }
+
+    #[tokio::test]
+    async fn an_unscripted_turn_answers_the_scenario_default_then_the_provider_default() {
+        struct Discard;
+        #[async_trait]
+        impl TextSink for Discard {
+            async fn text(&self, _: &str) {}
+        }
+        let with_default = MockScenario {
+            turns: BTreeMap::from([(1, MockTurn::Text("first".into()))]),
+            default_response: Some("scenario default".into()),
+        };
+        let provider = MockProvider::new(
+            "p".into(),
+            "m".into(),
+            Some("provider default".into()),
+            BTreeMap::from([
+                ("s".to_owned(), with_default),
+                ("bare".to_owned(), MockScenario::default()),
+            ]),
+        );
+        let request = |scenario: &str, assistants: usize| ModelRequest {
+            messages: (0..assistants)
+                .map(|_| ModelMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: Vec::new(),
+                })
+                .collect(),
+            scenario: Some(scenario.into()),
+            ..ModelRequest::default()
+        };
+        for (scenario, assistants, expected) in [
+            ("s", 0, "first"),
+            ("s", 1, "scenario default"),
+            ("bare", 0, "provider default"),
+            ("missing", 0, "provider default"),
+        ] {
+            let reply = provider
+                .complete(&request(scenario, assistants), &Discard)
+                .await
+                .unwrap();
+            assert_eq!(reply.text, expected, "{scenario} after {assistants}");
+        }
     }
 
     #[test]

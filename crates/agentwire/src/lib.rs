@@ -3,7 +3,8 @@
 //! - [`config`]: the YAML file, parsed and validated before any port is bound.
 //! - [`app`]: builds the engine, store and agents from a [`config::Config`].
 //! - [`run`]: serves an already bound listener until shutdown, as
-//!   mini-redis' `server::run` does, so tests can bind `127.0.0.1:0`.
+//!   mini-redis' `server::run` does, so tests can bind `127.0.0.1:0`;
+//!   [`serve`] does the same for an [`app::App`] built before binding.
 
 pub mod app;
 pub mod config;
@@ -20,7 +21,18 @@ pub async fn run(
     config: config::Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = app::build(config, listener.local_addr()?).await?;
+    serve(app::build(config).await?, listener, shutdown).await
+}
+
+/// Serves an application built before `listener` was bound (the binary's
+/// order: a server that cannot start never binds its port) until `shutdown`
+/// resolves and the drain completes.
+pub async fn serve(
+    app: app::App,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = app.into_state(listener.local_addr()?);
     let served = agentwire_server::serve(listener, state.clone(), shutdown).await;
     // After the drain: summaries not written yet keep their due time in the
     // store and are written after the next start.

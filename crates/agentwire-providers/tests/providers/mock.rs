@@ -17,6 +17,7 @@ fn mock(default_response: Option<&str>) -> Arc<dyn ModelProvider> {
             "default".to_owned(),
             MockScenario {
                 turns: BTreeMap::from([(1, MockTurn::Text("Default scenario, turn one.".into()))]),
+                default_response: None,
             },
         ),
         (
@@ -40,6 +41,7 @@ fn mock(default_response: Option<&str>) -> Arc<dyn ModelProvider> {
                         ),
                     ),
                 ]),
+                default_response: None,
             },
         ),
     ]);

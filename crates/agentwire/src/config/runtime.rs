@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use agentwire_core::ToolSpec;
-use agentwire_providers::{ApiKey, MockScenario, MockTurn, ProviderKind, ProviderSettings};
+use agentwire_providers::{ApiKey, ProviderKind, ProviderSettings};
 use agentwire_tools::{ArgumentSchema, HttpToolSettings, McpSettings, McpTransport};
 use serde::Deserialize;
 
@@ -80,36 +80,11 @@ pub(super) struct RawProvider {
     first_token_timeout: Option<ConfigDuration>,
     idle_timeout: Option<ConfigDuration>,
     max_retries: Option<u32>,
+    #[serde(alias = "defaultResponse")]
     default_response: Option<String>,
-    scenarios: Option<BTreeMap<String, RawScenario>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    turns: BTreeMap<u32, RawTurn>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawTurn {
-    Text(String),
-    ToolCalls(RawToolCallsTurn),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawToolCallsTurn {
-    content: Option<String>,
-    tool_calls: Vec<RawMockCall>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMockCall {
-    name: String,
-    #[serde(default)]
-    arguments: serde_json::Value,
+    scenarios: Option<BTreeMap<String, super::mock::RawScenario>>,
+    /// A PromptKit mock file, instead of `default_response` and `scenarios`.
+    mock_config: Option<String>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +170,7 @@ pub(super) fn validate_provider(
             let only_mock = "only for `type: mock`";
             refuse_field(key("default_response"), &raw.default_response, only_mock)?;
             refuse_field(key("scenarios"), &raw.scenarios, only_mock)?;
+            refuse_field(key("mock_config"), &raw.mock_config, only_mock)?;
             if raw.model.as_deref().is_none_or(str::is_empty) {
                 return Err(ConfigError::new(
                     key("model"),
@@ -214,14 +190,21 @@ pub(super) fn validate_provider(
             refuse_field(key("base_url"), &raw.base_url, not_mock)?;
             refuse_field(key("api_key"), &raw.api_key, not_mock)?;
             refuse_field(key("api_key_env"), &raw.api_key_env, not_mock)?;
+            let (default_response, scenarios) = match &raw.mock_config {
+                Some(path) => {
+                    let inline = "give `mock_config` or inline scripts, not both";
+                    refuse_field(key("default_response"), &raw.default_response, inline)?;
+                    refuse_field(key("scenarios"), &raw.scenarios, inline)?;
+                    super::mock::load_file(&key("mock_config"), path)?
+                }
+                None => (
+                    raw.default_response,
+                    super::mock::scenarios(raw.scenarios.unwrap_or_default()),
+                ),
+            };
             ProviderKind::Mock {
-                default_response: raw.default_response,
-                scenarios: raw
-                    .scenarios
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(id, scenario)| (id, mock_scenario(scenario)))
-                    .collect(),
+                default_response,
+                scenarios,
             }
         }
     };
@@ -266,28 +249,6 @@ fn api_key(
             }),
         (None, None) => Ok(None),
     }
-}
-
-fn mock_scenario(raw: RawScenario) -> MockScenario {
-    let turns = raw
-        .turns
-        .into_iter()
-        .map(|(n, turn)| {
-            let turn = match turn {
-                RawTurn::Text(text) => MockTurn::Text(text),
-                RawTurn::ToolCalls(calls) => MockTurn::ToolCalls {
-                    content: calls.content,
-                    tool_calls: calls
-                        .tool_calls
-                        .into_iter()
-                        .map(|c| (c.name, c.arguments))
-                        .collect(),
-                },
-            };
-            (n, turn)
-        })
-        .collect();
-    MockScenario { turns }
 }
 
 pub(super) fn validate_tool(index: usize, raw: RawTool) -> Result<NamedTool, ConfigError> {

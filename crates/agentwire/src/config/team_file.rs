@@ -1,6 +1,6 @@
 //! Gnosari team files (`teams[].file`), loaded as they are: both generations
-//! of the format (the behaviour notes, §1.13), after `${VAR}` /
-//! `${VAR:default}` substitution, mapped onto runtime agents.
+//! of the format (the behaviour notes, §1.13), with `${VAR}` /
+//! `${VAR:default}` substituted in their values, mapped onto runtime agents.
 //!
 //! | file | agentwire |
 //! |---|---|
@@ -39,7 +39,7 @@ pub(super) struct LoadedTeam {
     pub(super) orchestrator: usize,
 }
 
-/// Reads, substitutes, parses and maps the team file at `path`. Errors name
+/// Reads, parses, substitutes and maps the team file at `path`. Errors name
 /// `file_key` when the file cannot be read or parsed, else the file and the
 /// key path inside it.
 pub(super) fn load(
@@ -51,23 +51,24 @@ pub(super) fn load(
 ) -> Result<LoadedTeam, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new(file_key, format!("cannot read {path}: {e}")))?;
-    let at = |key: &str| format!("{path}: {key}");
-    let text = super::env::substitute(&text, lookup).map_err(|e| ConfigError {
-        key: at(&e.key),
+    // Errors are keyed inside the file, then prefixed with its path.
+    let in_file = |e: ConfigError| ConfigError {
+        key: format!("{path}: {}", e.key),
         message: e.message,
-    })?;
-    let tree: Value = if text.trim().is_empty() {
-        Value::Object(Default::default())
-    } else {
-        serde_saphyr::from_str(&text)
-            .map_err(|e| ConfigError::new(file_key, format!("{path}: invalid YAML: {e}")))?
     };
+    let (tree, written) = super::env::parse(&text, lookup).map_err(|e| match e {
+        super::env::LoadError::Yaml(e) => {
+            ConfigError::new(file_key, format!("{path}: invalid YAML: {e}"))
+        }
+        super::env::LoadError::At(e) => in_file(e),
+    })?;
     let raw: RawTeamFile = serde_path_to_error::deserialize(tree).map_err(|e| {
         let key = e.path().to_string();
         let key = if key == "." { "team".to_owned() } else { key };
-        ConfigError::new(at(&key), e.into_inner().to_string())
+        in_file(written.redact(ConfigError::new(key, e.into_inner().to_string())))
     })?;
-    map(raw, provider, tools).map_err(|(key, message)| ConfigError::new(at(&key), message))
+    map(raw, provider, tools)
+        .map_err(|(key, message)| in_file(written.redact(ConfigError::new(key, message))))
 }
 
 /// A mapping error: the key path in the file and the message.
@@ -530,14 +531,50 @@ struct RawHandoff {
     message: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// An old-generation `can_transfer_to` entry: a name, or `{agent, instructions}`.
 enum RawTransfer {
     Name(String),
     Agent {
         agent: String,
         instructions: Option<String>,
     },
+}
+
+impl<'de> Deserialize<'de> for RawTransfer {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RawTransfer, D::Error> {
+        #[derive(Deserialize)]
+        struct Entry {
+            agent: String,
+            instructions: Option<String>,
+        }
+        struct TransferVisitor;
+        impl<'de> serde::de::Visitor<'de> for TransferVisitor {
+            type Value = RawTransfer;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "an agent's id or name, or a mapping with `agent` (an id or name) and optional `instructions`",
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<RawTransfer, E> {
+                Ok(RawTransfer::Name(name.to_owned()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawTransfer, A::Error> {
+                // Through the same map access, so errors inside keep their key path.
+                let entry = Entry::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawTransfer::Agent {
+                    agent: entry.agent,
+                    instructions: entry.instructions,
+                })
+            }
+        }
+        deserializer.deserialize_any(TransferVisitor)
+    }
 }
 
 #[cfg(test)]

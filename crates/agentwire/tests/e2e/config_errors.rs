@@ -235,8 +235,8 @@ async fn no_agents_is_an_error() {
 async fn unset_variable_without_default_is_named() {
     assert_rejected(
         &format!("server:\n  listen: ${{AGENTWIRE_TEST_UNSET_VAR_XYZ}}\n{ONE_AGENT}"),
-        "${AGENTWIRE_TEST_UNSET_VAR_XYZ}",
-        "not set",
+        "server.listen",
+        "${AGENTWIRE_TEST_UNSET_VAR_XYZ}: environment variable is not set",
     );
 }
 
@@ -663,8 +663,8 @@ async fn team_file_errors_name_the_file_and_its_key_path() {
         ),
         (
             "id: t\nagents:\n  - id: a\n    instructions: \"${AGENTWIRE_TEST_UNSET_VAR_XYZ}\"\n",
-            "${AGENTWIRE_TEST_UNSET_VAR_XYZ}",
-            "environment variable is not set and has no default",
+            "agents[0].instructions",
+            "${AGENTWIRE_TEST_UNSET_VAR_XYZ}: environment variable is not set and has no default (line 4)",
         ),
         (
             "id: t\ntools:\n  - id: search\n    module: gnosari.tools.builtin.web_search\n    class: WebSearchTool\nagents:\n  - id: a\n    instructions: Answer.\n    tools: [search]\n",

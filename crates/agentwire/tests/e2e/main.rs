@@ -23,6 +23,7 @@ mod limits;
 mod media;
 mod media_out;
 mod media_owner;
+mod memory_bounds;
 mod messages;
 mod ops;
 mod runtime;

@@ -44,6 +44,8 @@ fn env(name: &str) -> Option<String> {
 /// Loads `yaml` from a file; errors as `(key, message)` with the path
 /// replaced by `FILE`.
 fn load_text(yaml: &str, tools: &[NamedTool]) -> Result<LoadedTeam, (String, String)> {
+    // What the binary's `main` installs first: MCP entries build HTTP clients.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("team.yaml");
     std::fs::write(&path, yaml).unwrap();
@@ -269,8 +271,18 @@ fn errors_name_the_file_and_the_key() {
         ),
         (
             "agents:\n  - {id: a, instructions: '${NOT_SET_ANYWHERE}'}\n",
-            "FILE: ${NOT_SET_ANYWHERE}",
-            "not set",
+            "FILE: agents[0].instructions",
+            "${NOT_SET_ANYWHERE}: environment variable is not set and has no default (line 2)",
+        ),
+        (
+            "# model: ${NOT_SET_ANYWHERE}\nagents:\n  - {id: a, instructions: x, can_transfer_to: [7]}\n",
+            "FILE: agents[0].can_transfer_to[0]",
+            "expected an agent's id or name, or a mapping with `agent`",
+        ),
+        (
+            "agents:\n  - {id: a, instructions: x, can_transfer_to: [{instructions: help}]}\n",
+            "FILE: agents[0].can_transfer_to[0]",
+            "missing field `agent`",
         ),
         ("agents: []\n", "FILE: agents", "at least one agent"),
         ("agents: [1, 2\n", "teams[0].file", "FILE: invalid YAML"),
