@@ -7,6 +7,13 @@
 //! message, and starts the turn on its own task. The connection reads the
 //! turn's events from the returned [`TurnHandle`].
 //!
+//! A live session keeps only what its next turn can see: the latest
+//! [`Handler::history_window`] messages (from a user message on) and the
+//! running turn's, trimmed after each write; a resume loads just as many
+//! from the store ([`SessionStore::load_recent_messages`]). So a session's
+//! memory follows its window, not its length, and `seq` comes from a
+//! counter, not from the history's length.
+//!
 //! After a turn completes, the engine (re)schedules the session's summary
 //! with the [`SummaryScheduler`], when it has one, before it sends the
 //! terminal event; the due time reaches the connection through
@@ -14,6 +21,7 @@
 //! that no turn is running on.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +37,7 @@ use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
 use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
-use crate::session::{MessageRole, SessionRecord, StoredMessage};
+use crate::session::{MessageRole, SessionRecord, StoredMessage, retained_start};
 use crate::store::{SessionStore, StoreError};
 use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
@@ -67,6 +75,8 @@ struct Inner {
     ids: Arc<dyn IdSource>,
     /// Sessions some connection or turn holds a lease on. An entry leaves the
     /// map when its last lease is dropped, so memory follows attached clients.
+    /// The store is told ([`SessionStore::hold_session`]) while an id is in
+    /// here, so a store that evicts leaves it alone.
     live: Mutex<HashMap<SessionId, Arc<LiveSession>>>,
     /// Parent of every turn's cancellation token.
     turns_cancel: CancellationToken,
@@ -80,6 +90,9 @@ struct Inner {
 
 struct LiveSession {
     record: SessionRecord,
+    /// The handler's [`Handler::history_window`]: how much of the history
+    /// the next turn can see, and so how much stays in memory.
+    window: usize,
     state: Mutex<LiveState>,
     /// Serialises appends: a turn's records and an out-of-turn event must
     /// not be given the same `seq`, and a session's writes reach the store
@@ -92,9 +105,13 @@ struct LiveState {
     persisted: bool,
     last_active_at: Timestamp,
     turn_running: bool,
-    /// Shared with running turns; appends copy only while a turn still holds
-    /// the previous snapshot.
+    /// The latest messages, as far back as the next turn's window reaches
+    /// ([`retained_start`]), plus the running turn's. Shared with running
+    /// turns; appends copy only while a turn still holds the previous
+    /// snapshot, and trimming waits for a moment none does.
     history: Arc<Vec<StoredMessage>>,
+    /// The `seq` of the next message appended.
+    next_seq: u64,
     /// Deleted through [`Engine::delete_session`]: whoever still holds a
     /// lease is refused as for an expired session.
     deleted: bool,
@@ -237,25 +254,26 @@ impl Engine {
         let id = &record.id;
         // A placeholder in the live map, when the session is not live, keeps
         // a concurrent resume from loading it while it is being deleted.
-        let session = self
-            .inner
-            .live
-            .lock()
-            .entry(id.clone())
-            .or_insert_with(|| {
-                Arc::new(LiveSession {
+        let (session, placeholder) = match self.inner.live.lock().entry(id.clone()) {
+            Entry::Occupied(live) => (live.get().clone(), false),
+            Entry::Vacant(vacant) => {
+                self.inner.store.hold_session(id);
+                let placeholder = vacant.insert(Arc::new(LiveSession {
                     record: record.clone(),
+                    window: 0,
                     appending: Arc::default(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
                         turn_running: false,
                         history: Arc::new(Vec::new()),
+                        next_seq: 0,
                         deleted: false,
                     }),
-                })
-            })
-            .clone();
+                }));
+                (placeholder.clone(), true)
+            }
+        };
         let lease = self.lease(session);
         let _appending = lease.session.appending.lock().await;
         {
@@ -273,7 +291,11 @@ impl Engine {
                 Ok(existed)
             }
             Err(e) => {
-                lease.session.state.lock().deleted = false;
+                // A placeholder stays refused until it leaves the map (with
+                // this lease): it holds no history, so it must not take turns.
+                if !placeholder {
+                    lease.session.state.lock().deleted = false;
+                }
                 Err(e.into())
             }
         }
@@ -300,6 +322,15 @@ impl Engine {
         self.inner.live.lock().len()
     }
 
+    /// How many messages of session `id` are in memory; `None` when it is
+    /// not live. Bounded by the window and the running turn, however long
+    /// the session is.
+    pub fn live_history_len(&self, id: &SessionId) -> Option<usize> {
+        let session = self.inner.live.lock().get(id).cloned()?;
+        let len = session.state.lock().history.len();
+        Some(len)
+    }
+
     /// Cancels every running turn; used when a drain outlasts its timeout.
     pub fn cancel_all_turns(&self) {
         self.inner.turns_cancel.cancel();
@@ -320,7 +351,7 @@ impl Engine {
         lease.begin_turn()?;
         let now = self.inner.clock.now();
         let input = TurnInput {
-            text: crate::content::effective_text(req.content.as_deref(), &req.parts),
+            text: crate::content::into_effective_text(req.content, &req.parts),
             parts: req.parts,
             metadata: req.metadata,
         };
@@ -416,16 +447,29 @@ impl Engine {
             let lease = self.lease(session);
             return self.check_resumable(lease, id, agent, owner, own);
         }
+        // Held from before the load, so an evicting store cannot drop it
+        // between the load and the live map.
+        let hold = Hold::new(&*self.inner.store, id);
+        let window = agent.handler.history_window();
         let loaded = match self.inner.store.load_session(id).await? {
             Some(record) => {
-                let history = self.inner.store.load_messages(id).await?;
+                // At least one message, for the next `seq`.
+                let mut history = self
+                    .inner
+                    .store
+                    .load_recent_messages(id, window.max(1))
+                    .await?;
+                let next_seq = history.last().map_or(0, |m| m.seq + 1);
+                history.drain(..retained_start(&history, window));
                 LiveSession {
+                    window,
                     appending: Arc::default(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
                         turn_running: false,
                         history: Arc::new(history),
+                        next_seq,
                         deleted: false,
                     }),
                     record,
@@ -434,6 +478,7 @@ impl Engine {
             None => {
                 let now = self.inner.clock.now();
                 LiveSession {
+                    window,
                     appending: Arc::default(),
                     record: SessionRecord {
                         id: id.clone(),
@@ -448,18 +493,20 @@ impl Engine {
                         last_active_at: now,
                         turn_running: false,
                         history: Arc::new(Vec::new()),
+                        next_seq: 0,
                         deleted: false,
                     }),
                 }
             }
         };
-        let session = self
-            .inner
-            .live
-            .lock()
-            .entry(id.clone())
-            .or_insert_with(|| Arc::new(loaded))
-            .clone();
+        let session = match self.inner.live.lock().entry(id.clone()) {
+            // Loaded meanwhile by another connection: that one is the session.
+            Entry::Occupied(live) => live.get().clone(),
+            Entry::Vacant(vacant) => {
+                hold.keep();
+                vacant.insert(Arc::new(loaded)).clone()
+            }
+        };
         let lease = self.lease(session);
         self.check_resumable(lease, id, agent, owner, own)
     }
@@ -537,22 +584,22 @@ impl SessionLease {
         self.session.state.lock().turn_running = false;
     }
 
-    /// Stores `messages` (their `seq` is assigned here) and returns the
-    /// history including them.
-    async fn store_messages(
-        &self,
-        messages: Vec<StoredMessage>,
-    ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+    /// Stores `messages` (their `seq` is assigned here).
+    async fn store_messages(&self, messages: Vec<StoredMessage>) -> Result<(), StoreError> {
         let (history, write) = self.append(messages).await?;
-        write.await?;
-        Ok(history)
+        // Not kept across the write: a snapshot alive then keeps the history
+        // from being trimmed.
+        drop(history);
+        write.await
     }
 
     /// Puts `messages` in the live history at once (their `seq` assigned
     /// here) and returns that history with the write that stores them. The
     /// write holds the session's append lock until it is done, so the next
     /// append waits for it; if it fails, the messages leave the live history
-    /// again and the session is as if they had never come.
+    /// again and the session is as if they had never come. Once it is stored,
+    /// the history is trimmed to what the next turn's window can reach,
+    /// unless a running turn still shares it (its own end trims then).
     async fn append(
         &self,
         mut messages: Vec<StoredMessage>,
@@ -572,10 +619,11 @@ impl SessionLease {
                     self.id()
                 )));
             }
-            let first_seq = state.history.len();
-            for (i, message) in messages.iter_mut().enumerate() {
-                message.seq = (first_seq + i) as u64;
+            let first_seq = state.next_seq;
+            for (message, seq) in messages.iter_mut().zip(first_seq..) {
+                message.seq = seq;
             }
+            state.next_seq = first_seq + messages.len() as u64;
             if let Some(last) = messages.last() {
                 state.last_active_at = state.last_active_at.max(last.created_at);
             }
@@ -594,11 +642,26 @@ impl SessionLease {
                     Err(e) => Err(e),
                 },
             };
-            if result.is_err() {
-                let mut state = session.state.lock();
-                Arc::make_mut(&mut state.history).truncate(first_seq);
-                state.persisted = was_persisted;
+            let mut state = session.state.lock();
+            match &result {
+                Ok(()) => {
+                    if let Some(history) = Arc::get_mut(&mut state.history) {
+                        let start = retained_start(history, session.window);
+                        history.drain(..start);
+                    }
+                }
+                Err(_) => {
+                    let history = Arc::make_mut(&mut state.history);
+                    let ours = history
+                        .iter()
+                        .position(|m| m.seq >= first_seq)
+                        .unwrap_or(history.len());
+                    history.truncate(ours);
+                    state.next_seq = first_seq;
+                    state.persisted = was_persisted;
+                }
             }
+            drop(state);
             result
         };
         Ok((history, write))
@@ -630,8 +693,43 @@ impl Drop for SessionLease {
         let mut live = self.inner.live.lock();
         // The map holds one reference and this lease another; new leases are
         // only made under this lock, so the count cannot grow meanwhile.
-        if Arc::strong_count(&self.session) == 2 {
-            live.remove(&self.session.record.id);
+        let id = &self.session.record.id;
+        if Arc::strong_count(&self.session) == 2
+            && live.get(id).is_some_and(|s| Arc::ptr_eq(s, &self.session))
+        {
+            live.remove(id);
+            self.inner.store.release_session(id);
+        }
+    }
+}
+
+/// A [`SessionStore::hold_session`] released on drop unless it is kept (it
+/// then belongs to the live map's entry, released with it).
+struct Hold<'a> {
+    store: &'a dyn SessionStore,
+    id: &'a SessionId,
+    kept: bool,
+}
+
+impl<'a> Hold<'a> {
+    fn new(store: &'a dyn SessionStore, id: &'a SessionId) -> Hold<'a> {
+        store.hold_session(id);
+        Hold {
+            store,
+            id,
+            kept: false,
+        }
+    }
+
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.store.release_session(self.id);
         }
     }
 }
@@ -662,7 +760,7 @@ async fn run_turn(
     );
     records.push(terminal_record(lease.id(), &result, now));
     let stored = match user_write.await {
-        Ok(Ok(())) => lease.store_messages(records).await.map(drop),
+        Ok(Ok(())) => lease.store_messages(records).await,
         Ok(Err(e)) => Err(e),
         Err(e) => Err(StoreError::Unavailable(format!(
             "the write task ended: {e}"

@@ -68,7 +68,8 @@ pub use model::{
 pub use scope::ConnectionScope;
 pub use screening::PromptScreen;
 pub use session::{
-    MessageRole, SessionCursor, SessionOverview, SessionRecord, SessionSummary, StoredMessage,
+    DEFAULT_HISTORY_WINDOW, MessageRole, SessionCursor, SessionOverview, SessionRecord,
+    SessionSummary, StoredMessage, context_window,
 };
 pub use store::{SessionStore, StoreError};
 pub use summary::{Summarizer, SummaryPolicy, SummaryScheduler};

@@ -101,3 +101,104 @@ impl SessionCursor {
         }
     }
 }
+
+/// How many of a session's latest messages a turn is shown when its handler
+/// asks for no other number ([`crate::Handler::history_window`]); the
+/// runtime's `context_messages` default.
+pub const DEFAULT_HISTORY_WINDOW: usize = 100;
+
+/// The latest `limit` messages of `history`, starting at a user message so
+/// no tool step is cut in half. When that holds no user message (one turn
+/// with more tool records than `limit`), it widens back to the latest user
+/// message: a turn's own request is never dropped. The one definition of
+/// the window: the runtime shows the model this, and the engine keeps live
+/// what the next turn's window needs ([`retained_start`]).
+pub fn context_window(history: &[StoredMessage], limit: usize) -> &[StoredMessage] {
+    let Some(from) = history.len().checked_sub(limit) else {
+        return history;
+    };
+    let start = match history[from..].iter().position(is_user) {
+        Some(offset) => from + offset,
+        None => history[..from].iter().rposition(is_user).unwrap_or(0),
+    };
+    &history[start..]
+}
+
+/// Where the part of `history` that the next turn's window can reach
+/// starts: the next turn appends its user message and is shown
+/// [`context_window`] of that, which never reaches further back than this.
+/// Everything before it can leave memory; the store still has it.
+pub fn retained_start(history: &[StoredMessage], limit: usize) -> usize {
+    // The next turn's own message takes one place of the window, and a
+    // window with a user message in it never widens.
+    let from = history.len().saturating_sub(limit.saturating_sub(1));
+    history[from..]
+        .iter()
+        .position(is_user)
+        .map_or(history.len(), |offset| from + offset)
+}
+
+fn is_user(message: &StoredMessage) -> bool {
+    message.role == MessageRole::User
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(seq: u64, role: MessageRole) -> StoredMessage {
+        StoredMessage {
+            session_id: SessionId::minted("s".into()),
+            seq,
+            role,
+            content: format!("{seq}"),
+            parts: Vec::new(),
+            metadata: Metadata::new(),
+            created_at: Timestamp(0),
+        }
+    }
+
+    /// A session of turns, each a user message, `tools` tool records and an
+    /// answer, in every combination of lengths.
+    fn sessions() -> Vec<Vec<StoredMessage>> {
+        let mut out = Vec::new();
+        for turns in 0..6 {
+            for tools in 0..4 {
+                let mut history = Vec::new();
+                for turn in 0..turns {
+                    let mut push = |role| history.push(message(history.len() as u64, role));
+                    push(MessageRole::User);
+                    for _ in 0..(tools + turn) % 4 {
+                        push(MessageRole::Tool);
+                    }
+                    push(MessageRole::Assistant);
+                }
+                out.push(history);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_retained_part_gives_the_next_turn_the_window_the_whole_history_would() {
+        for history in sessions() {
+            for limit in 1..12 {
+                let start = retained_start(&history, limit);
+                let next = message(history.len() as u64, MessageRole::User);
+                let mut whole = history.clone();
+                whole.push(next.clone());
+                let mut retained = history[start..].to_vec();
+                retained.push(next);
+                assert_eq!(
+                    context_window(&retained, limit),
+                    context_window(&whole, limit),
+                    "limit {limit}, history of {}",
+                    history.len()
+                );
+                // Never more than the window needs.
+                assert!(history.len() - start < limit.max(1), "limit {limit}");
+                assert!(history[start..].first().is_none_or(is_user));
+            }
+        }
+    }
+}

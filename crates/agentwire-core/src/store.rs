@@ -40,8 +40,38 @@ pub trait SessionStore: Send + Sync + 'static {
         self.append_messages(std::slice::from_ref(message)).await
     }
 
-    /// Every message of the session, by `seq`.
+    /// Every message of the session, by `seq`. For what needs the whole
+    /// session (a summary); a turn and a page read less.
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// The latest `limit` messages of the session, by `seq`: what a resumed
+    /// session's next turn can see. Costs what `limit` messages cost,
+    /// however long the session is.
+    async fn load_recent_messages(
+        &self,
+        id: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// Up to `limit` messages of the session with a `seq` above `after`
+    /// (from the first, when `None`), by `seq`: one page of a keyset walk.
+    async fn load_messages_after(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// The engine holds a session while a connection or a turn has it live
+    /// (and while it loads it), and lets go with
+    /// [`SessionStore::release_session`]. Holds are counted: a session is
+    /// held while it has had more holds than releases, whether or not it is
+    /// stored yet. A store that evicts sessions must not evict a held one; a
+    /// durable store evicts nothing and ignores both.
+    fn hold_session(&self, _id: &SessionId) {}
+
+    /// The end of a [`SessionStore::hold_session`].
+    fn release_session(&self, _id: &SessionId) {}
 
     /// Cheap liveness check for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;

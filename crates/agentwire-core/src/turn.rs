@@ -154,13 +154,23 @@ pub trait Handler: Send + Sync + 'static {
     /// Runs one turn. Progress goes out through `turn.events()`; the returned
     /// value becomes the terminal event, which only the engine emits.
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure>;
+
+    /// How many of the session's latest messages a turn needs to see
+    /// ([`crate::session::context_window`]). The engine keeps only that much
+    /// of a session in memory and loads only that much on resume, so say
+    /// what the handler reads, not more.
+    fn history_window(&self) -> usize {
+        crate::session::DEFAULT_HISTORY_WINDOW
+    }
 }
 
 /// What a handler gets for one turn.
 pub struct TurnContext {
     pub session_id: SessionId,
     pub input: TurnInput,
-    /// The session's messages, ending with this turn's user message.
+    /// The session's latest messages, ending with this turn's user message:
+    /// at most the handler's [`Handler::history_window`], from a user message
+    /// on (earlier ones are in the store).
     pub history: Arc<Vec<StoredMessage>>,
     /// Cancelled when the turn must stop early (forced shutdown).
     pub cancel: CancellationToken,

@@ -24,6 +24,12 @@ pub struct DemoHandler;
 
 #[async_trait]
 impl Handler for DemoHandler {
+    /// Its replies depend on the turn's own message alone, so nothing older
+    /// stays live.
+    fn history_window(&self) -> usize {
+        1
+    }
+
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
         tokio::time::sleep(INITIAL_DELAY).await;
         let input = turn.input.text.to_lowercase();

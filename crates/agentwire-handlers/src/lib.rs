@@ -28,6 +28,11 @@ impl Handler for EchoHandler {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
         Ok(Reply::text(format!("Echo: {}", turn.input.text)))
     }
+
+    /// It reads the turn's own message alone, so nothing older stays live.
+    fn history_window(&self) -> usize {
+        1
+    }
 }
 
 /// Streams `text` word by word: a word, then the space after it.

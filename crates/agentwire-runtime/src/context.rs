@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use agentwire_core::{
-    MessageRole, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome,
+    MessageRole, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome, context_window,
 };
 
 /// Keys the runtime reads itself and never shows the model.
@@ -57,13 +57,14 @@ impl MetadataTemplate {
 }
 
 /// The conversation the model sees: at most the latest `limit` stored
-/// messages (see [`window`]).
+/// messages, from a user message on ([`context_window`], the rule the
+/// engine also keeps live sessions by).
 pub(crate) fn rebuild(
     history: &[StoredMessage],
     template: Option<&MetadataTemplate>,
     limit: usize,
 ) -> Vec<ModelMessage> {
-    let history = window(history, limit);
+    let history = context_window(history, limit);
     let mut out = Vec::with_capacity(history.len());
     let mut step = Step::default();
     for message in history {
@@ -92,22 +93,6 @@ pub(crate) fn rebuild(
     }
     step.flush(&mut out);
     out
-}
-
-/// The latest `limit` messages, starting at a user message so no tool step
-/// is cut in half. When the window holds no user message (one turn with more
-/// tool records than `limit`), it widens back to the latest user message:
-/// the turn's own request is never dropped.
-fn window(history: &[StoredMessage], limit: usize) -> &[StoredMessage] {
-    let Some(from) = history.len().checked_sub(limit) else {
-        return history;
-    };
-    let is_user = |m: &StoredMessage| m.role == MessageRole::User;
-    let start = match history[from..].iter().position(is_user) {
-        Some(offset) => from + offset,
-        None => history[..from].iter().rposition(is_user).unwrap_or(0),
-    };
-    &history[start..]
 }
 
 fn user_message(message: &StoredMessage, template: Option<&MetadataTemplate>) -> ModelMessage {

@@ -73,8 +73,9 @@ pub struct RuntimeSettings {
     pub roster: Arc<Roster>,
 }
 
-/// `agents[].context_messages` when not configured.
-pub const DEFAULT_CONTEXT_MESSAGES: usize = 100;
+/// `agents[].context_messages` when not configured: the engine's default
+/// window, so a runtime agent keeps as much live as a scripted one.
+pub const DEFAULT_CONTEXT_MESSAGES: usize = agentwire_core::DEFAULT_HISTORY_WINDOW;
 
 pub struct RuntimeHandler {
     settings: RuntimeSettings,
@@ -116,6 +117,12 @@ impl Handler for RuntimeHandler {
                 }
             }
         }
+    }
+
+    /// The engine keeps live, and loads on resume, just what the model is
+    /// shown.
+    fn history_window(&self) -> usize {
+        self.settings.context_messages
     }
 }
 

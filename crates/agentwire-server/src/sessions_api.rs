@@ -7,14 +7,21 @@
 //!   is no further page.
 //! - `GET /api/v1/sessions/{id}`: one session, `{id, agent, created_at,
 //!   last_active_at, summary?: {text, created_at}}`.
-//! - `GET /api/v1/sessions/{id}/messages`: `{"messages": [{seq, role,
-//!   content, created_at, metadata?}]}`: user and assistant messages (interim
-//!   text too, with `metadata.step: "interim"`) and tool steps (`role:
-//!   "tool"`, `content` the step as an object: `{"call": {id, name,
-//!   arguments, side}}` or `{"result": {id, status, value}}`), by `seq`.
-//!   Events (such as a disclosure acknowledgement) and failure notices are
-//!   left out, so `seq` can skip; media parts and their storage markers
-//!   (`gnosari_asset_id`) are never shown.
+//! - `GET /api/v1/sessions/{id}/messages[?limit=N][&after=SEQ]`:
+//!   `{"messages": [{seq, role, content, created_at, metadata?}],
+//!   "next_after": SEQ|null}`: user and assistant messages (interim text
+//!   too, with `metadata.step: "interim"`) and tool steps (`role: "tool"`,
+//!   `content` the step as an object: `{"call": {id, name, arguments,
+//!   side}}` or `{"result": {id, status, value}}`), by `seq`. Events (such
+//!   as a disclosure acknowledgement) and failure notices are left out, so
+//!   `seq` can skip; media parts and their storage markers
+//!   (`gnosari_asset_id`) are never shown. A page is the `limit` stored
+//!   messages (default 100; values above 500 are taken as 500) after the
+//!   `seq` `after` (from the first when absent), so it is read from the
+//!   store alone, never the whole session, and may show fewer than `limit`
+//!   when some of them are not shown. `next_after` is the `seq` to pass as
+//!   `after` for the next page, `null` on the last; a client that has seen
+//!   up to some `seq` can also ask for what came after it.
 //! - `DELETE /api/v1/sessions/{id}`: deletes the session, its messages and
 //!   its summary → 204; 409 while a turn runs on it.
 //!
@@ -28,7 +35,8 @@
 //! over a socket too). A refused credential is always 401.
 //!
 //! Every answer is JSON with `Cache-Control: no-store`; a failure is
-//! `{"error": "..."}`: 400 `invalid limit` / `invalid cursor`, 401
+//! `{"error": "..."}`: 400 `invalid limit` / `invalid cursor` / `invalid
+//! after`, 401
 //! `unauthorized`, 404 `session not found`, 405 `method not allowed` (with
 //! `Allow`), 409 `a turn is running on this session`, 500 `internal server
 //! error`.
@@ -58,6 +66,13 @@ use crate::upgrade::Refusal;
 pub const DEFAULT_LIMIT: usize = 20;
 /// The largest page; a larger `limit` is taken as this.
 pub const MAX_LIMIT: usize = 100;
+
+/// Stored messages per page of a session's messages when `limit` is not
+/// given.
+pub const DEFAULT_MESSAGES_LIMIT: usize = 100;
+/// The largest page of a session's messages; a larger `limit` is taken as
+/// this.
+pub const MAX_MESSAGES_LIMIT: usize = 500;
 
 /// The API key header, matched case-insensitively like every header name.
 const API_KEY_HEADER: &str = "x-auth-token";
@@ -90,6 +105,7 @@ struct ApiError(StatusCode, &'static str);
 const NOT_FOUND: ApiError = ApiError(StatusCode::NOT_FOUND, "session not found");
 const INVALID_LIMIT: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid limit");
 const INVALID_CURSOR: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid cursor");
+const INVALID_AFTER: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid after");
 const INTERNAL: ApiError = ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
 
 impl From<Refusal> for ApiError {
@@ -194,15 +210,7 @@ async fn list(
     RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryParams::parse(raw_query.as_deref());
-    let limit = match query.first("limit") {
-        None => DEFAULT_LIMIT,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or(INVALID_LIMIT)?
-            .min(MAX_LIMIT),
-    };
+    let limit = page_limit(&query, DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = match query.first("cursor").filter(|c| !c.is_empty()) {
         None => None,
         Some(text) => Some(decode_cursor(text).ok_or(INVALID_CURSOR)?),
@@ -243,18 +251,52 @@ async fn show(
     ))
 }
 
+/// `limit`: a positive integer, `default` when absent, taken as `max` above
+/// it.
+fn page_limit(query: &QueryParams, default: usize, max: usize) -> Result<usize, ApiError> {
+    match query.first("limit") {
+        None => Ok(default),
+        Some(text) => Ok(text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or(INVALID_LIMIT)?
+            .min(max)),
+    }
+}
+
 async fn messages(
     State(state): State<Arc<AppState>>,
     Owned(record): Owned,
+    RawQuery(raw_query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let stored = state
+    let query = QueryParams::parse(raw_query.as_deref());
+    let limit = page_limit(&query, DEFAULT_MESSAGES_LIMIT, MAX_MESSAGES_LIMIT)?;
+    let after = match query.first("after").filter(|a| !a.is_empty()) {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| INVALID_AFTER)?),
+    };
+    // One more than the page: whether another page follows.
+    let mut stored = state
         .engine
         .store()
-        .load_messages(&record.id)
+        .load_messages_after(&record.id, after, limit + 1)
         .await
         .map_err(store_failed)?;
+    let next_after = if stored.len() > limit {
+        stored.truncate(limit);
+        stored.last().map(|m| m.seq)
+    } else {
+        None
+    };
     let messages: Vec<MessageOut<'_>> = stored.iter().filter_map(MessageOut::new).collect();
-    Ok(json(StatusCode::OK, &MessagesOut { messages }))
+    Ok(json(
+        StatusCode::OK,
+        &MessagesOut {
+            messages,
+            next_after,
+        },
+    ))
 }
 
 async fn delete(
@@ -367,6 +409,7 @@ struct SummaryOut<'a> {
 #[derive(Serialize)]
 struct MessagesOut<'a> {
     messages: Vec<MessageOut<'a>>,
+    next_after: Option<u64>,
 }
 
 #[derive(Serialize)]

@@ -19,6 +19,8 @@ macro_rules! conformance_tests {
             create_and_load_round_trip,
             create_twice_keeps_the_first,
             messages_round_trip_in_seq_order,
+            recent_messages_are_the_latest_by_seq,
+            pages_after_a_seq_walk_every_message_once,
             append_advances_last_active_at,
             appending_several_is_all_or_nothing,
             append_to_unknown_session_is_rejected,
@@ -160,6 +162,80 @@ pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
     assert_eq!(
         store.load_messages(&sid("s1")).await.unwrap(),
         vec![first, second, third, fourth]
+    );
+}
+
+pub(crate) async fn recent_messages_are_the_latest_by_seq(store: &dyn SessionStore) {
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    store.create_session(&record("s2", None, 0)).await.unwrap();
+    // Out of order, and beside another session's messages.
+    let mut seqs: Vec<u64> = (0..10).collect();
+    seqs.rotate_left(4);
+    for seq in seqs {
+        store.append_message(&message("s1", seq, 1)).await.unwrap();
+        store.append_message(&message("s2", seq, 1)).await.unwrap();
+    }
+    let seqs_of = |messages: Vec<StoredMessage>| -> Vec<u64> {
+        assert!(messages.iter().all(|m| m.session_id == sid("s1")));
+        messages.iter().map(|m| m.seq).collect()
+    };
+    let recent = store.load_recent_messages(&sid("s1"), 3).await.unwrap();
+    assert_eq!(recent[0], message("s1", 7, 1), "whole messages");
+    assert_eq!(seqs_of(recent), [7, 8, 9]);
+    let all = store.load_recent_messages(&sid("s1"), 100).await.unwrap();
+    assert_eq!(seqs_of(all), (0..10).collect::<Vec<_>>());
+    assert!(
+        store
+            .load_recent_messages(&sid("s1"), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .load_recent_messages(&sid("ghost"), 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub(crate) async fn pages_after_a_seq_walk_every_message_once(store: &dyn SessionStore) {
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    store.create_session(&record("s2", None, 0)).await.unwrap();
+    let messages: Vec<StoredMessage> = (0..25).map(|seq| message("s1", seq, 1)).collect();
+    store.append_messages(&messages).await.unwrap();
+    store.append_message(&message("s2", 0, 1)).await.unwrap();
+    let mut walked = Vec::new();
+    let mut after = None;
+    let mut pages = Vec::new();
+    loop {
+        let page = store
+            .load_messages_after(&sid("s1"), after, 10)
+            .await
+            .unwrap();
+        pages.push(page.len());
+        let Some(last) = page.last() else { break };
+        after = Some(last.seq);
+        walked.extend(page);
+    }
+    assert_eq!(pages, [10, 10, 5, 0]);
+    assert_eq!(walked, messages);
+    let tail = store
+        .load_messages_after(&sid("s1"), Some(21), 10)
+        .await
+        .unwrap();
+    assert_eq!(tail, messages[22..]);
+    for after in [Some(24), Some(u64::MAX)] {
+        let page = store.load_messages_after(&sid("s1"), after, 10).await;
+        assert!(page.unwrap().is_empty(), "{after:?}");
+    }
+    assert!(
+        store
+            .load_messages_after(&sid("ghost"), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
 

@@ -1,27 +1,41 @@
-//! The engine's write rules against a real store: a turn's user message is
-//! written beside the turn, yet the terminal event comes only once it and
-//! the turn's records are stored; a failed write ends the turn `Failed` and
-//! takes its messages out of the live history again.
+//! The engine's write rules and memory bounds against a real store: a
+//! turn's user message is written beside the turn, yet the terminal event
+//! comes only once it and the turn's records are stored; a failed write ends
+//! the turn `Failed` and takes its messages out of the live history again.
+//! A live session keeps only its window in memory, however many turns it
+//! has had, and a resume reads only its window from the store, however long
+//! the session is (counted in messages the store hands out, not in time).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentwire_core::testing::{CountingIds, FixedClock};
 use agentwire_core::{
-    Agent, ConnectionScope, Engine, Handler, Metadata, Reply, SessionCursor, SessionId,
-    SessionLease, SessionOverview, SessionRecord, SessionStore, SessionSummary, StoreError,
-    StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent, TurnFailure,
+    Agent, ConnectionScope, DEFAULT_HISTORY_WINDOW, Engine, Handler, MessageRole, Metadata, Reply,
+    SessionCursor, SessionId, SessionLease, SessionOverview, SessionRecord, SessionStore,
+    SessionSummary, StoreError, StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent,
+    TurnFailure, context_window,
 };
 use async_trait::async_trait;
 
 use crate::MemoryStore;
 
-/// A [`MemoryStore`] whose appends fail while `failing` is set.
+/// A [`MemoryStore`] whose appends fail while `failing` is set, and which
+/// counts the messages its loads hand out.
 #[derive(Default)]
 struct FlakyStore {
     inner: MemoryStore,
     failing: AtomicBool,
+    messages_read: AtomicUsize,
+}
+
+impl FlakyStore {
+    fn read(&self, messages: Vec<StoredMessage>) -> Vec<StoredMessage> {
+        self.messages_read
+            .fetch_add(messages.len(), Ordering::SeqCst);
+        messages
+    }
 }
 
 #[async_trait]
@@ -39,7 +53,30 @@ impl SessionStore for FlakyStore {
         self.inner.append_messages(messages).await
     }
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
-        self.inner.load_messages(id).await
+        self.inner.load_messages(id).await.map(|m| self.read(m))
+    }
+    async fn load_recent_messages(
+        &self,
+        id: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let recent = self.inner.load_recent_messages(id, limit).await;
+        recent.map(|m| self.read(m))
+    }
+    async fn load_messages_after(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let page = self.inner.load_messages_after(id, after, limit).await;
+        page.map(|m| self.read(m))
+    }
+    fn hold_session(&self, id: &SessionId) {
+        self.inner.hold_session(id);
+    }
+    fn release_session(&self, id: &SessionId) {
+        self.inner.release_session(id);
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
@@ -81,15 +118,49 @@ impl SessionStore for FlakyStore {
     }
 }
 
-/// Answers with the texts of the history it was given, joined.
-struct HistoryEcho;
+/// Answers with the texts of the history it was given, joined, and asks
+/// for `window` messages of it.
+struct HistoryEcho {
+    window: usize,
+}
 
 #[async_trait]
 impl Handler for HistoryEcho {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
-        let texts: Vec<&str> = turn.history.iter().map(|m| m.content.as_str()).collect();
-        Ok(Reply::text(texts.join("|")))
+        Ok(Reply::text(joined(&turn.history)))
     }
+
+    fn history_window(&self) -> usize {
+        self.window
+    }
+}
+
+fn joined(history: &[StoredMessage]) -> String {
+    let texts: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+    texts.join("|")
+}
+
+/// Answers with the `seq`s of the history it was given, so its answers stay
+/// short however many turns run (texts of texts would grow without end).
+struct SeqEcho {
+    window: usize,
+}
+
+#[async_trait]
+impl Handler for SeqEcho {
+    async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
+        Ok(Reply::text(seqs(&turn.history)))
+    }
+
+    fn history_window(&self) -> usize {
+        self.window
+    }
+}
+
+/// The `seq`s of `history`, as [`SeqEcho`] answers.
+fn seqs(history: &[StoredMessage]) -> String {
+    let seqs: Vec<String> = history.iter().map(|m| m.seq.to_string()).collect();
+    seqs.join(",")
 }
 
 struct Fixture {
@@ -105,6 +176,12 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
+        Fixture::with_handler(Arc::new(HistoryEcho {
+            window: DEFAULT_HISTORY_WINDOW,
+        }))
+    }
+
+    fn with_handler(handler: Arc<dyn Handler>) -> Fixture {
         let store = Arc::new(FlakyStore::default());
         let engine = Engine::new(
             store.clone(),
@@ -116,7 +193,7 @@ impl Fixture {
             context_ttl: Duration::from_secs(60),
             ack_timeout: Duration::from_secs(1),
             client_tool_timeout: Duration::from_secs(1),
-            handler: Arc::new(HistoryEcho),
+            handler,
         });
         let session = engine.mint_session_id();
         Fixture {
@@ -131,6 +208,12 @@ impl Fixture {
 
     /// Runs a turn on the fixture's session and returns its terminal event.
     async fn turn(&self, text: &str) -> TurnEvent {
+        self.turn_on(&self.session, text).await
+    }
+
+    /// Runs a turn on session `id` (resuming it when it is not live), as the
+    /// fixture's connection, and returns its terminal event.
+    async fn turn_on(&self, id: &SessionId, text: &str) -> TurnEvent {
         let handle = self
             .engine
             .submit(SubmitRequest {
@@ -139,7 +222,7 @@ impl Fixture {
                 owner: None,
                 current: &self.session,
                 minted: &self.session,
-                requested: None,
+                requested: Some(id.as_str()),
                 content: Some(text.to_owned()),
                 parts: Vec::new(),
                 metadata: Metadata::new(),
@@ -197,4 +280,96 @@ async fn a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was() {
     let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
     let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
+}
+
+/// A session that has had `turns` turns of a user message and an answer,
+/// written to the store directly.
+async fn stored_session(store: &FlakyStore, id: &str, turns: u64) -> SessionId {
+    let id = SessionId::parse(id).unwrap();
+    let record = SessionRecord {
+        id: id.clone(),
+        agent: "echo".to_owned(),
+        namespace: "default".to_owned(),
+        owner: None,
+        created_at: Timestamp(1_000),
+        last_active_at: Timestamp(1_000),
+    };
+    store.create_session(&record).await.unwrap();
+    let messages: Vec<StoredMessage> = (0..turns * 2)
+        .map(|seq| StoredMessage {
+            session_id: id.clone(),
+            seq,
+            role: if seq % 2 == 0 {
+                MessageRole::User
+            } else {
+                MessageRole::Assistant
+            },
+            content: format!("m{seq}"),
+            parts: Vec::new(),
+            metadata: Metadata::new(),
+            created_at: Timestamp(1_000),
+        })
+        .collect();
+    store.append_messages(&messages).await.unwrap();
+    id
+}
+
+#[tokio::test]
+async fn thousands_of_turns_keep_only_the_window_live() {
+    const WINDOW: usize = 9;
+    const TURNS: usize = 3_000;
+    let fixture = Fixture::with_handler(Arc::new(SeqEcho { window: WINDOW }));
+    let mut longest = 0;
+    for turn in 0..TURNS {
+        let TurnEvent::Completed(reply) = fixture.turn(&format!("q{turn}")).await else {
+            panic!("turn {turn} completes");
+        };
+        let live = fixture.engine.live_history_len(&fixture.session);
+        let live = live.expect("the connection keeps the session live");
+        longest = longest.max(live);
+        // What the handler saw is the window of the whole session, as if
+        // the engine had kept all of it. Checked now and then: the check
+        // reads the whole session.
+        if turn % 500 == 499 {
+            let mut stored = fixture.store.load_messages(&fixture.session).await.unwrap();
+            assert_eq!(stored.len(), 2 * (turn + 1));
+            stored.pop();
+            assert_eq!(reply.text, seqs(context_window(&stored, WINDOW)));
+        }
+    }
+    // Between turns: what the next turn's window can reach, less its own
+    // message, never more.
+    assert!(longest < WINDOW, "{longest} messages live");
+    let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
+    assert_eq!(stored.len(), 2 * TURNS);
+    assert!(stored.iter().enumerate().all(|(i, m)| m.seq == i as u64));
+}
+
+#[tokio::test]
+async fn resuming_a_long_session_reads_what_resuming_a_short_one_does() {
+    let fixture = Fixture::new();
+    let short = stored_session(&fixture.store, "short", 50).await;
+    let long = stored_session(&fixture.store, "long", 1_000).await;
+    let mut read = Vec::new();
+    for (id, messages) in [(&short, 100), (&long, 2_000)] {
+        let before = fixture.store.messages_read.load(Ordering::SeqCst);
+        let TurnEvent::Completed(reply) = fixture.turn_on(id, "more").await else {
+            panic!("the resumed turn completes");
+        };
+        read.push(fixture.store.messages_read.load(Ordering::SeqCst) - before);
+        // The turn saw the session's latest messages, from a user message
+        // (an even seq) on, and its own: a window of them.
+        let first = messages + 2 - DEFAULT_HISTORY_WINDOW;
+        let expected: Vec<String> = (first..messages)
+            .map(|seq| format!("m{seq}"))
+            .chain(["more".to_owned()])
+            .collect();
+        assert_eq!(reply.text, expected.join("|"));
+        // And the session goes on from its last seq.
+        let tail = fixture.store.load_recent_messages(id, 2).await.unwrap();
+        let seqs: Vec<u64> = tail.iter().map(|m| m.seq).collect();
+        assert_eq!(seqs, [messages as u64, messages as u64 + 1]);
+    }
+    // Reads before the check above: one window's worth for each session.
+    assert_eq!(read, [DEFAULT_HISTORY_WINDOW, DEFAULT_HISTORY_WINDOW]);
 }

@@ -21,5 +21,5 @@ mod engine_writes;
 mod memory;
 mod sqlite;
 
-pub use memory::MemoryStore;
+pub use memory::{DEFAULT_MAX_SESSIONS, MemoryLimits, MemoryStore};
 pub use sqlite::SqliteStore;

@@ -234,6 +234,48 @@ impl SessionStore for SqliteStore {
         rows.into_iter().map(|row| row.decode(id)).collect()
     }
 
+    async fn load_recent_messages(
+        &self,
+        id: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let session_id = id.clone();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .call(|reply| Command::LoadRecentMessages {
+                id: session_id,
+                limit,
+                reply,
+            })
+            .await?;
+        rows.into_iter().map(|row| row.decode(id)).collect()
+    }
+
+    async fn load_messages_after(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let after = match after.map(i64::try_from) {
+            None => -1,
+            Some(Ok(after)) => after,
+            // No stored seq is that large.
+            Some(Err(_)) => return Ok(Vec::new()),
+        };
+        let session_id = id.clone();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .call(|reply| Command::LoadMessagesAfter {
+                id: session_id,
+                after,
+                limit,
+                reply,
+            })
+            .await?;
+        rows.into_iter().map(|row| row.decode(id)).collect()
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         self.call(|reply| Command::Ping { reply }).await
     }
@@ -445,6 +487,17 @@ enum Command {
         id: SessionId,
         reply: Reply<Vec<MessageRow>>,
     },
+    LoadRecentMessages {
+        id: SessionId,
+        limit: i64,
+        reply: Reply<Vec<MessageRow>>,
+    },
+    LoadMessagesAfter {
+        id: SessionId,
+        after: i64,
+        limit: i64,
+        reply: Reply<Vec<MessageRow>>,
+    },
     Ping {
         reply: Reply<()>,
     },
@@ -589,7 +642,9 @@ impl Command {
             | Command::StoreSummary { reply, .. }
             | Command::ClearSummaryDue { reply, .. } => fail(reply, reason),
             Command::LoadSession { reply, .. } => fail(reply, reason),
-            Command::LoadMessages { reply, .. } => fail(reply, reason),
+            Command::LoadMessages { reply, .. }
+            | Command::LoadRecentMessages { reply, .. }
+            | Command::LoadMessagesAfter { reply, .. } => fail(reply, reason),
             Command::ListSessions { reply, .. } => fail(reply, reason),
             Command::DeleteSession { reply, .. } => fail(reply, reason),
             Command::LoadSummary { reply, .. } => fail(reply, reason),
@@ -669,6 +724,15 @@ fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<Strin
         }
         Command::LoadSession { id, reply } => Outcome::new(reply, load_session(tx, &id)),
         Command::LoadMessages { id, reply } => Outcome::new(reply, load_messages(tx, &id)),
+        Command::LoadRecentMessages { id, limit, reply } => {
+            Outcome::new(reply, pages::load_recent_messages(tx, &id, limit))
+        }
+        Command::LoadMessagesAfter {
+            id,
+            after,
+            limit,
+            reply,
+        } => Outcome::new(reply, pages::load_messages_after(tx, &id, after, limit)),
         Command::Ping { reply } => Outcome::new(reply, ping(tx)),
         Command::ListSessions {
             owner,
@@ -754,6 +818,7 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
+mod pages;
 mod queries;
 use queries::*;
 

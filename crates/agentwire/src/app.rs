@@ -10,9 +10,9 @@ use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
 use agentwire_runtime::{Peer, Roster};
 use agentwire_server::{
-    AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings,
+    AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings, TeamEntry,
 };
-use agentwire_store::{MemoryStore, SqliteStore};
+use agentwire_store::{MemoryLimits, MemoryStore, SqliteStore};
 use anyhow::Context as _;
 
 use crate::config::{
@@ -27,7 +27,6 @@ mod team;
 /// Builds the application. `local_addr` is the listener's bound address: the
 /// base of upload URLs when `server.public_url` is unset.
 pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc<AppState>> {
-    let store = open_store(&config.sessions).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let media = open_media(&config.media, clock.clone())?.map(|store| MediaService {
         store,
@@ -53,6 +52,7 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
         .collect::<anyhow::Result<HashMap<_, _>>>()?;
     roster.fill(peers);
     let teams = team::build(&config, &agents, &runtime_parts)?;
+    let store = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
     let mut summary_policies = summaries::policies(&config.agents, &runtime_parts)?;
     summaries::add_team_policies(&mut summary_policies, &config.teams, &teams, &runtime_parts)?;
     // Every summary due from before a restart is queued here. The task stops
@@ -76,6 +76,7 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
             media_bytes_per_second: limits.media_bytes_per_second,
             media_burst_bytes: limits.media_burst_bytes,
             max_payload_bytes: limits.max_payload_bytes,
+            inbound_bytes_in_flight: limits.inbound_bytes_in_flight,
             ping_interval: limits.ping_interval,
             pong_timeout: limits.pong_timeout,
             drain_timeout: limits.drain_timeout,
@@ -97,7 +98,6 @@ fn public_base_url(public_url: Option<&str>, local_addr: SocketAddr) -> String {
             if local_addr.ip().is_unspecified() {
                 tracing::warn!(
                     address = %local_addr,
-            inbound_bytes_in_flight: limits.inbound_bytes_in_flight,
                     "media upload URLs use the unspecified bind address; set server.public_url"
                 );
             }
@@ -179,9 +179,34 @@ fn identity_settings(
     })
 }
 
-async fn open_store(storage: &SessionStorage) -> anyhow::Result<Arc<dyn SessionStore>> {
+/// The session store. A memory store is bounded by
+/// `storage.memory_max_sessions` and drops sessions past their agent's
+/// `context_ttl`, for every engine agent: the configured ones and each team
+/// endpoint's.
+async fn open_store(
+    storage: &SessionStorage,
+    agents: &HashMap<String, Arc<AgentEntry>>,
+    teams: &HashMap<String, Arc<TeamEntry>>,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Arc<dyn SessionStore>> {
     Ok(match storage {
-        SessionStorage::Memory => Arc::new(MemoryStore::default()),
+        SessionStorage::Memory { max_sessions } => {
+            let team_agents = teams
+                .values()
+                .flat_map(|team| std::iter::once(&team.orchestrator).chain(&team.members))
+                .map(|member| &member.agent);
+            let context_ttl = agents
+                .values()
+                .map(|entry| &entry.agent)
+                .chain(team_agents)
+                .map(|agent| (agent.name.clone(), agent.context_ttl))
+                .collect();
+            let limits = MemoryLimits {
+                max_sessions: *max_sessions,
+                context_ttl,
+            };
+            Arc::new(MemoryStore::with_limits(limits, clock))
+        }
         SessionStorage::Sqlite(path) => {
             Arc::new(SqliteStore::open(path).await.with_context(|| {
                 format!(

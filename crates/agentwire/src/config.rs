@@ -60,15 +60,14 @@ pub struct LimitsConfig {
     pub media_bytes_per_second: u64,
     pub media_burst_bytes: u64,
     pub max_payload_bytes: usize,
-    pub ping_interval: Duration,
     /// Bytes of client frames the server holds at once (read, not yet
     /// through their turn); beyond: `RATE_LIMITED`.
     pub inbound_bytes_in_flight: usize,
+    pub ping_interval: Duration,
     pub pong_timeout: Duration,
     pub drain_timeout: Duration,
 }
 
-/// Where sessions live (`storage.sessions`).
 /// The inbound budget without `server.limits.inbound_bytes_in_flight`:
 /// 256 MiB, or room for four frames of `max_payload_bytes` if that is more.
 pub const DEFAULT_INBOUND_BYTES_IN_FLIGHT: usize = 256 * 1024 * 1024;
@@ -77,10 +76,12 @@ fn default_inbound_bytes_in_flight(max_payload_bytes: usize) -> usize {
     DEFAULT_INBOUND_BYTES_IN_FLIGHT.max(max_payload_bytes.saturating_mul(4))
 }
 
+/// Where sessions live (`storage.sessions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionStorage {
     Sqlite(PathBuf),
-    Memory,
+    /// `max_sessions`: `storage.memory_max_sessions`.
+    Memory { max_sessions: usize },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -179,7 +180,7 @@ fn validate(
         ));
     }
     let limits = validate_limits(server.limits)?;
-    let sessions = parse_session_storage(&raw.storage.sessions)?;
+    let sessions = parse_session_storage(&raw.storage.sessions, raw.storage.memory_max_sessions)?;
     let media = media::validate(raw.storage.media)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
@@ -296,9 +297,21 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
     })
 }
 
-fn parse_session_storage(value: &str) -> Result<SessionStorage, ConfigError> {
+/// `storage.sessions`, and `storage.memory_max_sessions` for `memory`
+/// (ignored with SQLite, which evicts nothing).
+fn parse_session_storage(
+    value: &str,
+    memory_max_sessions: Option<usize>,
+) -> Result<SessionStorage, ConfigError> {
     if value == "memory" {
-        return Ok(SessionStorage::Memory);
+        let max_sessions = memory_max_sessions.unwrap_or(agentwire_store::DEFAULT_MAX_SESSIONS);
+        if max_sessions == 0 {
+            return Err(ConfigError::new(
+                "storage.memory_max_sessions",
+                "must be at least 1",
+            ));
+        }
+        return Ok(SessionStorage::Memory { max_sessions });
     }
     match value.strip_prefix("sqlite://") {
         Some(path) if !path.is_empty() => Ok(SessionStorage::Sqlite(PathBuf::from(path))),
@@ -439,6 +452,7 @@ mod raw {
         pub(super) media_bytes_per_second: u64,
         pub(super) media_burst_bytes: u64,
         pub(super) max_payload_bytes: usize,
+        pub(super) inbound_bytes_in_flight: Option<usize>,
         pub(super) ping_interval: ConfigDuration,
         pub(super) pong_timeout: ConfigDuration,
         pub(super) drain_timeout: ConfigDuration,
@@ -451,9 +465,9 @@ mod raw {
                 messages_per_second: 50,
                 message_burst: 100,
                 media_bytes_per_second: 2 * 1024 * 1024,
-        pub(super) inbound_bytes_in_flight: Option<usize>,
                 media_burst_bytes: 16 * 1024 * 1024,
                 max_payload_bytes: 16 * 1024 * 1024,
+                inbound_bytes_in_flight: None,
                 ping_interval: ConfigDuration::secs(30),
                 pong_timeout: ConfigDuration::secs(60),
                 drain_timeout: ConfigDuration::secs(30),
@@ -465,14 +479,15 @@ mod raw {
     #[serde(deny_unknown_fields, default)]
     pub(super) struct Storage {
         pub(super) sessions: String,
+        pub(super) memory_max_sessions: Option<usize>,
         pub(super) media: super::media::RawMedia,
-                inbound_bytes_in_flight: None,
     }
 
     impl Default for Storage {
         fn default() -> Storage {
             Storage {
                 sessions: "sqlite://./data/agentwire.db".to_owned(),
+                memory_max_sessions: None,
                 media: super::media::RawMedia::default(),
             }
         }
