@@ -24,14 +24,35 @@ mod runtime;
 mod summaries;
 mod team;
 
-/// Builds the application. `local_addr` is the listener's bound address: the
-/// base of upload URLs when `server.public_url` is unset.
-pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc<AppState>> {
+/// The application, built and not yet reachable: everything that can fail
+/// at startup (the session database, media storage, credentials, providers)
+/// has been tried before a port is bound, so a client never reaches a server
+/// that cannot run and nothing logs "listening" for one.
+pub struct App {
+    state: AppState,
+    public_url: Option<String>,
+}
+
+impl App {
+    /// The state to serve from the listener bound at `local_addr`: the base of
+    /// upload URLs when `server.public_url` is unset.
+    pub fn into_state(mut self, local_addr: SocketAddr) -> Arc<AppState> {
+        if let Some(media) = &mut self.state.media {
+            media.public_base_url = public_base_url(self.public_url.as_deref(), local_addr);
+        }
+        Arc::new(self.state)
+    }
+}
+
+/// Builds the application: opens the session store and every adapter.
+pub async fn build(config: Config) -> anyhow::Result<App> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let public_url = config.public_url.clone();
     let media = open_media(&config.media, clock.clone())?.map(|store| MediaService {
         store,
         max_bytes: config.media.max_bytes,
-        public_base_url: public_base_url(config.public_url.as_deref(), local_addr),
+        // Known once the listener is bound: `App::into_state`.
+        public_base_url: String::new(),
     });
     let any_password = config.agents.iter().any(|a| a.password_argon2.is_some())
         || config.teams.iter().any(|t| t.password_argon2.is_some());
@@ -85,7 +106,7 @@ pub async fn build(config: Config, local_addr: SocketAddr) -> anyhow::Result<Arc
     };
     let mut state = AppState::new(engine, agents, settings, media, identity);
     state.teams = teams;
-    Ok(Arc::new(state))
+    Ok(App { state, public_url })
 }
 
 /// Where clients reach this server: `server.public_url`, else the bound

@@ -1,6 +1,6 @@
-//! The configuration file: YAML with `${VAR}` / `${VAR:default}` substitution,
-//! parsed strictly (unknown keys are errors) and validated into typed settings
-//! before any port is bound.
+//! The configuration file: YAML with `${VAR}` / `${VAR:default}` substitution
+//! in its values, parsed strictly (unknown keys are errors) and validated into
+//! typed settings before any port is bound.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,6 +12,7 @@ mod auth;
 mod duration;
 mod env;
 mod media;
+mod mock;
 mod runtime;
 mod screening;
 mod summary;
@@ -131,15 +132,13 @@ impl ConfigError {
     }
 }
 
-/// Parses and validates a configuration text. `lookup` resolves `${VAR}`.
+/// Parses and validates a configuration text. `lookup` resolves `${VAR}`
+/// in its values.
 pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-    let text = env::substitute(text, &lookup)?;
-    let tree: serde_json::Value = if text.trim().is_empty() {
-        serde_json::Value::Object(Default::default())
-    } else {
-        serde_saphyr::from_str(&text)
-            .map_err(|e| ConfigError::new("config", format!("invalid YAML: {e}")))?
-    };
+    let (tree, written) = env::parse(text, &lookup).map_err(|e| match e {
+        env::LoadError::Yaml(e) => ConfigError::new("config", format!("invalid YAML: {e}")),
+        env::LoadError::At(e) => e,
+    })?;
     let raw: raw::File = serde_path_to_error::deserialize(tree).map_err(|e| {
         let path = e.path().to_string();
         let key = if path == "." {
@@ -147,9 +146,9 @@ pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Conf
         } else {
             path
         };
-        ConfigError::new(key, e.into_inner().to_string())
+        written.redact(ConfigError::new(key, e.into_inner().to_string()))
     })?;
-    validate(raw, &lookup)
+    validate(raw, &lookup).map_err(|e| written.redact(e))
 }
 
 /// Reads and parses `path`, resolving `${VAR}` from the process environment.

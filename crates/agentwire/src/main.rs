@@ -98,17 +98,42 @@ fn serve(config: Config) -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("server.listen: cannot bind {}: {e}", config.listen))?;
-        tracing::info!(address = %listener.local_addr()?, agents = ?config.agents.iter().map(|a| &a.name).collect::<Vec<_>>(), "agentwire listening");
-        agentwire::run(listener, config, shutdown_signal()).await
+        let listen = config.listen;
+        let agents: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
+        // Before the port: a database or adapter that cannot open is the
+        // operator's to fix, like a bad config.
+        let app = agentwire::app::build(config)
+            .await
+            .map_err(StartupError::Build)?;
+        let listener = TcpListener::bind(listen).await.map_err(|e| {
+            StartupError::Run(anyhow::anyhow!("server.listen: cannot bind {listen}: {e}"))
+        })?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| StartupError::Run(e.into()))?;
+        tracing::info!(%address, ?agents, "agentwire listening");
+        agentwire::serve(app, listener, shutdown_signal())
+            .await
+            .map_err(StartupError::Run)
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(StartupError::Build(e)) => {
+            eprintln!("config error: {e:#}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(StartupError::Run(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Why `serve` stopped with an error: the application could not be built
+/// from its config (exit 64, nothing bound), or serving failed.
+enum StartupError {
+    Build(anyhow::Error),
+    Run(anyhow::Error),
 }
 
 /// Reads one secret from standard input (a trailing newline is not part of
