@@ -13,6 +13,7 @@ mod binary_frames;
 mod client_tools;
 mod close_rules;
 mod config_errors;
+mod config_files;
 mod demo;
 mod drain;
 mod gnosari;
