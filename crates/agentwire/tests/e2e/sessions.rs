@@ -141,9 +141,14 @@ async fn messages_are_stored_with_roles_metadata_and_timestamps() {
     client.recv().await;
     let conn = rusqlite::Connection::open(&server.db_path).unwrap();
     let rows: Vec<(i64, String, String, Option<String>, i64)> = conn
-        .prepare("SELECT seq, role, content, metadata, created_at FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .prepare(
+            "SELECT seq, role, content, metadata, created_at FROM messages
+             WHERE session_key = (SELECT key FROM sessions WHERE id = ?1) ORDER BY seq",
+        )
         .unwrap()
-        .query_map([session], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .query_map([session], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .unwrap()
         .map(Result::unwrap)
         .collect();

@@ -421,7 +421,10 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 pub fn stored_messages(db: &Path) -> Vec<(String, i64, String, String)> {
     let conn = rusqlite::Connection::open(db).unwrap();
     let mut stmt = conn
-        .prepare("SELECT session_id, seq, role, content FROM messages ORDER BY session_id, seq")
+        .prepare(
+            "SELECT s.id, m.seq, m.role, m.content FROM messages m
+             JOIN sessions s ON s.key = m.session_key ORDER BY s.id, m.seq",
+        )
         .unwrap();
     stmt.query_map([], |row| {
         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
