@@ -83,6 +83,19 @@ pub fn effective_text(content: Option<&str>, parts: &[ContentPart]) -> String {
     joined
 }
 
+/// [`effective_text`] for a message the caller owns: without text parts the
+/// content itself is the text, moved rather than copied (it can be as
+/// large as a frame).
+pub fn into_effective_text(content: Option<String>, parts: &[ContentPart]) -> String {
+    if parts
+        .iter()
+        .any(|p| p.text.as_deref().is_some_and(|t| !t.is_empty()))
+    {
+        return effective_text(None, parts);
+    }
+    content.unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +108,17 @@ mod tests {
             ContentPart::text("two"),
         ];
         assert_eq!(effective_text(Some("ignored"), &parts), "one\n\ntwo");
+    }
+
+    #[test]
+    fn owned_content_is_moved_unless_text_parts_win() {
+        let content = "a".repeat(64);
+        let at = content.as_ptr();
+        let text = into_effective_text(Some(content), &[]);
+        assert_eq!(text.as_ptr(), at, "moved, not copied");
+        let parts = [ContentPart::text("one"), ContentPart::text("")];
+        assert_eq!(into_effective_text(Some("ignored".into()), &parts), "one");
+        assert_eq!(into_effective_text(None, &[]), "");
     }
 
     #[test]
