@@ -121,7 +121,8 @@ async fn an_uploaded_image_reaches_the_agent_and_is_stored_as_a_marker() {
     let conn = rusqlite::Connection::open(&server.db_path).unwrap();
     let (parts, metadata): (String, String) = conn
         .query_row(
-            "SELECT parts, metadata FROM messages WHERE session_id = 's-att' AND role = 'user'",
+            "SELECT parts, metadata FROM messages
+             WHERE session_key = (SELECT key FROM sessions WHERE id = 's-att') AND role = 'user'",
             [],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
