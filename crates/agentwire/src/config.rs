@@ -82,7 +82,9 @@ fn default_inbound_bytes_in_flight(max_payload_bytes: usize) -> usize {
 pub enum SessionStorage {
     Sqlite(PathBuf),
     /// `max_sessions`: `storage.memory_max_sessions`.
-    Memory { max_sessions: usize },
+    Memory {
+        max_sessions: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
