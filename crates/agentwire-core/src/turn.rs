@@ -215,8 +215,10 @@ impl TurnContext {
 
     /// A sub-turn in which another agent answers `input` alone, as a
     /// delegation: same session, connection and client tools, cancelled with
-    /// this turn. Its events reach the client but are not stored with the
-    /// turn; only the delegating call and its outcome are.
+    /// this turn. Its events go to the connection, whose dialect decides what
+    /// to show (neither shows the delegate's text: its answer is the call's
+    /// result), and are not stored with the turn; only the delegating call
+    /// and its outcome are.
     pub fn delegated(&self, input: TurnInput) -> TurnContext {
         let created_at = self
             .history
