@@ -1,3 +1,4 @@
+use super::schema::MIGRATIONS;
 use super::*;
 use crate::conformance::{self, conformance_tests, message, record};
 
