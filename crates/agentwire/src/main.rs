@@ -8,14 +8,18 @@ use agentwire::config::{self, Config};
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
-/// mimalloc: its thread-local free lists cost a fraction of glibc's malloc
-/// per frame and per turn (see BENCHMARKS.md). It returns freed memory to
-/// the system lazily, from inside later allocations (`purge_delay` 1 s), so
-/// a server that goes quiet keeps its peak RSS; `MIMALLOC_PURGE_DELAY=0`
-/// and `MIMALLOC_ARENA_EAGER_COMMIT=0` in the environment return it at
-/// once. Options can only be set that way: `mi_option_set` is `unsafe`.
+/// jemalloc, built with background threads and a 1 s dirty-page decay
+/// (`JEMALLOC_SYS_WITH_MALLOC_CONF` in `.cargo/config.toml`): a thread of
+/// its own returns freed pages to the system about a second after they are
+/// freed, whether or not the process goes on allocating, so RSS falls back
+/// after a load or a burst of large messages. mimalloc (used before) cost
+/// a few percent less CPU per turn but purges only from inside later
+/// allocator calls of the thread that owns the pages, so a server that
+/// went quiet kept its peak; calling its collector needs `unsafe` FFI (see
+/// ARCHITECTURE.md, the binary). Operators can change the options at
+/// start with `_RJEM_MALLOC_CONF`.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(
@@ -209,4 +213,53 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutdown signal received");
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    /// Resident set size of this process, from `/proc/self/statm` (pages).
+    fn rss_bytes() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
+        let pages: usize = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|field| field.parse().ok())
+            .expect("statm has a resident field");
+        pages * 4096
+    }
+
+    /// The allocator the binary ships with gives freed memory back to the
+    /// system on its own, within seconds, while the process does nothing
+    /// (the soak's "RSS after the load" in BENCHMARKS.md depends on it).
+    #[test]
+    fn freed_memory_returns_to_the_system_while_idle() {
+        const MIB: usize = 1 << 20;
+        let before = rss_bytes();
+        // Small blocks (a session's messages) and large ones (a big frame).
+        let small: Vec<Vec<u8>> = (0..64 * 1024).map(|i| vec![i as u8; 512]).collect();
+        let large: Vec<Vec<u8>> = (0..32).map(|i| vec![i as u8; MIB]).collect();
+        let peak = rss_bytes();
+        assert!(
+            peak >= before + 48 * MIB,
+            "the test's allocations did not raise RSS: {before} -> {peak}"
+        );
+        drop(small);
+        drop(large);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let now = rss_bytes();
+            if now <= before + 8 * MIB {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "RSS still {} MiB above its start 5 s after freeing {} MiB",
+                (now - before) / MIB,
+                (peak - before) / MIB
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
