@@ -37,7 +37,7 @@ use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
 use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
-use crate::session::{MessageRole, SessionRecord, StoredMessage, retained_start};
+use crate::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
 use crate::store::{SessionStore, StoreError};
 use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
@@ -361,9 +361,10 @@ impl Engine {
         let user_message = StoredMessage {
             session_id: target,
             seq: 0,
-            role: MessageRole::User,
-            content: input.text.clone(),
-            parts: input.parts.clone(),
+            body: MessageBody::User {
+                text: input.text.clone(),
+                parts: input.parts.clone(),
+            },
             metadata: input.metadata.clone(),
             created_at: now,
         };
@@ -425,9 +426,9 @@ impl Engine {
         let lease = self.attach(session, agent, namespace, owner, true).await?;
         let event = record(
             session,
-            MessageRole::Event,
-            name.to_owned(),
-            Vec::new(),
+            MessageBody::Event {
+                name: name.to_owned(),
+            },
             metadata,
             self.inner.clock.now(),
         );

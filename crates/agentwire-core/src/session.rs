@@ -3,6 +3,7 @@
 use crate::content::{ContentPart, Metadata};
 use crate::ids::SessionId;
 use crate::time::Timestamp;
+use crate::turn::{ToolOutcome, ToolSide};
 
 /// A conversation. `owner` is a pseudonymous user id (a keyed hash of the
 /// authenticated subject, never the subject itself); `None` is anonymous.
@@ -60,11 +61,84 @@ pub struct StoredMessage {
     pub session_id: SessionId,
     /// Position in the session, from 0, dense.
     pub seq: u64,
-    pub role: MessageRole,
-    pub content: String,
-    pub parts: Vec<ContentPart>,
+    pub body: MessageBody,
+    /// The client's metadata of a user message, an event's details.
     pub metadata: Metadata,
     pub created_at: Timestamp,
+}
+
+impl StoredMessage {
+    pub fn role(&self) -> MessageRole {
+        self.body.role()
+    }
+}
+
+/// What a stored message says, by kind. Typed here and turned into text
+/// only by a store's codec (and into JSON by each API that shows it), so no
+/// reader parses another's encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageBody {
+    /// What the user sent: the message's effective text and its parts.
+    User {
+        text: String,
+        parts: Vec<ContentPart>,
+    },
+    /// A turn's answer.
+    Reply {
+        text: String,
+        parts: Vec<ContentPart>,
+    },
+    /// Text the model wrote before calling tools: streamed, part of the
+    /// model's context, not the turn's answer.
+    Interim { text: String },
+    /// A tool call the turn made.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+        side: ToolSide,
+    },
+    /// How the tool call `id` ended.
+    ToolResult { id: String, outcome: ToolOutcome },
+    /// A turn that failed: the code and message the client was sent.
+    Failure { code: String, message: String },
+    /// Something that happened on the session outside a turn, such as the
+    /// client asserting it displayed the AI disclosure (`name`; details in
+    /// the message's metadata). Never shown to a model.
+    Event { name: String },
+}
+
+impl MessageBody {
+    pub fn role(&self) -> MessageRole {
+        match self {
+            MessageBody::User { .. } => MessageRole::User,
+            MessageBody::Reply { .. } | MessageBody::Interim { .. } => MessageRole::Assistant,
+            MessageBody::ToolCall { .. } | MessageBody::ToolResult { .. } => MessageRole::Tool,
+            MessageBody::Failure { .. } => MessageRole::Error,
+            MessageBody::Event { .. } => MessageRole::Event,
+        }
+    }
+
+    /// The words a person reads: a user's or the model's text, a failure's
+    /// message, an event's name; `None` for tool steps.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            MessageBody::User { text, .. }
+            | MessageBody::Reply { text, .. }
+            | MessageBody::Interim { text } => Some(text),
+            MessageBody::Failure { message, .. } => Some(message),
+            MessageBody::Event { name } => Some(name),
+            MessageBody::ToolCall { .. } | MessageBody::ToolResult { .. } => None,
+        }
+    }
+
+    /// The media and other parts of a user message or a reply.
+    pub fn parts(&self) -> &[ContentPart] {
+        match self {
+            MessageBody::User { parts, .. } | MessageBody::Reply { parts, .. } => parts,
+            _ => &[],
+        }
+    }
 }
 
 /// A session's summary: a short recap written after the session went idle
@@ -139,7 +213,7 @@ pub fn retained_start(history: &[StoredMessage], limit: usize) -> usize {
 }
 
 fn is_user(message: &StoredMessage) -> bool {
-    message.role == MessageRole::User
+    matches!(message.body, MessageBody::User { .. })
 }
 
 #[cfg(test)]
@@ -147,12 +221,25 @@ mod tests {
     use super::*;
 
     fn message(seq: u64, role: MessageRole) -> StoredMessage {
+        let text = format!("{seq}");
+        let body = match role {
+            MessageRole::User => MessageBody::User {
+                text,
+                parts: Vec::new(),
+            },
+            MessageRole::Tool => MessageBody::ToolResult {
+                id: text,
+                outcome: ToolOutcome::Ok(serde_json::Value::Null),
+            },
+            _ => MessageBody::Reply {
+                text,
+                parts: Vec::new(),
+            },
+        };
         StoredMessage {
             session_id: SessionId::minted("s".into()),
             seq,
-            role,
-            content: format!("{seq}"),
-            parts: Vec::new(),
+            body,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }

@@ -269,7 +269,7 @@ impl Worker {
         let messages = self.store.load_messages(id).await?;
         let conversational = messages
             .iter()
-            .any(|m| matches!(m.role, MessageRole::User | MessageRole::Assistant));
+            .any(|m| matches!(m.role(), MessageRole::User | MessageRole::Assistant));
         if !conversational {
             return self.store.clear_summary_due(id, due).await;
         }

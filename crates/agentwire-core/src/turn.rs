@@ -13,7 +13,7 @@ use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
 use crate::model::ModelRequest;
-use crate::session::{MessageRole, StoredMessage};
+use crate::session::{MessageBody, StoredMessage};
 use crate::tools::{ClientCallEnd, ClientToolBroker, await_answer};
 
 /// What the user sent, as the handler sees it.
@@ -227,9 +227,10 @@ impl TurnContext {
         let message = StoredMessage {
             session_id: self.session_id.clone(),
             seq: 0,
-            role: MessageRole::User,
-            content: input.text.clone(),
-            parts: input.parts.clone(),
+            body: MessageBody::User {
+                text: input.text.clone(),
+                parts: input.parts.clone(),
+            },
             metadata: input.metadata.clone(),
             created_at,
         };

@@ -1,7 +1,7 @@
 //! The summary of a scripted agent's session: deterministic and extractive,
 //! with no model involved.
 
-use agentwire_core::{MessageRole, StoredMessage, Summarizer};
+use agentwire_core::{MessageBody, StoredMessage, Summarizer};
 use async_trait::async_trait;
 
 /// The most characters kept of the first user message.
@@ -26,15 +26,18 @@ impl Summarizer for ExtractiveSummarizer {
 fn extract(messages: &[StoredMessage]) -> Option<String> {
     let first = messages
         .iter()
-        .filter(|m| m.role == MessageRole::User)
-        .map(|m| folded(&m.content))
+        .filter_map(|m| match &m.body {
+            MessageBody::User { text, .. } => Some(folded(text)),
+            _ => None,
+        })
         .find(|text| !text.is_empty());
     let last = messages
         .iter()
         .rev()
-        .filter(|m| m.role == MessageRole::Assistant)
-        .filter(|m| m.metadata.get("step").is_none_or(|step| step != "interim"))
-        .map(|m| folded(&m.content))
+        .filter_map(|m| match &m.body {
+            MessageBody::Reply { text, .. } => Some(folded(text)),
+            _ => None,
+        })
         .find(|text| !text.is_empty());
     match (first, last) {
         (Some(first), Some(last)) => Some(format!(
@@ -67,31 +70,53 @@ mod tests {
 
     use super::*;
 
-    fn message(role: MessageRole, content: &str) -> StoredMessage {
+    fn message(body: MessageBody) -> StoredMessage {
         StoredMessage {
             session_id: SessionId::parse("s").unwrap(),
             seq: 0,
-            role,
-            content: content.to_owned(),
-            parts: Vec::new(),
+            body,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }
     }
 
+    fn user(text: &str) -> StoredMessage {
+        message(MessageBody::User {
+            text: text.into(),
+            parts: Vec::new(),
+        })
+    }
+
+    fn reply(text: &str) -> StoredMessage {
+        message(MessageBody::Reply {
+            text: text.into(),
+            parts: Vec::new(),
+        })
+    }
+
     #[test]
     fn first_question_and_last_final_answer() {
-        let mut interim = message(MessageRole::Assistant, "Checking...");
-        interim.metadata.insert("step".into(), "interim".into());
         let messages = [
-            message(MessageRole::Event, "ai.disclosure.displayed"),
-            message(MessageRole::User, "  what's   the\nweather? "),
-            message(MessageRole::Assistant, "Sunny."),
-            message(MessageRole::User, "and tomorrow?"),
-            message(MessageRole::Tool, r#"{"call":{}}"#),
-            message(MessageRole::Assistant, "Rain,\n\nlater."),
-            interim,
-            message(MessageRole::Error, "failed"),
+            message(MessageBody::Event {
+                name: "ai.disclosure.displayed".into(),
+            }),
+            user("  what's   the\nweather? "),
+            reply("Sunny."),
+            user("and tomorrow?"),
+            message(MessageBody::ToolCall {
+                id: "c".into(),
+                name: "weather".into(),
+                arguments: serde_json::Value::Null,
+                side: agentwire_core::ToolSide::Server,
+            }),
+            reply("Rain,\n\nlater."),
+            message(MessageBody::Interim {
+                text: "Checking...".into(),
+            }),
+            message(MessageBody::Failure {
+                code: "INTERNAL_ERROR".into(),
+                message: "failed".into(),
+            }),
         ];
         assert_eq!(
             extract(&messages).as_deref(),
@@ -102,10 +127,7 @@ mod tests {
     #[test]
     fn long_texts_are_cut_with_an_ellipsis() {
         let long = "word ".repeat(100);
-        let messages = [
-            message(MessageRole::User, &long),
-            message(MessageRole::Assistant, &"é".repeat(500)),
-        ];
+        let messages = [user(&long), reply(&"é".repeat(500))];
         let summary = extract(&messages).unwrap();
         let (asked, answer) = summary.split_once(" — Last answer: ").unwrap();
         let asked = asked.strip_prefix("Asked: ").unwrap();
@@ -117,10 +139,10 @@ mod tests {
 
     #[test]
     fn partial_and_empty_sessions() {
+        assert_eq!(extract(&[user("hi")]).as_deref(), Some("Asked: hi"));
         assert_eq!(
-            extract(&[message(MessageRole::User, "hi")]).as_deref(),
-            Some("Asked: hi")
+            extract(&[message(MessageBody::Event { name: "x".into() })]),
+            None
         );
-        assert_eq!(extract(&[message(MessageRole::Event, "x")]), None);
     }
 }

@@ -153,8 +153,11 @@ fn transcript(turn: &TurnContext) -> String {
     let before_this_turn = &turn.history[..turn.history.len().saturating_sub(1)];
     let mut out = String::new();
     for message in before_this_turn {
-        if matches!(message.role, MessageRole::User | MessageRole::Assistant) {
-            let _ = writeln!(out, "{}: {}", message.role.as_str(), message.content);
+        let role = message.role();
+        if let (MessageRole::User | MessageRole::Assistant, Some(text)) =
+            (role, message.body.text())
+        {
+            let _ = writeln!(out, "{}: {text}", role.as_str());
         }
     }
     out

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use agentwire_core::{
-    MessageRole, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome, context_window,
+    MessageBody, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome, context_window,
 };
 
 /// Keys the runtime reads itself and never shows the model.
@@ -68,27 +68,35 @@ pub(crate) fn rebuild(
     let mut out = Vec::with_capacity(history.len());
     let mut step = Step::default();
     for message in history {
-        match message.role {
-            MessageRole::User => {
+        match &message.body {
+            MessageBody::User { .. } => {
                 step.flush(&mut out);
                 out.push(user_message(message, template));
             }
-            MessageRole::Assistant
-                if message.metadata.get("step").is_some_and(|s| s == "interim") =>
-            {
+            MessageBody::Interim { text } => {
                 step.flush(&mut out);
-                step.text = message.content.clone();
+                step.text = text.clone();
             }
-            MessageRole::Assistant => {
+            MessageBody::Reply { text, .. } => {
                 step.flush(&mut out);
                 out.push(ModelMessage::Assistant {
-                    text: message.content.clone(),
+                    text: text.clone(),
                     tool_calls: Vec::new(),
                 });
             }
-            MessageRole::Tool => step.add_tool_record(&message.content),
-            MessageRole::Error => step.flush(&mut out),
-            MessageRole::Event => {}
+            MessageBody::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => step.calls.push(ModelToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+            }),
+            MessageBody::ToolResult { id, outcome } => step.add_result(id, outcome),
+            MessageBody::Failure { .. } => step.flush(&mut out),
+            MessageBody::Event { .. } => {}
         }
     }
     step.flush(&mut out);
@@ -96,7 +104,7 @@ pub(crate) fn rebuild(
 }
 
 fn user_message(message: &StoredMessage, template: Option<&MetadataTemplate>) -> ModelMessage {
-    let mut text = message.content.clone();
+    let mut text = message.body.text().unwrap_or_default().to_owned();
     if let Some(rendered) = template.and_then(|t| t.render(&message.metadata)) {
         if !text.is_empty() {
             text.push_str("\n\n");
@@ -104,7 +112,8 @@ fn user_message(message: &StoredMessage, template: Option<&MetadataTemplate>) ->
         text.push_str(&rendered);
     }
     let parts = message
-        .parts
+        .body
+        .parts()
         .iter()
         .filter(|p| p.media.is_some())
         .cloned()
@@ -121,33 +130,15 @@ struct Step {
 }
 
 impl Step {
-    fn add_tool_record(&mut self, content: &str) {
-        let Ok(record) = serde_json::from_str::<serde_json::Value>(content) else {
-            return;
-        };
-        if let Some(call) = record.get("call") {
-            self.calls.push(ModelToolCall {
-                id: string_at(call, "id"),
-                name: string_at(call, "name"),
-                arguments: call.get("arguments").cloned().unwrap_or_default(),
-            });
-        } else if let Some(result) = record.get("result") {
-            let id = string_at(result, "id");
-            let name = self
-                .calls
-                .iter()
-                .find(|c| c.id == id)
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            let value = result.get("value").cloned().unwrap_or_default();
-            let outcome = match result.get("status").and_then(|s| s.as_str()) {
-                Some("ok") => ToolOutcome::Ok(value),
-                Some("denied") => ToolOutcome::Denied(as_text(&value)),
-                _ => ToolOutcome::Error(as_text(&value)),
-            };
-            self.results
-                .insert(id.clone(), tool_message(&id, &name, &outcome));
-        }
+    fn add_result(&mut self, id: &str, outcome: &ToolOutcome) {
+        let name = self
+            .calls
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        self.results
+            .insert(id.to_owned(), tool_message(id, &name, outcome));
     }
 
     /// Emits the step: the assistant message with the calls that have a
@@ -199,26 +190,34 @@ fn as_text(value: &serde_json::Value) -> String {
     }
 }
 
-fn string_at(value: &serde_json::Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use agentwire_core::{SessionId, Timestamp};
 
-    fn stored(role: MessageRole, content: &str, metadata: &[(&str, &str)]) -> StoredMessage {
+    fn user(text: &str) -> MessageBody {
+        MessageBody::User {
+            text: text.into(),
+            parts: Vec::new(),
+        }
+    }
+
+    fn reply(text: &str) -> MessageBody {
+        MessageBody::Reply {
+            text: text.into(),
+            parts: Vec::new(),
+        }
+    }
+
+    fn interim(text: &str) -> MessageBody {
+        MessageBody::Interim { text: text.into() }
+    }
+
+    fn stored(body: MessageBody, metadata: &[(&str, &str)]) -> StoredMessage {
         StoredMessage {
             session_id: SessionId::minted("s".into()),
             seq: 0,
-            role,
-            content: content.into(),
-            parts: Vec::new(),
+            body,
             metadata: metadata
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -231,26 +230,27 @@ mod tests {
     fn a_tool_round_is_rebuilt_as_call_then_result() {
         let history = [
             stored(
-                MessageRole::User,
-                "weather?",
+                user("weather?"),
                 &[("user_id", "u1"), ("mock_scenario", "x")],
             ),
+            stored(interim("let me check"), &[]),
             stored(
-                MessageRole::Assistant,
-                "let me check",
-                &[("step", "interim")],
-            ),
-            stored(
-                MessageRole::Tool,
-                r#"{"call":{"id":"c1","name":"weather","arguments":{"city":"Oslo"},"side":"server"}}"#,
+                MessageBody::ToolCall {
+                    id: "c1".into(),
+                    name: "weather".into(),
+                    arguments: serde_json::json!({"city": "Oslo"}),
+                    side: agentwire_core::ToolSide::Server,
+                },
                 &[],
             ),
             stored(
-                MessageRole::Tool,
-                r#"{"result":{"id":"c1","status":"ok","value":{"t":3}}}"#,
+                MessageBody::ToolResult {
+                    id: "c1".into(),
+                    outcome: ToolOutcome::Ok(serde_json::json!({"t": 3})),
+                },
                 &[],
             ),
-            stored(MessageRole::Assistant, "3 degrees", &[]),
+            stored(reply("3 degrees"), &[]),
         ];
         let template = MetadataTemplate::compile("[user {{ metadata.user_id }}]").unwrap();
         let messages = rebuild(&history, Some(&template), 100);
@@ -286,18 +286,24 @@ mod tests {
     #[test]
     fn unanswered_calls_and_failures_are_dropped() {
         let history = [
-            stored(MessageRole::User, "hi", &[]),
+            stored(user("hi"), &[]),
             stored(
-                MessageRole::Tool,
-                r#"{"call":{"id":"c1","name":"slow","arguments":{}}}"#,
+                MessageBody::ToolCall {
+                    id: "c1".into(),
+                    name: "slow".into(),
+                    arguments: serde_json::json!({}),
+                    side: agentwire_core::ToolSide::Server,
+                },
                 &[],
             ),
             stored(
-                MessageRole::Error,
-                "internal server error",
-                &[("code", "INTERNAL_ERROR")],
+                MessageBody::Failure {
+                    code: "INTERNAL_ERROR".into(),
+                    message: "internal server error".into(),
+                },
+                &[],
             ),
-            stored(MessageRole::User, "again", &[]),
+            stored(user("again"), &[]),
         ];
         let messages = rebuild(&history, None, 100);
         assert_eq!(messages.len(), 2);
@@ -308,8 +314,8 @@ mod tests {
     fn the_window_keeps_the_latest_messages_from_a_user_message_on() {
         let turn = |n: usize| {
             [
-                stored(MessageRole::User, &format!("q{n}"), &[]),
-                stored(MessageRole::Assistant, &format!("a{n}"), &[]),
+                stored(user(&format!("q{n}")), &[]),
+                stored(reply(&format!("a{n}")), &[]),
             ]
         };
         let history: Vec<StoredMessage> = (0..5).flat_map(turn).collect();
@@ -328,14 +334,8 @@ mod tests {
         // next question instead.
         assert_eq!(texts(3), ["q4", "a4"]);
         // A turn longer than the limit keeps its own question.
-        let mut long = vec![stored(MessageRole::User, "q", &[])];
-        long.extend((0..6).map(|i| {
-            stored(
-                MessageRole::Assistant,
-                &format!("step {i}"),
-                &[("step", "interim")],
-            )
-        }));
+        let mut long = vec![stored(user("q"), &[])];
+        long.extend((0..6).map(|i| stored(interim(&format!("step {i}")), &[])));
         let kept = rebuild(&long, None, 2);
         assert!(matches!(&kept[0], ModelMessage::User { text, .. } if text == "q"));
     }

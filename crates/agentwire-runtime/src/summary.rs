@@ -1,11 +1,11 @@
 //! A session's summary written by a model: the agent's own provider, or the
 //! one named by `agents[].summarizer`.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use agentwire_core::{
-    MessageRole, ModelMessage, ModelProvider, ModelRequest, StoredMessage, Summarizer, TextSink,
+    MessageBody, ModelMessage, ModelProvider, ModelRequest, StoredMessage, Summarizer, TextSink,
+    ToolOutcome,
 };
 use async_trait::async_trait;
 
@@ -97,34 +97,24 @@ pub(crate) fn transcript(messages: &[StoredMessage]) -> String {
 }
 
 fn line(message: &StoredMessage) -> Option<String> {
-    match message.role {
-        MessageRole::User => Some(format!("User: {}", message.content)),
-        MessageRole::Assistant => Some(format!("Assistant: {}", message.content)),
-        MessageRole::Tool => tool_line(&message.content),
-        MessageRole::Error | MessageRole::Event => None,
+    match &message.body {
+        MessageBody::User { text, .. } => Some(format!("User: {text}")),
+        MessageBody::Reply { text, .. } | MessageBody::Interim { text } => {
+            Some(format!("Assistant: {text}"))
+        }
+        MessageBody::ToolCall {
+            name, arguments, ..
+        } => Some(format!("Tool call: {name} {}", shortened(arguments))),
+        MessageBody::ToolResult { outcome, .. } => {
+            let (status, value) = match outcome {
+                ToolOutcome::Ok(value) => ("ok", shortened(value)),
+                ToolOutcome::Error(e) => ("error", shortened(&e.as_str().into())),
+                ToolOutcome::Denied(r) => ("denied", shortened(&r.as_str().into())),
+            };
+            Some(format!("Tool result ({status}): {value}"))
+        }
+        MessageBody::Failure { .. } | MessageBody::Event { .. } => None,
     }
-}
-
-/// A stored tool record, `{"call": {name, arguments}}` or `{"result":
-/// {status, value}}`, as one short line.
-fn tool_line(content: &str) -> Option<String> {
-    let record: serde_json::Value = serde_json::from_str(content).ok()?;
-    let mut out = String::new();
-    if let Some(call) = record.get("call") {
-        let name = call.get("name").and_then(|n| n.as_str()).unwrap_or("tool");
-        let arguments = call.get("arguments").cloned().unwrap_or_default();
-        let _ = write!(out, "Tool call: {name} {}", shortened(&arguments));
-    } else if let Some(result) = record.get("result") {
-        let status = result
-            .get("status")
-            .and_then(|s| s.as_str())
-            .unwrap_or("ok");
-        let value = result.get("value").cloned().unwrap_or_default();
-        let _ = write!(out, "Tool result ({status}): {}", shortened(&value));
-    } else {
-        return None;
-    }
-    Some(out)
 }
 
 fn shortened(value: &serde_json::Value) -> String {
@@ -148,16 +138,21 @@ mod summary_tests {
 
     use super::*;
 
-    fn message(role: MessageRole, content: &str) -> StoredMessage {
+    fn message(body: MessageBody) -> StoredMessage {
         StoredMessage {
             session_id: SessionId::parse("s").unwrap(),
             seq: 0,
-            role,
-            content: content.to_owned(),
-            parts: Vec::new(),
+            body,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }
+    }
+
+    fn user(text: &str) -> StoredMessage {
+        message(MessageBody::User {
+            text: text.into(),
+            parts: Vec::new(),
+        })
     }
 
     /// Answers `answer` and keeps the request it was asked.
@@ -193,18 +188,28 @@ mod summary_tests {
         let provider = recorder(Ok("  The user asked about weather.\n".into()));
         let summarizer = ModelSummarizer::new(provider.clone());
         let messages = [
-            message(MessageRole::User, "what's the weather?"),
-            message(
-                MessageRole::Tool,
-                r#"{"call":{"id":"c","name":"weather","arguments":{"city":"Denver"},"side":"server"}}"#,
-            ),
-            message(
-                MessageRole::Tool,
-                r#"{"result":{"id":"c","status":"ok","value":{"t":"72F"}}}"#,
-            ),
-            message(MessageRole::Error, "failed"),
-            message(MessageRole::Event, "ai.disclosure.displayed"),
-            message(MessageRole::Assistant, "It's 72F."),
+            user("what's the weather?"),
+            message(MessageBody::ToolCall {
+                id: "c".into(),
+                name: "weather".into(),
+                arguments: serde_json::json!({"city": "Denver"}),
+                side: agentwire_core::ToolSide::Server,
+            }),
+            message(MessageBody::ToolResult {
+                id: "c".into(),
+                outcome: ToolOutcome::Ok(serde_json::json!({"t": "72F"})),
+            }),
+            message(MessageBody::Failure {
+                code: "INTERNAL_ERROR".into(),
+                message: "failed".into(),
+            }),
+            message(MessageBody::Event {
+                name: "ai.disclosure.displayed".into(),
+            }),
+            message(MessageBody::Reply {
+                text: "It's 72F.".into(),
+                parts: Vec::new(),
+            }),
         ];
         let summary = summarizer.summarize(&messages).await.unwrap();
         assert_eq!(summary, "The user asked about weather.");
@@ -230,14 +235,14 @@ mod summary_tests {
             "openai (gpt): unavailable",
         )));
         let err = ModelSummarizer::new(failing)
-            .summarize(&[message(MessageRole::User, "hi")])
+            .summarize(&[user("hi")])
             .await
             .unwrap_err();
         assert_eq!(err, "openai (gpt): unavailable");
         let empty = recorder(Ok(" \n".into()));
         assert!(
             ModelSummarizer::new(empty)
-                .summarize(&[message(MessageRole::User, "hi")])
+                .summarize(&[user("hi")])
                 .await
                 .is_err()
         );
@@ -247,8 +252,11 @@ mod summary_tests {
     fn long_transcripts_keep_the_latest_lines() {
         let long = "x".repeat(1000);
         let messages: Vec<StoredMessage> = (0..100)
-            .map(|_| message(MessageRole::User, &long))
-            .chain([message(MessageRole::Assistant, "the end")])
+            .map(|_| user(&long))
+            .chain([message(MessageBody::Reply {
+                text: "the end".into(),
+                parts: Vec::new(),
+            })])
             .collect();
         let text = transcript(&messages);
         assert!(text.starts_with("[earlier messages left out]\n"));

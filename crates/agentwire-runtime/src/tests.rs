@@ -185,7 +185,13 @@ impl Outcome {
     fn stored_roles(&self) -> Vec<(MessageRole, String)> {
         self.stored
             .iter()
-            .map(|m| (m.role, m.content.clone()))
+            .map(|m| {
+                let shown = m
+                    .body
+                    .text()
+                    .map_or_else(|| format!("{:?}", m.body), str::to_owned);
+                (m.role(), shown)
+            })
             .collect()
     }
 }
@@ -365,7 +371,7 @@ async fn a_handoff_gives_the_rest_of_the_turn_and_the_conversation_to_the_target
     assert_eq!(seen.system.as_deref(), Some("You are Closer-2."));
     assert_eq!(seen.scenario.as_deref(), Some("team"));
     assert_eq!(seen.messages.len(), 3, "user, transfer call, its result");
-    let roles: Vec<MessageRole> = outcome.stored.iter().map(|m| m.role).collect();
+    let roles: Vec<MessageRole> = outcome.stored.iter().map(|m| m.role()).collect();
     assert_eq!(
         roles,
         [
@@ -430,7 +436,7 @@ async fn stored_media_is_resolved_afresh_for_every_model_call() {
     );
     assert_eq!(media.downloads(), 2);
     // What is stored keeps the reference alone.
-    let stored = outcome.stored[0].parts[0].media.as_ref().unwrap();
+    let stored = outcome.stored[0].body.parts()[0].media.as_ref().unwrap();
     assert_eq!(stored.storage_ref.as_deref(), Some(storage_ref));
     assert_eq!((stored.url.as_ref(), stored.data.as_ref()), (None, None));
 }

@@ -1,32 +1,24 @@
-//! One task per socket. It reads frames, applies the per-connection rules
-//! (rate, payload size, keepalive), hands messages to the engine and writes
-//! the running turn's events back, encoded in the Omnia dialect.
-//!
-//! The task owns the socket outright and multiplexes with `select!`, so a
-//! connection costs one task and no extra queue: a turn's bounded event
-//! channel is the outbound queue, and a slow client slows its own turn.
+//! The Omnia dialect of a connection (`/ws`), run by the connection driver
+//! (`driver`): it decodes frames, applies the per-connection rates, hands
+//! messages to the engine and encodes the running turn's events.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ErrorCode, MediaChunk, SessionId, SessionLease, SubmitError,
-    SubmitRequest, ToolSide, TurnEvent,
+    ClientAnswer, ConnectionScope, ErrorCode, MediaChunk, SessionId, SessionLease, SubmitRequest,
+    ToolSide, TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 use tokio::sync::mpsc;
-use tokio::time::Sleep;
 
+use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
+use crate::driver::{self, CredentialClock, Dialect, INTERNAL, Link, SubmitRefusal};
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
-use crate::socket::{
-    self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS, classify_read_error,
-    credential_timer, next_event, until,
-};
+use crate::socket::{CLOSE_GOING_AWAY, Exit, SendFailed, TURN_IN_PROGRESS};
 use crate::websocket::{Message, WebSocket};
-use crate::{AgentEntry, AppState};
 
 const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
 
@@ -41,8 +33,7 @@ pub(crate) struct ConnectionParams {
     pub(crate) caller: Caller,
 }
 
-struct Connection {
-    state: Arc<AppState>,
+struct Omnia {
     params: ConnectionParams,
     /// The id announced in `connected`.
     minted: SessionId,
@@ -66,26 +57,19 @@ struct Connection {
     limiter: TokenBucket,
     /// Binary media bytes per second.
     media_limiter: TokenBucket,
-    /// When the caller's token runs out; `None` for credentials without one.
-    credential_deadline: Option<Pin<Box<Sleep>>>,
-    /// The deadline passed: no new work is accepted, and the socket closes
-    /// with 4401 once no turn runs.
-    credential_expired: bool,
 }
 
-pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: ConnectionParams) {
-    let state = slot.state().clone();
-    socket::count_connection(&state);
+pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: ConnectionParams) {
+    let state = slot.state();
     let minted = state.engine.mint_session_id();
     let limits = &state.settings.limits;
-    let mut conn = Connection {
+    let credential = CredentialClock::new(state, params.caller.identity.as_ref());
+    let omnia = Omnia {
         limiter: TokenBucket::new(
             u64::from(limits.messages_per_second),
             u64::from(limits.message_burst),
         ),
         media_limiter: TokenBucket::new(limits.media_bytes_per_second, limits.media_burst_bytes),
-        credential_deadline: credential_timer(&state, params.caller.identity.as_ref()),
-        credential_expired: false,
         scope: ConnectionScope::new(),
         current: minted.clone(),
         minted,
@@ -94,62 +78,151 @@ pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: Con
         turn_bytes: None,
         in_delegation: false,
         params,
-        state: state.clone(),
     };
-    let exit = conn.serve(&mut socket).await;
-    socket::close(&mut socket, exit).await;
-    drop(slot);
+    driver::run(socket, slot, credential, omnia).await;
 }
 
-impl Connection {
-    async fn serve(&mut self, socket: &mut WebSocket) -> Exit {
-        let connected = self.connected_frame();
-        if self.send(socket, connected).await.is_err() || socket::flush(socket).await.is_err() {
-            return Exit::Gone;
-        }
-        let lifecycle = &self.state.lifecycle;
-        let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
-        let mut keepalive = Keepalive::new(&self.state.settings.limits);
-        loop {
-            if self.credential_expired && self.turn.is_none() {
-                return Exit::Close(CLOSE_CREDENTIAL_EXPIRED, "credential expired");
-            }
-            tokio::select! {
-                () = force_close.cancelled() => return Exit::Close(CLOSE_GOING_AWAY, "server shutdown"),
-                () = until(&mut self.credential_deadline), if !self.credential_expired => {
-                    self.credential_expired = true;
+impl Dialect for Omnia {
+    fn turn(&mut self) -> Option<&mut mpsc::Receiver<TurnEvent>> {
+        self.turn.as_mut()
+    }
+
+    async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+        let connected = self.connected_frame(link);
+        link.send(connected).await
+    }
+
+    async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit> {
+        let gone = |_| Exit::Gone;
+        match message {
+            Message::Text(text) => {
+                if !self.limiter.try_take() {
+                    return send_error(link, None, ErrorCode::RateLimited, "rate limit exceeded")
+                        .await
+                        .map_err(gone);
                 }
-                () = drain.cancelled(), if self.turn.is_none() => {
-                    return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
-                }
-                // The handlers are boxed: inline, their futures would size
-                // every idle connection's task for its busiest moment.
-                event = next_event(&mut self.turn) => {
-                    if Box::pin(self.on_turn_events(socket, event)).await.is_err() {
-                        return Exit::Gone;
-                    }
-                }
-                frame = socket.recv() => {
-                    keepalive.heard();
-                    match Box::pin(self.on_frame(socket, frame)).await {
-                        Ok(()) => {}
-                        Err(exit) => return exit,
-                    }
-                }
-                tick = keepalive.tick() => {
-                    if let Err(exit) = Box::pin(Keepalive::act(tick, &self.state, socket)).await {
-                        return exit;
-                    }
+                let Some(bytes) = budget::take(&link.state, text.len()) else {
+                    return send_busy(link).await.map_err(gone);
+                };
+                let decoded = omnia::decode_client_text(text.as_str());
+                // The decoded frame owns what it needs: the frame's own
+                // bytes go back before the engine copies the message on.
+                drop(text);
+                match decoded {
+                    Ok(frame) => self.on_client_frame(link, frame, bytes).await.map_err(gone),
+                    Err(e) => send_error(link, None, ErrorCode::InvalidMessage, &e.message)
+                        .await
+                        .map_err(gone),
                 }
             }
-            if socket::flush(socket).await.is_err() {
-                return Exit::Gone;
+            Message::Binary(bytes) => {
+                if !self.media_limiter.try_take_n(bytes.len() as u64) {
+                    return send_error(
+                        link,
+                        None,
+                        ErrorCode::RateLimited,
+                        "media rate limit exceeded",
+                    )
+                    .await
+                    .map_err(gone);
+                }
+                let Some(_held) = budget::take(&link.state, bytes.len()) else {
+                    return send_busy(link).await.map_err(gone);
+                };
+                self.on_binary(link, &bytes).await.map_err(gone)
             }
+            // The driver hands on data frames only.
+            Message::Close(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Ok(()),
         }
     }
 
-    fn connected_frame(&self) -> String {
-        let limits = &self.state.settings.limits;
+    async fn on_turn_event(
+        &mut self,
+        link: &mut Link,
+        event: Option<TurnEvent>,
+    ) -> Result<(), SendFailed> {
+        let Some(event) = event else {
+            // The turn task ended without a terminal event: it was aborted.
+            self.end_turn();
+            let current = self.current.clone();
+            return send_error(link, Some(&current), ErrorCode::Internal, INTERNAL).await;
+        };
+        if event.is_terminal() {
+            self.end_turn();
+        }
+        let session = self.current.as_str();
+        let now = link.state.engine.clock().now();
+        let shows_server_tools = self.params.agent.shows_server_tools;
+        let frame = match &event {
+            TurnEvent::AgentSwitched { delegated, .. } => {
+                self.in_delegation = *delegated;
+                return Ok(());
+            }
+            TurnEvent::TextDelta(_) if self.in_delegation => return Ok(()),
+            TurnEvent::TextDelta(delta) => omnia::encode_chunk(session, delta, now),
+            TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
+                omnia::encode_tool_call(session, call, now)
+            }
+            // Client-side results reach the stream only when the client did not
+            // answer in time: it is told the call is over.
+            TurnEvent::ToolResult { id, outcome, side }
+                if *side == ToolSide::Client || shows_server_tools =>
+            {
+                omnia::encode_tool_result(session, id, outcome, now)
+            }
+            TurnEvent::ToolCall(_) | TurnEvent::ToolResult { .. } => return Ok(()),
+            TurnEvent::Media(chunk) if self.params.binary => {
+                return self.send_binary_media(link, chunk).await;
+            }
+            TurnEvent::Media(chunk) => omnia::encode_media_chunk(
+                session,
+                &chunk.media_id,
+                chunk.sequence,
+                chunk.is_last,
+                &chunk.data,
+                &chunk.mime_type,
+                now,
+            ),
+            TurnEvent::Interrupt => omnia::encode_interrupt(session, now),
+            TurnEvent::AudioFormat(format) => omnia::encode_session_config(session, format, now),
+            TurnEvent::Completed(reply) => omnia::encode_done(session, reply, now),
+            TurnEvent::Failed(failure) => {
+                link.state.metrics.count_error(failure.code);
+                omnia::encode_error(Some(session), failure.code, &failure.message, now)
+            }
+        };
+        link.send(frame).await
+    }
+
+    async fn when_idle(
+        &mut self,
+        link: &mut Link,
+        draining: bool,
+    ) -> Result<Option<Exit>, SendFailed> {
+        if link.credential.expired() {
+            return Ok(Some(Exit::Close(
+                CLOSE_CREDENTIAL_EXPIRED,
+                "credential expired",
+            )));
+        }
+        Ok(draining.then_some(Exit::Close(CLOSE_GOING_AWAY, "server shutdown")))
+    }
+
+    async fn on_force_close(&mut self, _link: &mut Link) -> Result<(), SendFailed> {
+        Ok(())
+    }
+}
+
+impl Omnia {
+    /// The turn is over: its share of the inbound budget goes back.
+    fn end_turn(&mut self) {
+        self.turn = None;
+        self.turn_bytes = None;
+        self.in_delegation = false;
+    }
+
+    fn connected_frame(&self, link: &Link) -> String {
+        let limits = &link.state.settings.limits;
         omnia::encode_connected(
             &omnia::Connected {
                 session_id: self.minted.as_str(),
@@ -162,99 +235,36 @@ impl Connection {
                 memory_facet: self.params.memory_facet.as_deref(),
                 ai_disclosure: self.params.agent.requires_ai_disclosure,
             },
-            self.state.engine.clock().now(),
+            link.state.engine.clock().now(),
         )
-    }
-
-    async fn on_frame(
-        &mut self,
-        socket: &mut WebSocket,
-        frame: Option<Result<Message, tungstenite::Error>>,
-    ) -> Result<(), Exit> {
-        let message = match frame {
-            None => return Err(Exit::Gone),
-            Some(Ok(message)) => message,
-            Some(Err(error)) => return Err(classify_read_error(error)),
-        };
-        let gone = |_| Exit::Gone;
-        match message {
-            Message::Text(text) => {
-                socket::count_received(&self.state);
-                if !self.limiter.try_take() {
-                    return self
-                        .send_error(socket, None, ErrorCode::RateLimited, "rate limit exceeded")
-                        .await
-                        .map_err(gone);
-                }
-                let Some(bytes) = budget::take(&self.state, text.len()) else {
-                    return self.send_busy(socket).await.map_err(gone);
-                };
-                let decoded = omnia::decode_client_text(text.as_str());
-                // The decoded frame owns what it needs: the frame's own
-                // bytes go back before the engine copies the message on.
-                drop(text);
-                match decoded {
-                    Ok(frame) => self
-                        .on_client_frame(socket, frame, bytes)
-                        .await
-                        .map_err(gone),
-                    Err(e) => self
-                        .send_error(socket, None, ErrorCode::InvalidMessage, &e.message)
-                        .await
-                        .map_err(gone),
-                }
-            }
-            Message::Binary(bytes) => {
-                socket::count_received(&self.state);
-                if !self.media_limiter.try_take_n(bytes.len() as u64) {
-                    return self
-                        .send_error(
-                            socket,
-                            None,
-                            ErrorCode::RateLimited,
-                            "media rate limit exceeded",
-                        )
-                        .await
-                        .map_err(gone);
-                }
-                let Some(_held) = budget::take(&self.state, bytes.len()) else {
-                    return self.send_busy(socket).await.map_err(gone);
-                };
-                self.on_binary(socket, &bytes).await.map_err(gone)
-            }
-            Message::Close(_) => Err(Exit::Gone),
-            // Pongs and pings only reset the keepalive, which the caller did;
-            // tungstenite answers pings itself.
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Ok(()),
-        }
     }
 
     /// `bytes` holds the frame's share of the inbound budget: a message
     /// that starts a turn keeps it until the turn ends.
     async fn on_client_frame(
         &mut self,
-        socket: &mut WebSocket,
+        link: &mut Link,
         frame: ClientFrame,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
         let current = self.current.clone();
         match frame {
             ClientFrame::Message(_) | ClientFrame::UploadRequest { .. }
-                if self.credential_expired_now() =>
+                if link.credential.expired_now() =>
             {
-                self.send_error(
-                    socket,
+                send_error(
+                    link,
                     Some(&current),
                     ErrorCode::CredentialExpired,
                     "credential expired",
                 )
                 .await
             }
-            ClientFrame::Message(message) => self.on_message(socket, message, bytes).await,
+            ClientFrame::Message(message) => self.on_message(link, message, bytes).await,
             ClientFrame::UploadRequest { request, .. } => {
                 let frame =
-                    crate::media_ws::answer_upload_request(&self.state, &current, request).await;
-                self.send(socket, frame).await
+                    crate::media_ws::answer_upload_request(&link.state, &current, request).await;
+                link.send(frame).await
             }
             ClientFrame::ToolResult {
                 call_id,
@@ -273,8 +283,8 @@ impl Connection {
                 {
                     return Ok(());
                 }
-                self.send_error(
-                    socket,
+                send_error(
+                    link,
                     Some(&current),
                     ErrorCode::InvalidMessage,
                     "no pending tool call",
@@ -295,11 +305,11 @@ impl Connection {
                 Ok(())
             }
             ClientFrame::CredentialRefresh { token } => {
-                self.refresh_credential(&token).await;
+                self.refresh_credential(link, &token).await;
                 Ok(())
             }
             ClientFrame::DisclosureAck => {
-                self.record_disclosure_ack().await;
+                self.record_disclosure_ack(link).await;
                 Ok(())
             }
             // No reply by contract. Without realtime audio a hangup has nothing to end.
@@ -309,29 +319,28 @@ impl Connection {
 
     async fn on_message(
         &mut self,
-        socket: &mut WebSocket,
+        link: &mut Link,
         message: ClientMessage,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
         if self.turn.is_some() {
             let current = self.current.clone();
-            return self
-                .send_error(
-                    socket,
-                    Some(&current),
-                    ErrorCode::TurnInProgress,
-                    TURN_IN_PROGRESS,
-                )
-                .await;
+            return send_error(
+                link,
+                Some(&current),
+                ErrorCode::TurnInProgress,
+                TURN_IN_PROGRESS,
+            )
+            .await;
         }
         let session = message
             .session_id
             .as_deref()
             .unwrap_or(self.current.as_str());
         if let Err((code, text)) =
-            crate::media_ws::check_storage_refs(&self.state, session, &message.parts).await
+            crate::media_ws::check_storage_refs(&link.state, session, &message.parts).await
         {
-            return self.send_error(socket, None, code, text).await;
+            return send_error(link, None, code, text).await;
         }
         let ClientMessage {
             session_id,
@@ -353,66 +362,36 @@ impl Connection {
             metadata,
             scope: &self.scope,
         };
-        match self.state.engine.submit(request).await {
+        match link.state.engine.submit(request).await {
             Ok(handle) => {
-                self.state
-                    .metrics
-                    .turns_total
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                link.count_turn();
                 self.current = handle.session.id().clone();
                 self.lease = Some(handle.session);
                 self.turn = Some(handle.events);
                 self.turn_bytes = Some(bytes);
                 Ok(())
             }
-            Err(SubmitError::Expired { requested }) => {
-                self.send_error(
-                    socket,
-                    Some(&requested),
-                    ErrorCode::SessionExpired,
-                    SESSION_EXPIRED,
-                )
-                .await
-            }
-            Err(SubmitError::TurnInProgress { session }) => {
-                self.send_error(
-                    socket,
-                    Some(&session),
-                    ErrorCode::TurnInProgress,
-                    TURN_IN_PROGRESS,
-                )
-                .await
-            }
-            Err(SubmitError::InvalidSessionId(e)) => {
-                self.send_error(socket, None, ErrorCode::InvalidMessage, &e.to_string())
-                    .await
-            }
-            Err(SubmitError::Store(e)) => {
-                tracing::error!(error = %e, "accepting a message failed");
-                let current = self.current.clone();
-                self.send_error(
-                    socket,
-                    Some(&current),
-                    ErrorCode::Internal,
-                    "internal server error",
-                )
-                .await
+            Err(e) => {
+                let refusal = SubmitRefusal::new(e, SESSION_EXPIRED);
+                // An internal failure is told about the connection's session.
+                let session = match refusal.code {
+                    ErrorCode::Internal => Some(self.current.clone()),
+                    _ => refusal.session,
+                };
+                send_error(link, session.as_ref(), refusal.code, &refusal.text).await
             }
         }
     }
 
     /// Inbound OMNI frames carry realtime audio, which needs a duplex
     /// handler; none of the scripted handlers is one.
-    async fn on_binary(&mut self, socket: &mut WebSocket, bytes: &[u8]) -> Result<(), SendFailed> {
+    async fn on_binary(&mut self, link: &mut Link, bytes: &[u8]) -> Result<(), SendFailed> {
         match omnia::decode_binary(bytes) {
-            Err(e) => {
-                self.send_error(socket, None, ErrorCode::InvalidMessage, &e.client_message())
-                    .await
-            }
+            Err(e) => send_error(link, None, ErrorCode::InvalidMessage, &e.client_message()).await,
             Ok(_) => {
                 let current = self.current.clone();
-                self.send_error(
-                    socket,
+                send_error(
+                    link,
                     Some(&current),
                     ErrorCode::MediaNotEnabled,
                     "audio not supported",
@@ -422,97 +401,10 @@ impl Connection {
         }
     }
 
-    /// `first` and the events the turn has already sent after it, up to
-    /// [`socket::EVENT_BATCH`], queued for one flush.
-    async fn on_turn_events(
-        &mut self,
-        socket: &mut WebSocket,
-        first: Option<TurnEvent>,
-    ) -> Result<(), SendFailed> {
-        self.on_turn_event(socket, first).await?;
-        for _ in 1..socket::EVENT_BATCH {
-            let Some(event) = self.turn.as_mut().and_then(socket::ready_event) else {
-                break;
-            };
-            self.on_turn_event(socket, event).await?;
-        }
-        if self.turn.is_none() {
-            self.turn_bytes = None;
-        }
-        Ok(())
-    }
-
-    async fn on_turn_event(
-        &mut self,
-        socket: &mut WebSocket,
-        event: Option<TurnEvent>,
-    ) -> Result<(), SendFailed> {
-        let Some(event) = event else {
-            // The turn task ended without a terminal event: it was aborted.
-            self.turn = None;
-            self.in_delegation = false;
-            let current = self.current.clone();
-            return self
-                .send_error(
-                    socket,
-                    Some(&current),
-                    ErrorCode::Internal,
-                    "internal server error",
-                )
-                .await;
-        };
-        if event.is_terminal() {
-            self.turn = None;
-            self.in_delegation = false;
-        }
-        let session = self.current.as_str();
-        let now = self.state.engine.clock().now();
-        let shows_server_tools = self.params.agent.shows_server_tools;
-        let frame = match &event {
-            TurnEvent::AgentSwitched { delegated, .. } => {
-                self.in_delegation = *delegated;
-                return Ok(());
-            }
-            TurnEvent::TextDelta(_) if self.in_delegation => return Ok(()),
-            TurnEvent::TextDelta(delta) => omnia::encode_chunk(session, delta, now),
-            TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
-                omnia::encode_tool_call(session, call, now)
-            }
-            // Client-side results reach the stream only when the client did not
-            // answer in time: it is told the call is over.
-            TurnEvent::ToolResult { id, outcome, side }
-                if *side == ToolSide::Client || shows_server_tools =>
-            {
-                omnia::encode_tool_result(session, id, outcome, now)
-            }
-            TurnEvent::ToolCall(_) | TurnEvent::ToolResult { .. } => return Ok(()),
-            TurnEvent::Media(chunk) if self.params.binary => {
-                return self.send_binary_media(socket, chunk).await;
-            }
-            TurnEvent::Media(chunk) => omnia::encode_media_chunk(
-                session,
-                &chunk.media_id,
-                chunk.sequence,
-                chunk.is_last,
-                &chunk.data,
-                &chunk.mime_type,
-                now,
-            ),
-            TurnEvent::Interrupt => omnia::encode_interrupt(session, now),
-            TurnEvent::AudioFormat(format) => omnia::encode_session_config(session, format, now),
-            TurnEvent::Completed(reply) => omnia::encode_done(session, reply, now),
-            TurnEvent::Failed(failure) => {
-                self.state.metrics.count_error(failure.code);
-                omnia::encode_error(Some(session), failure.code, &failure.message, now)
-            }
-        };
-        self.send(socket, frame).await
-    }
-
     /// Media as OMNI binary frames, split in 64 KiB chunks above 1 MiB.
     async fn send_binary_media(
         &self,
-        socket: &mut WebSocket,
+        link: &mut Link,
         chunk: &MediaChunk,
     ) -> Result<(), SendFailed> {
         let frames = omnia::encode_media_frames(
@@ -524,21 +416,17 @@ impl Connection {
             &chunk.data,
         );
         for frame in frames {
-            socket::queue_raw(&self.state, socket, Message::Binary(frame.into())).await?;
+            link.send_message(Message::Binary(frame.into())).await?;
         }
         Ok(())
-    }
-
-    fn credential_expired_now(&self) -> bool {
-        self.credential_expired || socket::passed(self.credential_deadline.as_ref())
     }
 
     /// `credential_refresh`: a token for the same owner (subject and session
     /// claim) that expires later replaces the credential; any other is
     /// ignored, silently, as the contract says.
-    async fn refresh_credential(&mut self, token: &str) {
+    async fn refresh_credential(&mut self, link: &mut Link, token: &str) {
         let (Some(authenticator), Some(current)) = (
-            self.state.identity.authenticator.clone(),
+            link.state.identity.authenticator.clone(),
             self.params.caller.identity.as_ref(),
         ) else {
             return;
@@ -547,7 +435,7 @@ impl Connection {
             tracing::info!("credential_refresh ignored: token refused");
             return;
         };
-        let same_owner = Some(pseudonym(&self.state.identity, &fresh)) == self.params.caller.owner;
+        let same_owner = Some(pseudonym(&link.state.identity, &fresh)) == self.params.caller.owner;
         let later = match (fresh.expires_at, current.expires_at) {
             (Some(fresh), Some(current)) => fresh > current,
             _ => false,
@@ -556,17 +444,16 @@ impl Connection {
             tracing::info!(same_owner, later, "credential_refresh ignored");
             return;
         }
-        self.credential_deadline = credential_timer(&self.state, Some(&fresh));
-        self.credential_expired = false;
+        link.credential.renew(&link.state, &fresh);
         self.params.caller.identity = Some(fresh);
     }
 
     /// `disclosure_ack`: recorded on the session as the client's assertion.
-    async fn record_disclosure_ack(&mut self) {
+    async fn record_disclosure_ack(&mut self, link: &mut Link) {
         let metadata = [("asserted_by".to_owned(), "client".to_owned())]
             .into_iter()
             .collect();
-        let recorded = self
+        let recorded = link
             .state
             .engine
             .record_event(
@@ -582,30 +469,24 @@ impl Connection {
             tracing::warn!(error = %e, "recording disclosure_ack failed");
         }
     }
+}
 
-    async fn send_error(
-        &mut self,
-        socket: &mut WebSocket,
-        session: Option<&SessionId>,
-        code: ErrorCode,
-        message: &str,
-    ) -> Result<(), SendFailed> {
-        self.state.metrics.count_error(code);
-        let now = self.state.engine.clock().now();
-        let frame = omnia::encode_error(session.map(SessionId::as_str), code, message, now);
-        self.send(socket, frame).await
-    }
+async fn send_error(
+    link: &mut Link,
+    session: Option<&SessionId>,
+    code: ErrorCode,
+    message: &str,
+) -> Result<(), SendFailed> {
+    link.state.metrics.count_error(code);
+    let now = link.state.engine.clock().now();
+    let frame = omnia::encode_error(session.map(SessionId::as_str), code, message, now);
+    link.send(frame).await
+}
 
-    /// The answer to a frame the inbound budget refused: the connection
-    /// stays open and the client may send it again.
-    async fn send_busy(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
-        self.send_error(socket, None, ErrorCode::RateLimited, budget::BUSY)
-            .await
-    }
-
-    async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
-        socket::queue_text(&self.state, socket, text).await
-    }
+/// The answer to a frame the inbound budget refused: the connection
+/// stays open and the client may send it again.
+async fn send_busy(link: &mut Link) -> Result<(), SendFailed> {
+    send_error(link, None, ErrorCode::RateLimited, budget::BUSY).await
 }
 
 const SESSION_EXPIRED: &str = "session context has expired; start a new session";

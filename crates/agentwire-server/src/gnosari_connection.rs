@@ -1,8 +1,8 @@
-//! One task per Gnosari socket (`/ws/agent/{agent}`, `/ws/team/{team}`,
-//! `/ws/team/{team}/agent/{agent}`). It reads message
-//! frames, screens them, hands them to the same engine the Omnia dialect
-//! uses, and writes each turn's events back, encoded once by
-//! `agentwire_gnosari::TurnEncoder`.
+//! The Gnosari dialect of a connection (`/ws/agent/{agent}`,
+//! `/ws/team/{team}`, `/ws/team/{team}/agent/{agent}`), run by the
+//! connection driver (`driver`): it screens message frames, hands them to the
+//! same engine the Omnia dialect uses, and encodes each turn's events once,
+//! with `agentwire_gnosari::TurnEncoder`.
 //!
 //! **Order.** Frames are answered strictly in the order they arrive, as a
 //! Gnosari receive loop would: one turn runs at a time, and a frame that
@@ -30,29 +30,25 @@
 //! frame the client sent gets its reply before the 1001 close.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use agentwire_core::assets::ASSET_METADATA_KEY;
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
     Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError,
-    MediaId, PartKind, SessionId, SessionLease, StorageRef, SubmitError, SubmitRequest,
-    SummaryNotice, ToolSide, TurnEvent, TurnFailure,
+    MediaId, PartKind, SessionId, SessionLease, StorageRef, SubmitRequest, SummaryNotice, ToolSide,
+    TurnEvent, TurnFailure,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 use tokio::sync::mpsc;
-use tokio::time::Sleep;
 
 use crate::AppState;
 use crate::budget::{self, InboundPermit};
+use crate::driver::{self, CredentialClock, Dialect, INTERNAL, Link, SubmitRefusal};
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
-use crate::socket::{
-    self, CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS,
-    classify_read_error, credential_timer, until,
-};
+use crate::socket::{self, CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, SendFailed};
 use crate::websocket::{Message, WebSocket};
 
 /// Frames that may wait behind the running turn.
@@ -70,7 +66,6 @@ const BINARY_UNSUPPORTED: &str = "binary frames are not supported";
 const CREDENTIAL_EXPIRED: &str = "credential expired";
 const SHUTTING_DOWN: &str = "server is shutting down; the message was not processed";
 const TURN_CUT_SHORT: &str = "server is shutting down; the reply was cut short";
-const INTERNAL: &str = "internal server error";
 const ATTACHMENT_NOT_FOUND: &str = "attachment not found";
 
 /// What the upgrade learned from the request.
@@ -107,8 +102,7 @@ struct RunningTurn {
     summary: SummaryNotice,
 }
 
-struct Connection {
-    state: Arc<AppState>,
+struct Gnosari {
     params: GnosariParams,
     /// The session this socket used last; before the first turn, a minted id
     /// no client knows.
@@ -122,136 +116,159 @@ struct Connection {
     scope: Arc<ConnectionScope>,
     /// Frames per second.
     limiter: TokenBucket,
-    /// When the caller's token runs out; `None` for credentials without one.
-    credential_deadline: Option<Pin<Box<Sleep>>>,
-    /// The deadline passed: no new turn starts, and the socket closes with
-    /// 1008 once the running turn and the queue are done.
-    credential_expired: bool,
 }
 
-pub(crate) async fn run(mut socket: WebSocket, slot: ConnectionSlot, params: GnosariParams) {
-    let state = slot.state().clone();
-    socket::count_connection(&state);
+pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: GnosariParams) {
+    let state = slot.state();
     let limits = &state.settings.limits;
-    let mut conn = Connection {
+    // Past the deadline no new turn starts, and the socket closes with 1008
+    // once the running turn and the queue are done.
+    let credential = CredentialClock::new(state, params.caller.identity.as_ref());
+    let gnosari = Gnosari {
         limiter: TokenBucket::new(
             u64::from(limits.messages_per_second),
             u64::from(limits.message_burst),
         ),
-        credential_deadline: credential_timer(&state, params.caller.identity.as_ref()),
-        credential_expired: false,
         scope: ConnectionScope::new(),
         current: state.engine.mint_session_id(),
         lease: None,
         turn: None,
         queue: VecDeque::new(),
         params,
-        state: state.clone(),
     };
-    let exit = conn.serve(&mut socket).await;
-    socket::close(&mut socket, exit).await;
-    drop(slot);
+    driver::run(socket, slot, credential, gnosari).await;
 }
 
-impl Connection {
-    async fn serve(&mut self, socket: &mut WebSocket) -> Exit {
-        let lifecycle = &self.state.lifecycle;
-        let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
-        let mut keepalive = Keepalive::new(&self.state.settings.limits);
-        loop {
-            if self.turn.is_none() {
-                if drain.is_cancelled() {
-                    if self.refuse_queued(socket).await.is_err() {
-                        return Exit::Gone;
-                    }
-                    return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
-                }
-                if self.credential_expired && self.queue.is_empty() {
-                    return Exit::Close(CLOSE_POLICY_VIOLATION, CREDENTIAL_EXPIRED);
-                }
-            }
-            tokio::select! {
-                () = force_close.cancelled() => {
-                    if Box::pin(self.cut_short(socket)).await.is_err() {
-                        return Exit::Gone;
-                    }
-                    return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
-                }
-                () = until(&mut self.credential_deadline), if !self.credential_expired => {
-                    self.credential_expired = true;
-                }
-                // Handled at the top of the loop.
-                () = drain.cancelled(), if self.turn.is_none() => {}
-                // The handlers are boxed: inline, their futures would size
-                // every idle connection's task for its busiest moment.
-                event = next_event(&mut self.turn) => {
-                    if Box::pin(self.on_turn_events(socket, event)).await.is_err() {
-                        return Exit::Gone;
-                    }
-                }
-                frame = socket.recv() => {
-                    keepalive.heard();
-                    if let Err(exit) = Box::pin(self.on_frame(socket, frame)).await {
-                        return exit;
-                    }
-                }
-                tick = keepalive.tick() => {
-                    if let Err(exit) = Box::pin(Keepalive::act(tick, &self.state, socket)).await {
-                        return exit;
-                    }
-                }
-            }
-            if socket::flush(socket).await.is_err() {
-                return Exit::Gone;
-            }
-        }
+impl Dialect for Gnosari {
+    fn turn(&mut self) -> Option<&mut mpsc::Receiver<TurnEvent>> {
+        self.turn.as_mut().map(|turn| &mut turn.events)
     }
 
-    fn agent_name(&self) -> &str {
-        &self.params.agent_name
+    async fn greet(&mut self, _link: &mut Link) -> Result<(), SendFailed> {
+        Ok(())
     }
 
-    async fn on_frame(
-        &mut self,
-        socket: &mut WebSocket,
-        frame: Option<Result<Message, tungstenite::Error>>,
-    ) -> Result<(), Exit> {
-        let message = match frame {
-            None => return Err(Exit::Gone),
-            Some(Ok(message)) => message,
-            Some(Err(error)) => return Err(classify_read_error(error)),
-        };
+    async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit> {
         let pending = match message {
-            Message::Text(text) => {
-                socket::count_received(&self.state);
-                self.ingress(text.as_str())
+            Message::Text(text) => self.ingress(&link.state, text.as_str()),
+            Message::Binary(_) => Pending::Reply(if self.limiter.try_take() {
+                self.error_reply(ErrorCode::InvalidMessage, BINARY_UNSUPPORTED, None, None)
+            } else {
+                self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None)
+            }),
+            // The driver hands on data frames only.
+            Message::Close(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
+                return Ok(());
             }
-            Message::Binary(_) => {
-                socket::count_received(&self.state);
-                Pending::Reply(if self.limiter.try_take() {
-                    self.error_reply(ErrorCode::InvalidMessage, BINARY_UNSUPPORTED, None, None)
-                } else {
-                    self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None)
-                })
-            }
-            Message::Close(_) => return Err(Exit::Gone),
-            // Pongs and pings only reset the keepalive, which the caller did;
-            // tungstenite answers pings itself.
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => return Ok(()),
         };
-        self.accept(socket, pending)
+        self.accept(link, pending)
             .await
             .map_err(|SendFailed| Exit::Gone)
     }
 
+    async fn on_turn_event(
+        &mut self,
+        link: &mut Link,
+        event: Option<TurnEvent>,
+    ) -> Result<(), SendFailed> {
+        let Some(turn) = self.turn.as_mut() else {
+            return Ok(());
+        };
+        let Some(event) = event else {
+            // The turn task ended without a terminal event: it was aborted.
+            let session = turn.encoder.session_id().to_owned();
+            self.turn = None;
+            let reply = self.error_reply(ErrorCode::Internal, INTERNAL, Some(&session), None);
+            self.send_reply(link, reply).await?;
+            return self.advance(link).await;
+        };
+        if let TurnEvent::ToolCall(call) = &event
+            && call.side == ToolSide::Client
+        {
+            let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
+            self.scope.client_tools().answer(&call.id, denial);
+        }
+        if let TurnEvent::Failed(failure) = &event {
+            link.state.metrics.count_error(failure.code);
+        }
+        let frames = turn.encoder.encode(&event);
+        let terminal = event.is_terminal();
+        // The engine sets the due time before it sends `Completed`.
+        let summary_scheduled = match &event {
+            TurnEvent::Completed(_) => turn
+                .summary
+                .scheduled_at()
+                .map(|at| gnosari::encode_session_summary_scheduled(turn.encoder.session_id(), at)),
+            _ => None,
+        };
+        if terminal {
+            self.turn = None;
+        }
+        for frame in frames {
+            link.send(frame).await?;
+        }
+        if let Some(frame) = summary_scheduled {
+            link.send(frame).await?;
+        }
+        if terminal {
+            self.advance(link).await?;
+        }
+        Ok(())
+    }
+
+    async fn when_idle(
+        &mut self,
+        link: &mut Link,
+        draining: bool,
+    ) -> Result<Option<Exit>, SendFailed> {
+        if draining {
+            self.refuse_queued(link).await?;
+            return Ok(Some(Exit::Close(CLOSE_GOING_AWAY, "server shutdown")));
+        }
+        if link.credential.expired() && self.queue.is_empty() {
+            return Ok(Some(Exit::Close(
+                CLOSE_POLICY_VIOLATION,
+                CREDENTIAL_EXPIRED,
+            )));
+        }
+        Ok(None)
+    }
+
+    /// The drain timed out: what the running turn has sent already goes
+    /// out, a turn that did not end gets its `error`, and every queued frame
+    /// is answered as on a drain (a message: not processed), before the close.
+    async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+        while let Some(event) = self
+            .turn
+            .as_mut()
+            .and_then(|t| socket::ready_event(&mut t.events))
+        {
+            self.on_turn_event(link, event).await?;
+        }
+        if let Some(mut turn) = self.turn.take() {
+            let failure = TurnFailure::new(ErrorCode::Internal, TURN_CUT_SHORT);
+            link.state.metrics.count_error(failure.code);
+            for frame in turn.encoder.encode(&TurnEvent::Failed(failure)) {
+                link.send(frame).await?;
+            }
+        }
+        self.refuse_queued(link).await
+    }
+}
+
+impl Gnosari {
+    fn agent_name(&self) -> &str {
+        &self.params.agent_name
+    }
+
     /// Everything decided about a frame when it arrives, in the behaviour
     /// notes' order (§5.13): rate, parse and schema, screening, attachments.
-    fn ingress(&mut self, text: &str) -> Pending {
+    fn ingress(&mut self, state: &AppState, text: &str) -> Pending {
         if !self.limiter.try_take() {
             let reply = self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None);
             return Pending::Reply(reply);
         }
-        let Some(bytes) = budget::take(&self.state, text.len()) else {
+        let Some(bytes) = budget::take(state, text.len()) else {
             return Pending::Reply(self.error_reply(
                 ErrorCode::RateLimited,
                 budget::BUSY,
@@ -270,7 +287,7 @@ impl Connection {
                 ));
             }
         };
-        if let Some(screen) = &self.state.settings.screening
+        if let Some(screen) = &state.settings.screening
             && let Some(phrase) = screen.find(&message.message)
         {
             tracing::info!(agent = %self.agent_name(), phrase, "message rejected: prompt injection");
@@ -278,7 +295,7 @@ impl Connection {
                 RejectReason::PromptInjection,
                 message.client_message_id.as_deref(),
                 message.session_id.as_deref(),
-                self.state.engine.clock().now(),
+                state.engine.clock().now(),
             );
             return Pending::Reply(Reply { frame, code: None });
         }
@@ -295,9 +312,9 @@ impl Connection {
 
     /// Answers `pending` now when nothing runs, else queues it behind the
     /// running turn.
-    async fn accept(&mut self, socket: &mut WebSocket, pending: Pending) -> Result<(), SendFailed> {
+    async fn accept(&mut self, link: &mut Link, pending: Pending) -> Result<(), SendFailed> {
         if self.turn.is_none() && self.queue.is_empty() {
-            return self.answer(socket, pending).await;
+            return self.answer(link, pending).await;
         }
         if self.queue.len() < MAX_QUEUED {
             self.queue.push_back(pending);
@@ -313,37 +330,37 @@ impl Connection {
                 message.client_message_id.as_deref(),
             ),
         };
-        self.send_reply(socket, reply).await
+        self.send_reply(link, reply).await
     }
 
-    async fn answer(&mut self, socket: &mut WebSocket, pending: Pending) -> Result<(), SendFailed> {
+    async fn answer(&mut self, link: &mut Link, pending: Pending) -> Result<(), SendFailed> {
         match pending {
-            Pending::Reply(reply) => self.send_reply(socket, reply).await,
-            Pending::Message(message, bytes) => self.start_turn(socket, message, bytes).await,
+            Pending::Reply(reply) => self.send_reply(link, reply).await,
+            Pending::Message(message, bytes) => self.start_turn(link, message, bytes).await,
         }
     }
 
-    async fn send_reply(&self, socket: &mut WebSocket, reply: Reply) -> Result<(), SendFailed> {
+    async fn send_reply(&self, link: &mut Link, reply: Reply) -> Result<(), SendFailed> {
         if let Some(code) = reply.code {
-            self.state.metrics.count_error(code);
+            link.state.metrics.count_error(code);
         }
-        self.send(socket, reply.frame).await
+        link.send(reply.frame).await
     }
 
     /// Answers queued frames until one starts a turn.
-    async fn advance(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
-        while self.turn.is_none() && !self.state.lifecycle.drain.is_cancelled() {
+    async fn advance(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+        while self.turn.is_none() && !link.state.lifecycle.drain.is_cancelled() {
             let Some(pending) = self.queue.pop_front() else {
                 break;
             };
-            self.answer(socket, pending).await?;
+            self.answer(link, pending).await?;
         }
         Ok(())
     }
 
     /// On shutdown: every queued frame still gets its answer, and a queued
     /// message is told it was not processed.
-    async fn refuse_queued(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
+    async fn refuse_queued(&mut self, link: &mut Link) -> Result<(), SendFailed> {
         while let Some(pending) = self.queue.pop_front() {
             let reply = match pending {
                 Pending::Message(message, _) => self.error_reply(
@@ -354,36 +371,14 @@ impl Connection {
                 ),
                 Pending::Reply(reply) => reply,
             };
-            self.send_reply(socket, reply).await?;
+            self.send_reply(link, reply).await?;
         }
         Ok(())
     }
 
-    /// The drain timed out: what the running turn has sent already goes
-    /// out, a turn that did not end gets its `error`, and every queued frame
-    /// is answered as on a drain (a message: not processed), before the close.
-    async fn cut_short(&mut self, socket: &mut WebSocket) -> Result<(), SendFailed> {
-        while let Some(event) = self
-            .turn
-            .as_mut()
-            .and_then(|t| socket::ready_event(&mut t.events))
-        {
-            self.on_turn_event(socket, event).await?;
-        }
-        if let Some(mut turn) = self.turn.take() {
-            let failure = TurnFailure::new(ErrorCode::Internal, TURN_CUT_SHORT);
-            self.state.metrics.count_error(failure.code);
-            for frame in turn.encoder.encode(&TurnEvent::Failed(failure)) {
-                self.send(socket, frame).await?;
-            }
-        }
-        self.refuse_queued(socket).await?;
-        socket::flush(socket).await
-    }
-
     async fn start_turn(
         &mut self,
-        socket: &mut WebSocket,
+        link: &mut Link,
         message: InboundMessage,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
@@ -398,18 +393,18 @@ impl Connection {
         } = message;
         // The marker key is the server's: a client cannot set it.
         metadata.remove(ASSET_METADATA_KEY);
-        if self.credential_expired_now() {
+        if link.credential.expired_now() {
             let reply = self.error_reply(
                 ErrorCode::CredentialExpired,
                 CREDENTIAL_EXPIRED,
                 session_id.as_deref(),
                 client_message_id.as_deref(),
             );
-            return self.send_reply(socket, reply).await;
+            return self.send_reply(link, reply).await;
         }
         let mut parts = Vec::new();
         if let (Some(asset), Some(session)) = (asset, session_id.as_deref()) {
-            match self.attachment(session, &asset).await {
+            match self.attachment(&link.state, session, &asset).await {
                 Ok(part) => {
                     metadata.insert(ASSET_METADATA_KEY.to_owned(), asset.to_uuid());
                     parts.push(part);
@@ -417,14 +412,14 @@ impl Connection {
                 Err((code, error)) => {
                     let reply =
                         self.error_reply(code, error, Some(session), client_message_id.as_deref());
-                    return self.send_reply(socket, reply).await;
+                    return self.send_reply(link, reply).await;
                 }
             }
         }
         let fresh;
         let current = match session_id {
             None => {
-                fresh = self.state.engine.mint_session_id();
+                fresh = link.state.engine.mint_session_id();
                 &fresh
             }
             Some(_) => &self.current,
@@ -442,12 +437,9 @@ impl Connection {
             metadata,
             scope: &self.scope,
         };
-        let failure = match self.state.engine.submit(request).await {
+        let refusal = match link.state.engine.submit(request).await {
             Ok(handle) => {
-                self.state
-                    .metrics
-                    .turns_total
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                link.count_turn();
                 let session = handle.session.id().clone();
                 let encoder =
                     TurnEncoder::new(self.agent_name(), session.as_str(), client_message_id);
@@ -460,105 +452,17 @@ impl Connection {
                     encoder,
                     summary: handle.summary,
                 });
-                return self.send(socket, started).await;
+                return link.send(started).await;
             }
-            Err(SubmitError::Expired { requested }) => (
-                ErrorCode::SessionExpired,
-                SESSION_NOT_FOUND.to_owned(),
-                Some(requested),
-            ),
-            Err(SubmitError::TurnInProgress { session }) => (
-                ErrorCode::TurnInProgress,
-                TURN_IN_PROGRESS.to_owned(),
-                Some(session),
-            ),
-            Err(SubmitError::InvalidSessionId(e)) => {
-                (ErrorCode::InvalidMessage, e.to_string(), None)
-            }
-            Err(SubmitError::Store(e)) => {
-                tracing::error!(error = %e, "accepting a message failed");
-                (ErrorCode::Internal, INTERNAL.to_owned(), None)
-            }
+            Err(e) => SubmitRefusal::new(e, SESSION_NOT_FOUND),
         };
-        let (code, error, session) = failure;
         let reply = self.error_reply(
-            code,
-            &error,
-            session.as_ref().map(SessionId::as_str),
+            refusal.code,
+            &refusal.text,
+            refusal.session.as_ref().map(SessionId::as_str),
             client_message_id.as_deref(),
         );
-        self.send_reply(socket, reply).await
-    }
-
-    /// `first` and the events the turn has already sent after it, up to
-    /// [`socket::EVENT_BATCH`], queued for one flush.
-    async fn on_turn_events(
-        &mut self,
-        socket: &mut WebSocket,
-        first: Option<TurnEvent>,
-    ) -> Result<(), SendFailed> {
-        self.on_turn_event(socket, first).await?;
-        for _ in 1..socket::EVENT_BATCH {
-            let Some(event) = self
-                .turn
-                .as_mut()
-                .and_then(|t| socket::ready_event(&mut t.events))
-            else {
-                break;
-            };
-            self.on_turn_event(socket, event).await?;
-        }
-        Ok(())
-    }
-
-    async fn on_turn_event(
-        &mut self,
-        socket: &mut WebSocket,
-        event: Option<TurnEvent>,
-    ) -> Result<(), SendFailed> {
-        let Some(turn) = self.turn.as_mut() else {
-            return Ok(());
-        };
-        let Some(event) = event else {
-            // The turn task ended without a terminal event: it was aborted.
-            let session = turn.encoder.session_id().to_owned();
-            self.turn = None;
-            let reply = self.error_reply(ErrorCode::Internal, INTERNAL, Some(&session), None);
-            self.send_reply(socket, reply).await?;
-            return self.advance(socket).await;
-        };
-        if let TurnEvent::ToolCall(call) = &event
-            && call.side == ToolSide::Client
-        {
-            let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
-            self.scope.client_tools().answer(&call.id, denial);
-        }
-        if let TurnEvent::Failed(failure) = &event {
-            self.state.metrics.count_error(failure.code);
-        }
-        let frames = turn.encoder.encode(&event);
-        let terminal = event.is_terminal();
-        // The engine sets the due time before it sends `Completed`.
-        let summary_scheduled = match &event {
-            TurnEvent::Completed(_) => turn
-                .summary
-                .scheduled_at()
-                .map(|at| gnosari::encode_session_summary_scheduled(turn.encoder.session_id(), at)),
-            _ => None,
-        };
-        if terminal {
-            self.turn = None;
-        }
-        for frame in frames {
-            self.send(socket, frame).await?;
-        }
-        if let Some(frame) = summary_scheduled {
-            self.send(socket, frame).await?;
-        }
-        if terminal {
-            self.advance(socket).await?;
-        }
-        Ok(())
+        self.send_reply(link, reply).await
     }
 
     /// The stored part for asset `id` on `session`: the asset must exist in
@@ -568,11 +472,12 @@ impl Connection {
     /// each turn resolves it afresh (`agentwire_core::assets`).
     async fn attachment(
         &self,
+        state: &AppState,
         session: &str,
         id: &MediaId,
     ) -> Result<ContentPart, (ErrorCode, &'static str)> {
         const NOT_FOUND: (ErrorCode, &str) = (ErrorCode::InvalidMessage, ATTACHMENT_NOT_FOUND);
-        let media = self.state.media.as_ref().ok_or(NOT_FOUND)?;
+        let media = state.media.as_ref().ok_or(NOT_FOUND)?;
         let session = media_session_id(session).map_err(|_| NOT_FOUND)?;
         let storage_ref = StorageRef::new(session, id.clone());
         let info = match media.store.info(&storage_ref).await {
@@ -603,10 +508,6 @@ impl Connection {
         ))
     }
 
-    fn credential_expired_now(&self) -> bool {
-        self.credential_expired || socket::passed(self.credential_deadline.as_ref())
-    }
-
     /// An `error` event.
     fn error_reply(
         &self,
@@ -625,17 +526,5 @@ impl Connection {
             frame,
             code: Some(code),
         }
-    }
-
-    async fn send(&self, socket: &mut WebSocket, text: String) -> Result<(), SendFailed> {
-        socket::queue_text(&self.state, socket, text).await
-    }
-}
-
-/// Waits for the running turn's next event; never resolves when idle.
-async fn next_event(turn: &mut Option<RunningTurn>) -> Option<TurnEvent> {
-    match turn {
-        Some(turn) => turn.events.recv().await,
-        None => std::future::pending().await,
     }
 }

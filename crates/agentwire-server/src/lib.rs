@@ -7,15 +7,19 @@
 //!   resolves, then drains.
 //! - `upgrade`: the `/ws` upgrade checks, in the Omnia reference's order,
 //!   and the pieces every upgrade shares (capacity, origin, opening a socket).
-//! - `connection`: one task per Omnia socket: decode, limits, keepalive, turns.
+//! - `driver`: the connection driver, one task per socket whatever the
+//!   dialect: the loop over turn events, frames, keepalive, credential
+//!   deadline, drain and force-close, one flush per wake-up, the close; a
+//!   dialect plugs in as a `Dialect` (decode, encode, refuse).
+//! - `connection`: the Omnia dialect: frames, rates, turns, client tools.
 //! - `gnosari_upgrade`, `gnosari_connection`: the Gnosari dialect on
 //!   `/ws/agent/{agent}`, `/ws/team/{team}` and
 //!   `/ws/team/{team}/agent/{agent}`: its credential forms, screening,
 //!   ordered turns.
 //! - `sessions_api`: `/api/v1/sessions*`, the caller's sessions of both
 //!   dialects (list, read, messages, delete) as JSON.
-//! - `socket`: what both connection tasks share: sends with the write
-//!   timeout, close codes, keepalive, credential deadline.
+//! - `socket`: the driver's parts: sends with the write timeout, close
+//!   codes, keepalive, credential deadline.
 //! - `websocket`: the upgrade handshake and the socket it yields, which
 //!   owns the raw stream so every close follows RFC 6455's closing rules.
 //! - `lifecycle`: connection accounting and the drain.
@@ -32,6 +36,7 @@
 mod assets;
 mod budget;
 mod connection;
+mod driver;
 mod gnosari_connection;
 mod gnosari_upgrade;
 mod identity;

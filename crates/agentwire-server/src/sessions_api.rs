@@ -45,8 +45,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentwire_core::{
-    Credentials, DeleteError, MessageRole, SessionCursor, SessionId, SessionOverview,
-    SessionRecord, SessionSummary, StoreError, StoredMessage, Timestamp,
+    Credentials, DeleteError, MessageBody, SessionCursor, SessionId, SessionOverview,
+    SessionRecord, SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome, ToolSide,
 };
 use axum::Router;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
@@ -422,36 +422,84 @@ struct MessageOut<'a> {
     metadata: BTreeMap<&'a str, &'a str>,
 }
 
-/// Text for messages; the stored step, as JSON, for tool steps.
+/// Text for messages; the step, as JSON, for tool steps.
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Content<'a> {
     Text(&'a str),
-    Step(Value),
+    Step(Step<'a>),
+}
+
+/// A tool step as the API shows it: `{"call": {id, name, arguments, side}}`
+/// or `{"result": {id, status, value}}`.
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Step<'a> {
+    Call {
+        id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+        side: &'static str,
+    },
+    Result {
+        id: &'a str,
+        status: &'static str,
+        value: StepValue<'a>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum StepValue<'a> {
+    Json(&'a Value),
+    Text(&'a str),
 }
 
 impl<'a> MessageOut<'a> {
     /// The message as the API shows it; `None` for events and failures.
     fn new(message: &'a StoredMessage) -> Option<MessageOut<'a>> {
-        let content = match message.role {
-            MessageRole::User | MessageRole::Assistant => Content::Text(&message.content),
-            MessageRole::Tool => match serde_json::from_str::<Value>(&message.content) {
-                Ok(step) => Content::Step(step),
-                Err(_) => Content::Text(&message.content),
-            },
-            MessageRole::Error | MessageRole::Event => return None,
+        let mut metadata: BTreeMap<&'a str, &'a str> = message
+            .metadata
+            .iter()
+            .filter(|(k, _)| !HIDDEN_METADATA.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let content = match &message.body {
+            MessageBody::User { text, .. } | MessageBody::Reply { text, .. } => Content::Text(text),
+            MessageBody::Interim { text } => {
+                metadata.insert("step", "interim");
+                Content::Text(text)
+            }
+            MessageBody::ToolCall {
+                id,
+                name,
+                arguments,
+                side,
+            } => Content::Step(Step::Call {
+                id,
+                name,
+                arguments,
+                side: match side {
+                    ToolSide::Server => "server",
+                    ToolSide::Client => "client",
+                },
+            }),
+            MessageBody::ToolResult { id, outcome } => {
+                let (status, value) = match outcome {
+                    ToolOutcome::Ok(value) => ("ok", StepValue::Json(value)),
+                    ToolOutcome::Error(e) => ("error", StepValue::Text(e)),
+                    ToolOutcome::Denied(r) => ("denied", StepValue::Text(r)),
+                };
+                Content::Step(Step::Result { id, status, value })
+            }
+            MessageBody::Failure { .. } | MessageBody::Event { .. } => return None,
         };
         Some(MessageOut {
             seq: message.seq,
-            role: message.role.as_str(),
+            role: message.role().as_str(),
             content,
             created_at: rfc3339(message.created_at),
-            metadata: message
-                .metadata
-                .iter()
-                .filter(|(k, _)| !HIDDEN_METADATA.contains(&k.as_str()))
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect(),
+            metadata,
         })
     }
 }
@@ -497,13 +545,11 @@ mod tests {
         assert_eq!(rfc3339(Timestamp(0)), "1970-01-01T00:00:00.000Z");
     }
 
-    fn stored(role: MessageRole, content: &str) -> StoredMessage {
+    fn stored(body: MessageBody) -> StoredMessage {
         StoredMessage {
             session_id: SessionId::parse("s").unwrap(),
             seq: 3,
-            role,
-            content: content.to_owned(),
-            parts: Vec::new(),
+            body,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }
@@ -511,7 +557,10 @@ mod tests {
 
     #[test]
     fn messages_show_text_and_tool_steps_but_no_events_failures_or_markers() {
-        let mut user = stored(MessageRole::User, "hello");
+        let mut user = stored(MessageBody::User {
+            text: "hello".into(),
+            parts: Vec::new(),
+        });
         user.metadata.insert("lang".into(), "en".into());
         user.metadata
             .insert("gnosari_asset_id".into(), "b3f1c2a4".into());
@@ -521,11 +570,43 @@ mod tests {
             serde_json::json!({"seq": 3, "role": "user", "content": "hello",
                 "created_at": "1970-01-01T00:00:00.000Z", "metadata": {"lang": "en"}})
         );
-        let tool = stored(MessageRole::Tool, r#"{"call":{"id":"c","name":"weather"}}"#);
-        let shown = serde_json::to_value(MessageOut::new(&tool).unwrap()).unwrap();
-        assert_eq!(shown["content"]["call"]["name"], "weather");
+        let call = stored(MessageBody::ToolCall {
+            id: "c".into(),
+            name: "weather".into(),
+            arguments: serde_json::json!({"city": "Oslo"}),
+            side: ToolSide::Client,
+        });
+        let shown = serde_json::to_value(MessageOut::new(&call).unwrap()).unwrap();
+        assert_eq!(
+            shown["content"],
+            serde_json::json!({"call": {"id": "c", "name": "weather",
+                "arguments": {"city": "Oslo"}, "side": "client"}})
+        );
+        assert_eq!(shown["role"], "tool");
         assert!(shown.get("metadata").is_none());
-        assert!(MessageOut::new(&stored(MessageRole::Event, "ai.disclosure.displayed")).is_none());
-        assert!(MessageOut::new(&stored(MessageRole::Error, "failed")).is_none());
+        let denied = stored(MessageBody::ToolResult {
+            id: "c".into(),
+            outcome: ToolOutcome::Denied("no".into()),
+        });
+        let shown = serde_json::to_value(MessageOut::new(&denied).unwrap()).unwrap();
+        assert_eq!(
+            shown["content"],
+            serde_json::json!({"result": {"id": "c", "status": "denied", "value": "no"}})
+        );
+        let interim = stored(MessageBody::Interim {
+            text: "checking".into(),
+        });
+        let shown = serde_json::to_value(MessageOut::new(&interim).unwrap()).unwrap();
+        assert_eq!(shown["role"], "assistant");
+        assert_eq!(shown["metadata"], serde_json::json!({"step": "interim"}));
+        let event = stored(MessageBody::Event {
+            name: "ai.disclosure.displayed".into(),
+        });
+        assert!(MessageOut::new(&event).is_none());
+        let failure = stored(MessageBody::Failure {
+            code: "INTERNAL_ERROR".into(),
+            message: "failed".into(),
+        });
+        assert!(MessageOut::new(&failure).is_none());
     }
 }

@@ -259,14 +259,6 @@ pub(crate) async fn until(timer: &mut Option<Pin<Box<Sleep>>>) {
     }
 }
 
-/// Waits for the running turn's next event; never resolves when idle.
-pub(crate) async fn next_event(turn: &mut Option<mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {
-    match turn {
-        Some(events) => events.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The text both dialects show when a session's turn is already running.
 pub(crate) const TURN_IN_PROGRESS: &str =
     "the session's previous turn is still running; send the message again after the reply arrives";

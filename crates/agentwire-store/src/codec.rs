@@ -1,4 +1,11 @@
-//! The JSON this crate stores for message parts and metadata.
+//! How a message is stored: the row's role and content for each kind of
+//! [`MessageBody`], and the JSON of parts, metadata and tool steps.
+//!
+//! The row layout is the one every earlier build wrote: interim text is an
+//! `assistant` row with `step: "interim"` in its metadata, a failure an
+//! `error` row with its `code` there, a tool step a `tool` row whose content
+//! is `{"call": {id, name, arguments, side}}` or `{"result": {id, status,
+//! value}}`. Those keys exist only in this file; readers get typed bodies.
 //!
 //! The core types are deliberately not `Serialize` (the core knows no wire or
 //! storage format), so the shapes live here as private mirror structs. Fields
@@ -10,8 +17,203 @@
 
 use std::borrow::Cow;
 
-use agentwire_core::{ContentPart, MediaContent, Metadata, PartKind, StoreError};
+use agentwire_core::{
+    ContentPart, MediaContent, MessageBody, MessageRole, Metadata, PartKind, StoreError,
+    ToolOutcome, ToolSide,
+};
 use serde::{Deserialize, Serialize};
+
+/// A body as its row stores it.
+pub(crate) struct BodyRow<'a> {
+    pub(crate) role: &'static str,
+    pub(crate) content: Cow<'a, str>,
+    pub(crate) parts: &'a [ContentPart],
+    /// The body's own key added to the message's metadata (`step`, `code`).
+    pub(crate) marker: Option<(&'static str, &'a str)>,
+}
+
+const STEP_KEY: &str = "step";
+const INTERIM: &str = "interim";
+const CODE_KEY: &str = "code";
+
+#[derive(Serialize, Deserialize)]
+enum ToolStepJson<'a> {
+    #[serde(rename = "call")]
+    Call {
+        #[serde(borrow)]
+        id: Cow<'a, str>,
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+        #[serde(default)]
+        arguments: serde_json::Value,
+        side: SideJson,
+    },
+    #[serde(rename = "result")]
+    Result {
+        #[serde(borrow)]
+        id: Cow<'a, str>,
+        status: StatusJson,
+        #[serde(default)]
+        value: serde_json::Value,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SideJson {
+    Server,
+    Client,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StatusJson {
+    Ok,
+    Error,
+    Denied,
+}
+
+fn text_row<'a>(role: MessageRole, text: &'a str, parts: &'a [ContentPart]) -> BodyRow<'a> {
+    BodyRow {
+        role: role.as_str(),
+        content: Cow::Borrowed(text),
+        parts,
+        marker: None,
+    }
+}
+
+fn tool_row(step: &ToolStepJson<'_>) -> Result<BodyRow<'static>, StoreError> {
+    let content = serde_json::to_string(step).map_err(|e| {
+        StoreError::Rejected(format!("cannot encode a tool step: {}", describe(&e)))
+    })?;
+    Ok(BodyRow {
+        role: MessageRole::Tool.as_str(),
+        content: Cow::Owned(content),
+        parts: &[],
+        marker: None,
+    })
+}
+
+pub(crate) fn encode_body(body: &MessageBody) -> Result<BodyRow<'_>, StoreError> {
+    Ok(match body {
+        MessageBody::User { text, parts } => text_row(MessageRole::User, text, parts),
+        MessageBody::Reply { text, parts } => text_row(MessageRole::Assistant, text, parts),
+        MessageBody::Interim { text } => BodyRow {
+            marker: Some((STEP_KEY, INTERIM)),
+            ..text_row(MessageRole::Assistant, text, &[])
+        },
+        MessageBody::Failure { code, message } => BodyRow {
+            marker: Some((CODE_KEY, code)),
+            ..text_row(MessageRole::Error, message, &[])
+        },
+        MessageBody::Event { name } => text_row(MessageRole::Event, name, &[]),
+        MessageBody::ToolCall {
+            id,
+            name,
+            arguments,
+            side,
+        } => tool_row(&ToolStepJson::Call {
+            id: Cow::Borrowed(id),
+            name: Cow::Borrowed(name),
+            arguments: arguments.clone(),
+            side: match side {
+                ToolSide::Server => SideJson::Server,
+                ToolSide::Client => SideJson::Client,
+            },
+        })?,
+        MessageBody::ToolResult { id, outcome } => {
+            let (status, value) = match outcome {
+                ToolOutcome::Ok(value) => (StatusJson::Ok, value.clone()),
+                ToolOutcome::Error(e) => (StatusJson::Error, e.as_str().into()),
+                ToolOutcome::Denied(r) => (StatusJson::Denied, r.as_str().into()),
+            };
+            tool_row(&ToolStepJson::Result {
+                id: Cow::Borrowed(id),
+                status,
+                value,
+            })?
+        }
+    })
+}
+
+/// The row's metadata column: the message's metadata and the body's marker.
+pub(crate) fn encode_row_metadata(
+    metadata: &Metadata,
+    marker: Option<(&str, &str)>,
+) -> Result<Option<String>, StoreError> {
+    match marker {
+        None => encode_metadata(metadata),
+        Some((key, value)) => {
+            let mut with_marker = metadata.clone();
+            with_marker.insert(key.to_owned(), value.to_owned());
+            encode_metadata(&with_marker)
+        }
+    }
+}
+
+/// The body of a row, taking the body's marker out of `metadata`.
+pub(crate) fn decode_body(
+    role: &str,
+    content: String,
+    parts: Vec<ContentPart>,
+    metadata: &mut Metadata,
+) -> Result<MessageBody, String> {
+    let role = MessageRole::parse(role).ok_or("unknown role")?;
+    Ok(match role {
+        MessageRole::User => MessageBody::User {
+            text: content,
+            parts,
+        },
+        MessageRole::Assistant if metadata.get(STEP_KEY).is_some_and(|s| s == INTERIM) => {
+            metadata.remove(STEP_KEY);
+            MessageBody::Interim { text: content }
+        }
+        MessageRole::Assistant => MessageBody::Reply {
+            text: content,
+            parts,
+        },
+        MessageRole::Error => MessageBody::Failure {
+            code: metadata.remove(CODE_KEY).unwrap_or_default(),
+            message: content,
+        },
+        MessageRole::Event => MessageBody::Event { name: content },
+        MessageRole::Tool => {
+            let step: ToolStepJson<'_> = serde_json::from_str(&content)
+                .map_err(|e| format!("invalid tool step JSON: {}", describe(&e)))?;
+            match step {
+                ToolStepJson::Call {
+                    id,
+                    name,
+                    arguments,
+                    side,
+                } => MessageBody::ToolCall {
+                    id: id.into_owned(),
+                    name: name.into_owned(),
+                    arguments,
+                    side: match side {
+                        SideJson::Server => ToolSide::Server,
+                        SideJson::Client => ToolSide::Client,
+                    },
+                },
+                ToolStepJson::Result { id, status, value } => {
+                    let text = |value: serde_json::Value| match value {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    let outcome = match status {
+                        StatusJson::Ok => ToolOutcome::Ok(value),
+                        StatusJson::Error => ToolOutcome::Error(text(value)),
+                        StatusJson::Denied => ToolOutcome::Denied(text(value)),
+                    };
+                    MessageBody::ToolResult {
+                        id: id.into_owned(),
+                        outcome,
+                    }
+                }
+            }
+        }
+    })
+}
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

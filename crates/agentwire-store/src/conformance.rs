@@ -6,8 +6,9 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use agentwire_core::{
-    ContentPart, MediaContent, MessageRole, Metadata, PartKind, SessionCursor, SessionId,
-    SessionRecord, SessionStore, SessionSummary, StoreError, StoredMessage, Timestamp,
+    ContentPart, MediaContent, MessageBody, Metadata, PartKind, SessionCursor, SessionId,
+    SessionRecord, SessionStore, SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome,
+    ToolSide,
 };
 
 /// Generates one `#[tokio::test]` per conformance check. `$make` is an async
@@ -64,9 +65,10 @@ pub(crate) fn message(id: &str, seq: u64, at: i64) -> StoredMessage {
     StoredMessage {
         session_id: sid(id),
         seq,
-        role: MessageRole::User,
-        content: format!("message {seq}"),
-        parts: Vec::new(),
+        body: MessageBody::User {
+            text: format!("message {seq}"),
+            parts: Vec::new(),
+        },
         metadata: Metadata::new(),
         created_at: Timestamp(at),
     }
@@ -138,31 +140,79 @@ pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
         channels: None,
     };
     let mut first = message("s1", 0, 1);
-    first.content = "look at this — ünïcode".into();
-    first.parts = vec![
-        ContentPart::text("look at this"),
-        ContentPart::media(PartKind::Image, image),
-    ];
+    first.body = MessageBody::User {
+        text: "look at this — ünïcode".into(),
+        parts: vec![
+            ContentPart::text("look at this"),
+            ContentPart::media(PartKind::Image, image.clone()),
+        ],
+    };
     first.metadata = Metadata::from([
         ("lang".to_owned(), "en".to_owned()),
         ("client".to_owned(), "web".to_owned()),
     ]);
-    let mut second = message("s1", 1, 2);
-    second.role = MessageRole::Assistant;
-    let mut third = message("s1", 2, 3);
-    third.role = MessageRole::Tool;
-    third.content = String::new();
-    let mut fourth = message("s1", 3, 4);
-    fourth.role = MessageRole::Error;
+    // One message of every other kind: each comes back as it went in,
+    // with the metadata it had and no more.
+    let bodies = [
+        MessageBody::Interim {
+            text: "let me look".into(),
+        },
+        MessageBody::ToolCall {
+            id: "call-1".into(),
+            name: "weather".into(),
+            arguments: serde_json::json!({"city": "Zürich", "days": [1, 2]}),
+            side: ToolSide::Server,
+        },
+        MessageBody::ToolResult {
+            id: "call-1".into(),
+            outcome: ToolOutcome::Ok(serde_json::json!({"t": 3})),
+        },
+        MessageBody::ToolCall {
+            id: "call-2".into(),
+            name: "location".into(),
+            arguments: serde_json::Value::Null,
+            side: ToolSide::Client,
+        },
+        MessageBody::ToolResult {
+            id: "call-2".into(),
+            outcome: ToolOutcome::Denied("the client declined the call: no".into()),
+        },
+        MessageBody::ToolResult {
+            id: "call-3".into(),
+            outcome: ToolOutcome::Error("{\"not\": \"json\"}".into()),
+        },
+        MessageBody::Reply {
+            text: "sunny".into(),
+            parts: vec![ContentPart::media(PartKind::Image, image)],
+        },
+        MessageBody::Failure {
+            code: "PROVIDER_TIMEOUT".into(),
+            message: "the model did not answer in time".into(),
+        },
+        MessageBody::Event {
+            name: "ai.disclosure.displayed".into(),
+        },
+    ];
+    let mut rest: Vec<StoredMessage> = bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| {
+            let seq = i as u64 + 1;
+            let mut m = message("s1", seq, seq as i64 + 1);
+            m.body = body;
+            m
+        })
+        .collect();
+    rest.last_mut().unwrap().metadata =
+        Metadata::from([("asserted_by".to_owned(), "client".to_owned())]);
 
     // Appended out of order: loads come back by seq.
-    for m in [&third, &first, &fourth, &second] {
+    let mut all = vec![first];
+    all.append(&mut rest);
+    for m in all.iter().rev() {
         store.append_message(m).await.unwrap();
     }
-    assert_eq!(
-        store.load_messages(&sid("s1")).await.unwrap(),
-        vec![first, second, third, fourth]
-    );
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), all);
 }
 
 pub(crate) async fn recent_messages_are_the_latest_by_seq(store: &dyn SessionStore) {
@@ -286,7 +336,10 @@ pub(crate) async fn duplicate_seq_is_rejected_alone_in_a_concurrent_batch(
     store.append_message(&original).await.unwrap();
 
     let mut duplicate = message("s1", 0, 2);
-    duplicate.content = "overwrite attempt".into();
+    duplicate.body = MessageBody::User {
+        text: "overwrite attempt".into(),
+        parts: Vec::new(),
+    };
     let mut batch: Vec<StoredMessage> = (1..=50).map(|seq| message("s1", seq, 10)).collect();
     batch.insert(25, duplicate);
     let results = join_all(batch.iter().map(|m| store.append_message(m)).collect()).await;

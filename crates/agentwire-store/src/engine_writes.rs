@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agentwire_core::testing::{CountingIds, FixedClock};
 use agentwire_core::{
-    Agent, ConnectionScope, DEFAULT_HISTORY_WINDOW, Engine, Handler, MessageRole, Metadata, Reply,
+    Agent, ConnectionScope, DEFAULT_HISTORY_WINDOW, Engine, Handler, MessageBody, Metadata, Reply,
     SessionCursor, SessionId, SessionLease, SessionOverview, SessionRecord, SessionStore,
     SessionSummary, StoreError, StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent,
     TurnFailure, context_window,
@@ -136,7 +136,7 @@ impl Handler for HistoryEcho {
 }
 
 fn joined(history: &[StoredMessage]) -> String {
-    let texts: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+    let texts: Vec<&str> = history.iter().filter_map(|m| m.body.text()).collect();
     texts.join("|")
 }
 
@@ -243,7 +243,10 @@ impl Fixture {
 
     async fn stored_texts(&self) -> Vec<String> {
         let stored = self.store.load_messages(&self.session).await.unwrap();
-        stored.into_iter().map(|m| m.content).collect()
+        stored
+            .iter()
+            .filter_map(|m| m.body.text().map(str::to_owned))
+            .collect()
     }
 }
 
@@ -299,13 +302,17 @@ async fn stored_session(store: &FlakyStore, id: &str, turns: u64) -> SessionId {
         .map(|seq| StoredMessage {
             session_id: id.clone(),
             seq,
-            role: if seq % 2 == 0 {
-                MessageRole::User
+            body: if seq % 2 == 0 {
+                MessageBody::User {
+                    text: format!("m{seq}"),
+                    parts: Vec::new(),
+                }
             } else {
-                MessageRole::Assistant
+                MessageBody::Reply {
+                    text: format!("m{seq}"),
+                    parts: Vec::new(),
+                }
             },
-            content: format!("m{seq}"),
-            parts: Vec::new(),
             metadata: Metadata::new(),
             created_at: Timestamp(1_000),
         })

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::{
-    MessageRole, SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore,
-    SessionSummary, StoreError, StoredMessage, Timestamp,
+    SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore, SessionSummary,
+    StoreError, StoredMessage, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction, ffi};
@@ -412,13 +412,14 @@ impl NewMessage {
                 message.seq, message.session_id
             ))
         })?;
+        let row = codec::encode_body(&message.body)?;
         Ok(NewMessage {
             session_id: message.session_id.clone(),
             seq,
-            role: message.role.as_str(),
-            content: message.content.clone(),
-            parts: codec::encode_parts(&message.parts)?,
-            metadata: codec::encode_metadata(&message.metadata)?,
+            role: row.role,
+            parts: codec::encode_parts(row.parts)?,
+            metadata: codec::encode_row_metadata(&message.metadata, row.marker)?,
+            content: row.content.into_owned(),
             created_at: message.created_at.0,
         })
     }
@@ -443,15 +444,15 @@ impl MessageRow {
             ))
         };
         let seq = u64::try_from(self.seq).map_err(|_| corrupt(&"negative seq"))?;
-        let role = MessageRole::parse(&self.role).ok_or_else(|| corrupt(&"unknown role"))?;
         let parts = codec::decode_parts(self.parts.as_deref()).map_err(|e| corrupt(&e))?;
-        let metadata = codec::decode_metadata(self.metadata.as_deref()).map_err(|e| corrupt(&e))?;
+        let mut metadata =
+            codec::decode_metadata(self.metadata.as_deref()).map_err(|e| corrupt(&e))?;
+        let body = codec::decode_body(&self.role, self.content, parts, &mut metadata)
+            .map_err(|e| corrupt(&e))?;
         Ok(StoredMessage {
             session_id: session_id.clone(),
             seq,
-            role,
-            content: self.content,
-            parts,
+            body,
             metadata,
             created_at: Timestamp(self.created_at),
         })

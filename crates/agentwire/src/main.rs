@@ -234,6 +234,10 @@ mod tests {
     /// system on its own, within seconds, while the process does nothing
     /// (the soak's "RSS after the load" in BENCHMARKS.md depends on it).
     #[test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a plain test thread waits for the allocator's own thread"
+    )]
     fn freed_memory_returns_to_the_system_while_idle() {
         const MIB: usize = 1 << 20;
         let before = rss_bytes();

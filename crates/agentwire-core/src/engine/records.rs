@@ -1,11 +1,11 @@
 //! How a turn's outcome becomes stored records: its tool calls, results and
 //! interim text, then its reply or failure, in the order they happened.
 
-use crate::content::{ContentPart, Metadata};
+use crate::content::Metadata;
 use crate::ids::SessionId;
-use crate::session::{MessageRole, StoredMessage};
+use crate::session::{MessageBody, StoredMessage};
 use crate::time::Timestamp;
-use crate::turn::{Reply, ToolOutcome, ToolSide, TurnEvent, TurnFailure};
+use crate::turn::{Reply, TurnEvent, TurnFailure};
 
 pub(super) fn tool_records(
     session: &SessionId,
@@ -15,27 +15,21 @@ pub(super) fn tool_records(
     events
         .into_iter()
         .filter_map(|event| {
-            let content = match event {
-                TurnEvent::ToolCall(call) => serde_json::json!({
-                    "call": {"id": call.id, "name": call.name, "arguments": call.arguments,
-                             "side": match call.side { ToolSide::Server => "server", ToolSide::Client => "client" }}
-                }),
+            let body = match event {
+                TurnEvent::ToolCall(call) => MessageBody::ToolCall {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                    side: call.side,
+                },
                 TurnEvent::ToolResult { id, outcome, .. } => {
-                    let (status, value) = match outcome {
-                        ToolOutcome::Ok(v) => ("ok", v),
-                        ToolOutcome::Error(e) => ("error", e.into()),
-                        ToolOutcome::Denied(r) => ("denied", r.into()),
-                    };
-                    serde_json::json!({"result": {"id": id, "status": status, "value": value}})
+                    MessageBody::ToolResult { id, outcome }
                 }
                 // Text the model wrote before calling tools.
-                TurnEvent::TextDelta(text) => {
-                    let metadata = Metadata::from([("step".to_owned(), "interim".to_owned())]);
-                    return Some(record(session, MessageRole::Assistant, text, Vec::new(), metadata, at));
-                }
+                TurnEvent::TextDelta(text) => MessageBody::Interim { text },
                 _ => return None,
             };
-            Some(record(session, MessageRole::Tool, content.to_string(), Vec::new(), Metadata::new(), at))
+            Some(record(session, body, Metadata::new(), at))
         })
         .collect()
 }
@@ -45,43 +39,29 @@ pub(super) fn terminal_record(
     result: &Result<Reply, TurnFailure>,
     at: Timestamp,
 ) -> StoredMessage {
-    match result {
-        Ok(reply) => record(
-            session,
-            MessageRole::Assistant,
-            reply.text.clone(),
-            reply.parts.clone(),
-            Metadata::new(),
-            at,
-        ),
-        Err(failure) => {
-            let metadata = Metadata::from([("code".to_owned(), failure.code.as_str().to_owned())]);
-            record(
-                session,
-                MessageRole::Error,
-                failure.message.clone(),
-                Vec::new(),
-                metadata,
-                at,
-            )
-        }
-    }
+    let body = match result {
+        Ok(reply) => MessageBody::Reply {
+            text: reply.text.clone(),
+            parts: reply.parts.clone(),
+        },
+        Err(failure) => MessageBody::Failure {
+            code: failure.code.as_str().to_owned(),
+            message: failure.message.clone(),
+        },
+    };
+    record(session, body, Metadata::new(), at)
 }
 
 pub(super) fn record(
     session: &SessionId,
-    role: MessageRole,
-    content: String,
-    parts: Vec<ContentPart>,
+    body: MessageBody,
     metadata: Metadata,
     at: Timestamp,
 ) -> StoredMessage {
     StoredMessage {
         session_id: session.clone(),
         seq: 0,
-        role,
-        content,
-        parts,
+        body,
         metadata,
         created_at: at,
     }

@@ -1,6 +1,7 @@
 use super::schema::MIGRATIONS;
 use super::*;
 use crate::conformance::{self, conformance_tests, message, record};
+use agentwire_core::MessageBody;
 
 async fn make() -> (SqliteStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -28,7 +29,10 @@ async fn data_survives_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions.db");
     let mut stored = message("s1", 0, 42);
-    stored.parts = vec![agentwire_core::ContentPart::text("kept")];
+    stored.body = MessageBody::User {
+        text: "kept".into(),
+        parts: vec![agentwire_core::ContentPart::text("kept")],
+    };
     {
         let store = SqliteStore::open(&path).await.unwrap();
         store
@@ -209,7 +213,10 @@ async fn rejected_errors_name_ids_not_content() {
     let (store, _dir) = make().await;
     store.create_session(&record("s1", None, 0)).await.unwrap();
     let mut m = message("s1", 0, 1);
-    m.content = "top secret".into();
+    m.body = MessageBody::User {
+        text: "top secret".into(),
+        parts: Vec::new(),
+    };
     store.append_message(&m).await.unwrap();
     let err = store.append_message(&m).await.unwrap_err().to_string();
     assert!(err.contains("s1") && !err.contains("secret"), "{err}");
@@ -343,11 +350,16 @@ async fn a_version_2_database_moves_to_integer_session_keys() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions.db");
     let mut rich = message("a", 0, 10);
-    rich.content = "look — ünïcode".into();
-    rich.parts = vec![agentwire_core::ContentPart::text("look")];
+    rich.body = MessageBody::User {
+        text: "look — ünïcode".into(),
+        parts: vec![agentwire_core::ContentPart::text("look")],
+    };
     rich.metadata = agentwire_core::Metadata::from([("lang".to_owned(), "en".to_owned())]);
     let mut answer = message("a", 1, 11);
-    answer.role = MessageRole::Assistant;
+    answer.body = MessageBody::Reply {
+        text: "seen".into(),
+        parts: Vec::new(),
+    };
     let old_messages = [rich, answer, message("b", 0, 20), message("c", 0, 30)];
     {
         let conn = Connection::open(&path).unwrap();
@@ -364,14 +376,15 @@ async fn a_version_2_database_moves_to_integer_session_keys() {
         )
         .unwrap();
         for m in &old_messages {
+            let row = codec::encode_body(&m.body).unwrap();
             conn.execute(
                 "INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 (
                     m.session_id.as_str(),
                     m.seq as i64,
-                    m.role.as_str(),
-                    &m.content,
-                    codec::encode_parts(&m.parts).unwrap(),
+                    row.role,
+                    &*row.content,
+                    codec::encode_parts(row.parts).unwrap(),
                     codec::encode_metadata(&m.metadata).unwrap(),
                     m.created_at.0,
                 ),

@@ -1,0 +1,288 @@
+//! The connection driver: one task per socket, whatever the dialect.
+//!
+//! The driver owns the socket and everything a connection does regardless
+//! of its wire format: the `select!` over the running turn's events, the
+//! socket, the keepalive, the credential deadline and the server's drain and
+//! force-close; up to [`socket::EVENT_BATCH`] ready events handled per
+//! wake-up and one flush after it; read errors mapped to their close codes;
+//! the close on exit. A [`Dialect`] plugs in what differs: what a text or
+//! binary frame means, how a turn event is encoded, what is sent before the
+//! first frame is read, and when an idle connection should close.
+//!
+//! The task owns the socket outright: a connection costs one task and no
+//! extra queue, a turn's bounded event channel is its outbound queue, and a
+//! slow client slows its own turn.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use agentwire_core::{ErrorCode, Identity, SessionId, SubmitError, TurnEvent};
+use tokio::sync::mpsc;
+use tokio::time::Sleep;
+
+use crate::AppState;
+use crate::lifecycle::ConnectionSlot;
+use crate::socket::{
+    self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS, classify_read_error,
+    credential_timer, until,
+};
+use crate::websocket::{Message, WebSocket};
+
+/// One wire dialect's side of a connection. Each hook gets the [`Link`]:
+/// the socket to queue frames on (the driver flushes), the server's state
+/// and the caller's credential clock.
+pub(crate) trait Dialect: Send {
+    /// The running turn's events; `None` when no turn runs.
+    fn turn(&mut self) -> Option<&mut mpsc::Receiver<TurnEvent>>;
+
+    /// Frames sent before the first client frame is read.
+    async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed>;
+
+    /// A text or binary frame, already counted.
+    async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit>;
+
+    /// An event of the running turn; `None` when the turn's task ended
+    /// without a terminal event (it was aborted).
+    async fn on_turn_event(
+        &mut self,
+        link: &mut Link,
+        event: Option<TurnEvent>,
+    ) -> Result<(), SendFailed>;
+
+    /// Asked before every wait while no turn runs: the exit, if the
+    /// connection should end now (the server drains, or the credential
+    /// expired and nothing is left to answer).
+    async fn when_idle(
+        &mut self,
+        link: &mut Link,
+        draining: bool,
+    ) -> Result<Option<Exit>, SendFailed>;
+
+    /// The drain timed out: last words before the 1001 close.
+    async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed>;
+}
+
+/// What a dialect's hooks act through.
+pub(crate) struct Link {
+    pub(crate) state: Arc<AppState>,
+    pub(crate) socket: WebSocket,
+    pub(crate) credential: CredentialClock,
+}
+
+impl Link {
+    /// Queues a text frame; it leaves at the driver's next flush.
+    pub(crate) async fn send(&mut self, text: String) -> Result<(), SendFailed> {
+        socket::queue_text(&self.state, &mut self.socket, text).await
+    }
+
+    /// Queues any frame; see [`Link::send`].
+    pub(crate) async fn send_message(&mut self, message: Message) -> Result<(), SendFailed> {
+        socket::queue_raw(&self.state, &mut self.socket, message).await
+    }
+
+    /// Counts a turn the engine accepted.
+    pub(crate) fn count_turn(&self) {
+        self.state
+            .metrics
+            .turns_total
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// When the caller's credential must stop being used, and whether it has.
+pub(crate) struct CredentialClock {
+    /// `None` for credentials without an expiry.
+    deadline: Option<Pin<Box<Sleep>>>,
+    /// The deadline passed: no new work is accepted, and the connection
+    /// closes once nothing is left to answer.
+    expired: bool,
+}
+
+impl CredentialClock {
+    pub(crate) fn new(state: &AppState, identity: Option<&Identity>) -> CredentialClock {
+        CredentialClock {
+            deadline: credential_timer(state, identity),
+            expired: false,
+        }
+    }
+
+    /// The deadline has been seen to pass.
+    pub(crate) fn expired(&self) -> bool {
+        self.expired
+    }
+
+    /// The deadline has passed, seen by the loop or not.
+    pub(crate) fn expired_now(&self) -> bool {
+        self.expired || socket::passed(self.deadline.as_ref())
+    }
+
+    /// A fresh credential replaces the old one (Omnia's `credential_refresh`).
+    pub(crate) fn renew(&mut self, state: &AppState, identity: &Identity) {
+        self.deadline = credential_timer(state, Some(identity));
+        self.expired = false;
+    }
+}
+
+/// Runs `dialect` on `socket` until the connection ends, then closes it as
+/// the exit says.
+pub(crate) async fn run<D: Dialect>(
+    socket: WebSocket,
+    slot: ConnectionSlot,
+    credential: CredentialClock,
+    mut dialect: D,
+) {
+    let state = slot.state().clone();
+    socket::count_connection(&state);
+    let mut link = Link {
+        state,
+        socket,
+        credential,
+    };
+    let exit = serve(&mut link, &mut dialect).await;
+    socket::close(&mut link.socket, exit).await;
+    drop(slot);
+}
+
+async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
+    if dialect.greet(link).await.is_err() || socket::flush(&mut link.socket).await.is_err() {
+        return Exit::Gone;
+    }
+    let lifecycle = &link.state.lifecycle;
+    let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
+    let mut keepalive = Keepalive::new(&link.state.settings.limits);
+    loop {
+        if dialect.turn().is_none() {
+            match dialect.when_idle(link, drain.is_cancelled()).await {
+                Ok(None) => {}
+                Ok(Some(exit)) => return exit,
+                Err(SendFailed) => return Exit::Gone,
+            }
+        }
+        let idle = dialect.turn().is_none();
+        // The handlers are boxed: inline, their futures would size every
+        // idle connection's task for its busiest moment.
+        tokio::select! {
+            () = force_close.cancelled() => {
+                if Box::pin(dialect.on_force_close(link)).await.is_err()
+                    || socket::flush(&mut link.socket).await.is_err()
+                {
+                    return Exit::Gone;
+                }
+                return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
+            }
+            () = until(&mut link.credential.deadline), if !link.credential.expired => {
+                link.credential.expired = true;
+            }
+            // Acted on by `when_idle` at the top of the loop.
+            () = drain.cancelled(), if idle => {}
+            event = next_event(dialect.turn()) => {
+                if Box::pin(on_turn_events(link, dialect, event)).await.is_err() {
+                    return Exit::Gone;
+                }
+            }
+            frame = link.socket.recv() => {
+                keepalive.heard();
+                if let Err(exit) = Box::pin(on_frame(link, dialect, frame)).await {
+                    return exit;
+                }
+            }
+            tick = keepalive.tick() => {
+                if let Err(exit) = Box::pin(Keepalive::act(tick, &link.state, &mut link.socket)).await {
+                    return exit;
+                }
+            }
+        }
+        if socket::flush(&mut link.socket).await.is_err() {
+            return Exit::Gone;
+        }
+    }
+}
+
+async fn on_frame<D: Dialect>(
+    link: &mut Link,
+    dialect: &mut D,
+    frame: Option<Result<Message, tungstenite::Error>>,
+) -> Result<(), Exit> {
+    let message = match frame {
+        None => return Err(Exit::Gone),
+        Some(Ok(message)) => message,
+        Some(Err(error)) => return Err(classify_read_error(error)),
+    };
+    match message {
+        Message::Text(_) | Message::Binary(_) => {
+            socket::count_received(&link.state);
+            dialect.on_frame(link, message).await
+        }
+        Message::Close(_) => Err(Exit::Gone),
+        // Pongs and pings only reset the keepalive, which the caller did;
+        // tungstenite answers pings itself.
+        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Ok(()),
+    }
+}
+
+/// `first` and the events the turn has already sent after it, up to
+/// [`socket::EVENT_BATCH`], queued for one flush.
+async fn on_turn_events<D: Dialect>(
+    link: &mut Link,
+    dialect: &mut D,
+    first: Option<TurnEvent>,
+) -> Result<(), SendFailed> {
+    dialect.on_turn_event(link, first).await?;
+    for _ in 1..socket::EVENT_BATCH {
+        let Some(event) = dialect.turn().and_then(socket::ready_event) else {
+            break;
+        };
+        dialect.on_turn_event(link, event).await?;
+    }
+    Ok(())
+}
+
+/// Waits for the running turn's next event; never resolves when idle.
+async fn next_event(turn: Option<&mut mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {
+    match turn {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why the engine did not take a message, as both dialects tell the client.
+pub(crate) struct SubmitRefusal {
+    pub(crate) code: ErrorCode,
+    pub(crate) text: String,
+    /// The session the refusal is about, when there is one to name.
+    pub(crate) session: Option<SessionId>,
+}
+
+impl SubmitRefusal {
+    /// `expired` is the dialect's text for a session past its
+    /// `context_ttl`. A store failure is logged here and told as an
+    /// internal error without detail.
+    pub(crate) fn new(error: SubmitError, expired: &str) -> SubmitRefusal {
+        let (code, text, session) = match error {
+            SubmitError::Expired { requested } => (
+                ErrorCode::SessionExpired,
+                expired.to_owned(),
+                Some(requested),
+            ),
+            SubmitError::TurnInProgress { session } => (
+                ErrorCode::TurnInProgress,
+                TURN_IN_PROGRESS.to_owned(),
+                Some(session),
+            ),
+            SubmitError::InvalidSessionId(e) => (ErrorCode::InvalidMessage, e.to_string(), None),
+            SubmitError::Store(e) => {
+                tracing::error!(error = %e, "accepting a message failed");
+                (ErrorCode::Internal, INTERNAL.to_owned(), None)
+            }
+        };
+        SubmitRefusal {
+            code,
+            text,
+            session,
+        }
+    }
+}
+
+/// The text of an internal error, on both dialects.
+pub(crate) const INTERNAL: &str = "internal server error";
