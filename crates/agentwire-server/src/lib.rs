@@ -5,49 +5,47 @@
 //! - [`router`] builds the axum router tests and the binary share.
 //! - [`serve`] runs it on an already bound listener until `shutdown`
 //!   resolves, then drains.
-//! - `upgrade`: the `/ws` upgrade checks, in the Omnia reference's order,
-//!   and the pieces every upgrade shares (capacity, origin, opening a socket).
+//!
+//! Grouped by dialect and by HTTP route:
+//!
+//! - `omnia`: the Omnia dialect on `/ws`: `upgrade` (its checks, in the
+//!   Omnia reference's order), `connection` (frames, rates, turns, client
+//!   tools), `media` (`upload_request`, the `storage_ref` check).
+//! - `gnosari`: the Gnosari dialect on `/ws/agent/{agent}`,
+//!   `/ws/team/{team}` and `/ws/team/{team}/agent/{agent}`: `upgrade` (its
+//!   credential forms and gates), `connection` (screening, ordered turns),
+//!   `assets` (`POST /assets`).
+//! - `routes`: `sessions` (`/api/v1/sessions*`, the caller's sessions of
+//!   both dialects), `media` (`/media/*`, on the [`MediaStore`] port in
+//!   [`MediaService`]), `ops` (`/healthz`, `/readyz`, `/metrics`).
 //! - `driver`: the connection driver, one task per socket whatever the
 //!   dialect: the loop over turn events, frames, keepalive, credential
 //!   deadline, drain and force-close, one flush per wake-up, the close; a
 //!   dialect plugs in as a `Dialect` (decode, encode, refuse).
-//! - `connection`: the Omnia dialect: frames, rates, turns, client tools.
-//! - `gnosari_upgrade`, `gnosari_connection`: the Gnosari dialect on
-//!   `/ws/agent/{agent}`, `/ws/team/{team}` and
-//!   `/ws/team/{team}/agent/{agent}`: its credential forms, screening,
-//!   ordered turns.
-//! - `sessions_api`: `/api/v1/sessions*`, the caller's sessions of both
-//!   dialects (list, read, messages, delete) as JSON.
+//! - `upgrade`: what every upgrade shares (capacity, origin, `Refusal`,
+//!   opening a counted socket).
 //! - `socket`: the driver's parts: sends with the write timeout, close
 //!   codes, keepalive, credential deadline.
 //! - `websocket`: the upgrade handshake and the socket it yields, which
 //!   owns the raw stream so every close follows RFC 6455's closing rules.
-//! - `lifecycle`: connection accounting and the drain.
-//! - `ops`: `/healthz`, `/readyz`, `/metrics`.
-//! - `media_routes`: the `/media/*` HTTP routes; `media_ws`: `upload_request`
-//!   and the `storage_ref` check on the socket. Both talk to the
-//!   [`MediaStore`] port in [`MediaService`].
+//! - `lifecycle`: connection accounting and the drain; `identity`: callers
+//!   and owner pseudonyms; `budget`: the inbound bytes in flight.
 //!
 //! # Invariants
 //!
 //! This crate is the only one that knows axum. It never builds a backend: it
 //! receives the engine and agents ready-made from the binary.
 
-mod assets;
 mod budget;
-mod connection;
 mod driver;
-mod gnosari_connection;
-mod gnosari_upgrade;
+mod gnosari;
 mod identity;
 mod lifecycle;
-mod media_routes;
-mod media_ws;
 mod metrics;
-mod ops;
+mod omnia;
 mod query;
 mod rate;
-mod sessions_api;
+mod routes;
 mod socket;
 mod upgrade;
 mod websocket;
@@ -223,19 +221,19 @@ impl AppState {
 /// operational routes.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/ws", get(upgrade::ws_upgrade))
-        .route("/ws/agent/{agent}", get(gnosari_upgrade::ws_upgrade))
-        .route("/ws/team/{team}", get(gnosari_upgrade::team_upgrade))
+        .route("/ws", get(omnia::upgrade::ws_upgrade))
+        .route("/ws/agent/{agent}", get(gnosari::upgrade::ws_upgrade))
+        .route("/ws/team/{team}", get(gnosari::upgrade::team_upgrade))
         .route(
             "/ws/team/{team}/agent/{agent}",
-            get(gnosari_upgrade::team_member_upgrade),
+            get(gnosari::upgrade::team_member_upgrade),
         )
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .merge(media_routes::routes())
-        .merge(assets::routes())
-        .merge(sessions_api::routes())
+        .route("/healthz", get(routes::ops::healthz))
+        .route("/readyz", get(routes::ops::readyz))
+        .route("/metrics", get(routes::ops::metrics))
+        .merge(routes::media::routes())
+        .merge(gnosari::assets::routes())
+        .merge(routes::sessions::routes())
         .with_state(state)
 }
 

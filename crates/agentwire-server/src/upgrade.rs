@@ -1,42 +1,23 @@
-//! The `/ws` upgrade: every refusal happens here, before a socket exists, with
-//! a short plain-text body. The pieces every dialect's upgrade shares (the
-//! capacity checks, the origin check, opening a counted socket) live here too.
+//! What every dialect's upgrade shares: the capacity checks, the origin
+//! check, the plain-text [`Refusal`], and opening a counted socket with the
+//! payload limit and buffer sizes. Each dialect's own checks are in its
+//! `upgrade` module; every refusal happens before a socket exists.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tungstenite::protocol::WebSocketConfig;
 
-use agentwire_core::Credentials;
-
-use crate::connection::{self, ConnectionParams};
-use crate::identity;
+use crate::AppState;
 use crate::lifecycle::{self, ConnectionSlot};
-use crate::query::QueryParams;
 use crate::socket;
 use crate::websocket::{WebSocket, WebSocketUpgrade, WebSocketUpgradeRejection};
-use crate::{AgentEntry, AppState};
 
 /// Initial read buffer per socket. Small on purpose: idle sockets are the
 /// common case and the buffer grows for large frames.
 const READ_BUFFER_BYTES: usize = 4 * 1024;
-
-pub(crate) async fn ws_upgrade(
-    State(state): State<Arc<AppState>>,
-    RawQuery(raw_query): RawQuery,
-    headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    match admit(&state, raw_query.as_deref(), &headers).await {
-        Ok(admitted) => open_socket(&state, upgrade, move |socket, slot| {
-            connection::run(socket, slot, admitted)
-        }),
-        Err(refusal) => refusal.into_response(),
-    }
-}
 
 /// Completes an admitted upgrade: takes a connection slot (503 when the
 /// limit was reached meanwhile), applies the payload limit and the buffer
@@ -102,81 +83,6 @@ impl IntoResponse for Refusal {
             format!("{message}\n"),
         )
             .into_response()
-    }
-}
-
-/// The checks in the Omnia reference's order (§2.2), then ours.
-async fn admit(
-    state: &AppState,
-    raw_query: Option<&str>,
-    headers: &HeaderMap,
-) -> Result<ConnectionParams, Refusal> {
-    check_capacity(state)?;
-    let lifecycle = &state.lifecycle;
-    let query = QueryParams::parse(raw_query);
-    let agent_name = query.first("agent").filter(|a| !a.is_empty());
-    let Some(agent_name) = agent_name else {
-        return Err(Refusal(
-            StatusCode::BAD_REQUEST,
-            "agent parameter is required",
-        ));
-    };
-    let resume = query.first("resume").filter(|r| !r.is_empty());
-    if lifecycle.is_draining() && resume.is_none() {
-        return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "server draining"));
-    }
-    let agent: Arc<AgentEntry> = state
-        .agents
-        .get(agent_name)
-        .cloned()
-        .ok_or(Refusal(StatusCode::NOT_FOUND, "agent not found"))?;
-    let credentials = Credentials {
-        bearer: identity::bearer(headers),
-        ..Credentials::default()
-    };
-    let caller = identity::identify(state, &credentials, &agent).await?;
-    if !origin_allowed(&state.settings.allowed_origins, headers) {
-        return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
-    }
-    let memory_facet = memory_facet(&query, agent.memory_facet.as_deref())?;
-    Ok(ConnectionParams {
-        agent,
-        namespace: query
-            .first("namespace")
-            .filter(|n| !n.is_empty())
-            .unwrap_or("default")
-            .to_owned(),
-        binary: query.first("binary") == Some("true"),
-        memory_facet,
-        caller,
-    })
-}
-
-/// `memory_facet`: optional, at most once, `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`.
-/// An agent scoped to a facet uses it when none is named and refuses another.
-fn memory_facet(query: &QueryParams, agents: Option<&str>) -> Result<Option<String>, Refusal> {
-    let invalid = || Refusal(StatusCode::BAD_REQUEST, "invalid memory_facet");
-    match query.count("memory_facet") {
-        0 => return Ok(agents.map(str::to_owned)),
-        1 => {}
-        _ => return Err(invalid()),
-    }
-    let facet = query.first("memory_facet").unwrap_or_default();
-    let bytes = facet.as_bytes();
-    let valid = !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'/' | b'-'));
-    if !valid {
-        return Err(invalid());
-    }
-    match agents {
-        Some(own) if own != facet => {
-            Err(Refusal(StatusCode::FORBIDDEN, "memory_facet not allowed"))
-        }
-        _ => Ok(Some(facet.to_owned())),
     }
 }
 

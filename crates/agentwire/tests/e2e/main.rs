@@ -18,6 +18,7 @@ mod demo;
 mod drain;
 mod gnosari;
 mod gnosari_contract;
+mod golden;
 mod inbound_budget;
 mod keepalive;
 mod limits;

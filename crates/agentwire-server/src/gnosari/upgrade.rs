@@ -14,7 +14,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::gnosari_connection::{self, GnosariParams};
+use super::connection::{self, GnosariParams};
 use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
@@ -86,7 +86,7 @@ async fn upgrade_to(
 ) -> Response {
     match admit(state, target, raw_query, headers).await {
         Ok(params) => open_socket(state, upgrade, move |socket, slot| {
-            gnosari_connection::run(socket, slot, params)
+            connection::run(socket, slot, params)
         }),
         Err(refusal) => refusal.into_response(),
     }

@@ -27,10 +27,10 @@ use axum::response::Response;
 use axum::routing::post;
 use futures_util::StreamExt;
 
-use crate::media_routes::{
+use crate::query::QueryParams;
+use crate::routes::media::{
     INVALID_BODY, UNSUPPORTED_TYPE, either, json, method_not_allowed, refusal, service,
 };
-use crate::query::QueryParams;
 use crate::upgrade::Refusal;
 use crate::{AppState, identity};
 

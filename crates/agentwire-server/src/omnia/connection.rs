@@ -263,7 +263,7 @@ impl Omnia {
             ClientFrame::Message(message) => self.on_message(link, message, bytes).await,
             ClientFrame::UploadRequest { request, .. } => {
                 let frame =
-                    crate::media_ws::answer_upload_request(&link.state, &current, request).await;
+                    super::media::answer_upload_request(&link.state, &current, request).await;
                 link.send(frame).await
             }
             ClientFrame::ToolResult {
@@ -338,7 +338,7 @@ impl Omnia {
             .as_deref()
             .unwrap_or(self.current.as_str());
         if let Err((code, text)) =
-            crate::media_ws::check_storage_refs(&link.state, session, &message.parts).await
+            super::media::check_storage_refs(&link.state, session, &message.parts).await
         {
             return send_error(link, None, code, text).await;
         }

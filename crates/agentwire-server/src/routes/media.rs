@@ -209,7 +209,7 @@ async fn request_upload_inner(
     let ticket = media.store.prepare_upload(&spec).await.map_err(refusal)?;
     let (url, storage_ref) = (media.upload_url(&ticket), ticket.storage_ref.to_string());
     let body =
-        omnia::encode_upload_credentials(&crate::media_ws::ready(&ticket, &url, &storage_ref));
+        omnia::encode_upload_credentials(&crate::omnia::media::ready(&ticket, &url, &storage_ref));
     Ok(json(StatusCode::OK, body))
 }
 
