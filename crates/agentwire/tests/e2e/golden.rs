@@ -9,11 +9,9 @@
 
 use std::path::PathBuf;
 
-use futures_util::StreamExt;
 use serde_json::json;
-use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{Client, FRAME_TIMEOUT, TestServer};
+use crate::support::{Client, TestServer};
 
 /// Values that differ from run to run, by key.
 const VARYING: &[&str] = &["timestamp", "scheduled_at", "session_id", "call_id", "id"];
@@ -50,26 +48,10 @@ fn string_len(rest: &str) -> Option<usize> {
     None
 }
 
-/// The next text frame as sent, skipping pings and pongs.
-async fn recv_raw(client: &mut Client) -> String {
-    loop {
-        let message = tokio::time::timeout(FRAME_TIMEOUT, client.ws.next())
-            .await
-            .expect("a frame within the timeout")
-            .expect("socket open")
-            .expect("frame readable");
-        match message {
-            Message::Text(text) => return text.as_str().to_owned(),
-            Message::Ping(_) | Message::Pong(_) => {}
-            other => panic!("expected a text frame, got {other:?}"),
-        }
-    }
-}
-
 /// Raw frames up to and including the one whose `type` is in `terminal`.
 async fn recv_until(client: &mut Client, terminal: &[&str], out: &mut Vec<String>) {
     loop {
-        let frame = recv_raw(client).await;
+        let frame = client.recv_text().await;
         let kind: serde_json::Value = serde_json::from_str(&frame).expect("JSON frame");
         let done = terminal.iter().any(|t| kind["type"] == *t);
         out.push(normalized(&frame));
@@ -141,7 +123,7 @@ async fn omnia_frames_are_unchanged() {
     }
     // A client tool: the call, the client's answer, the end of the turn.
     client.script("client-tool", "golden").await;
-    let call = recv_raw(&mut client).await;
+    let call = client.recv_text().await;
     let call_id = serde_json::from_str::<serde_json::Value>(&call).unwrap()["tool_call"]["id"]
         .as_str()
         .expect("tool_call has an id")
@@ -167,7 +149,7 @@ async fn omnia_connected_frame_is_unchanged() {
         .try_connect("agent=test-agent")
         .await
         .expect("upgrade accepted");
-    let connected = normalized(&recv_raw(&mut client).await);
+    let connected = normalized(&client.recv_text().await);
     check("omnia-connected", &[connected]);
 }
 

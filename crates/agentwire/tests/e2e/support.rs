@@ -285,6 +285,17 @@ impl Client {
 
     /// The next JSON text frame, skipping pings and pongs.
     pub async fn recv(&mut self) -> Value {
+        let text = self.recv_text().await;
+        let value: Value = serde_json::from_str(&text).expect("server frames are JSON");
+        assert!(
+            value["timestamp"].is_string(),
+            "every server frame has a timestamp: {value}"
+        );
+        value
+    }
+
+    /// The next text frame exactly as it was sent, skipping pings and pongs.
+    pub async fn recv_text(&mut self) -> String {
         loop {
             let message = tokio::time::timeout(FRAME_TIMEOUT, self.ws.next())
                 .await
@@ -292,15 +303,7 @@ impl Client {
                 .expect("socket open")
                 .expect("frame readable");
             match message {
-                Message::Text(text) => {
-                    let value: Value =
-                        serde_json::from_str(text.as_str()).expect("server frames are JSON");
-                    assert!(
-                        value["timestamp"].is_string(),
-                        "every server frame has a timestamp: {value}"
-                    );
-                    return value;
-                }
+                Message::Text(text) => return text.as_str().to_owned(),
                 Message::Ping(_) | Message::Pong(_) => continue,
                 other => panic!("expected a text frame, got {other:?}"),
             }
