@@ -2,6 +2,8 @@
 
 use tokio::time::Instant;
 
+use crate::Limits;
+
 pub(crate) struct TokenBucket {
     tokens: f64,
     capacity: f64,
@@ -10,6 +12,15 @@ pub(crate) struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// The per-connection bucket for client frames: `messages_per_second`,
+    /// `message_burst`.
+    pub(crate) fn for_messages(limits: &Limits) -> TokenBucket {
+        TokenBucket::new(
+            u64::from(limits.messages_per_second),
+            u64::from(limits.message_burst),
+        )
+    }
+
     pub(crate) fn new(per_second: u64, burst: u64) -> TokenBucket {
         TokenBucket {
             tokens: burst as f64,

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use agentwire_core::media::media_session_id;
-use agentwire_core::{Credentials, MediaBytes, SessionId, UploadSpec};
+use agentwire_core::{Credentials, MediaBytes, UploadSpec};
 use axum::Router;
 use axum::extract::multipart::{Field, Multipart, MultipartRejection};
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
@@ -29,7 +29,8 @@ use futures_util::StreamExt;
 
 use crate::query::QueryParams;
 use crate::routes::media::{
-    INVALID_BODY, UNSUPPORTED_TYPE, either, json, method_not_allowed, refusal, service,
+    INVALID_BODY, UNSUPPORTED_TYPE, check_session_owner, either, json, method_not_allowed, refusal,
+    service,
 };
 use crate::upgrade::Refusal;
 use crate::{AppState, identity};
@@ -165,25 +166,4 @@ async fn read_capped(mut field: Field<'_>, cap: u64) -> Result<Option<Vec<u8>>, 
         bytes.extend_from_slice(&chunk);
     }
     Ok(Some(bytes))
-}
-
-/// Another owner's session is 404, as a missing asset would be.
-async fn check_session_owner(
-    state: &AppState,
-    session: &SessionId,
-    owner: Option<&str>,
-) -> Result<(), Refusal> {
-    match state.engine.store().load_session(session).await {
-        Ok(Some(record)) if record.owner.as_deref() != owner => {
-            Err(Refusal(StatusCode::NOT_FOUND, "not found"))
-        }
-        Ok(_) => Ok(()),
-        Err(e) => {
-            tracing::error!(error = %e, "session store failed");
-            Err(Refusal(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal server error",
-            ))
-        }
-    }
 }

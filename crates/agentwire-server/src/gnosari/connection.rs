@@ -125,10 +125,7 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Gnosari
     // once the running turn and the queue are done.
     let credential = CredentialClock::new(state, params.caller.identity.as_ref());
     let gnosari = Gnosari {
-        limiter: TokenBucket::new(
-            u64::from(limits.messages_per_second),
-            u64::from(limits.message_burst),
-        ),
+        limiter: TokenBucket::for_messages(limits),
         scope: ConnectionScope::new(),
         current: state.engine.mint_session_id(),
         lease: None,

@@ -65,10 +65,7 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Connect
     let limits = &state.settings.limits;
     let credential = CredentialClock::new(state, params.caller.identity.as_ref());
     let omnia = Omnia {
-        limiter: TokenBucket::new(
-            u64::from(limits.messages_per_second),
-            u64::from(limits.message_burst),
-        ),
+        limiter: TokenBucket::for_messages(limits),
         media_limiter: TokenBucket::new(limits.media_bytes_per_second, limits.media_burst_bytes),
         scope: ConnectionScope::new(),
         current: minted.clone(),

@@ -111,8 +111,18 @@ async fn authorize(
         (None, _) if !state.settings.allow_unauthenticated => return Err(unauthorized),
         (None, _) => None,
     };
+    check_session_owner(state, session, owner.as_deref()).await
+}
+
+/// Another owner's session is 404, as a missing one would be, so ids cannot
+/// be probed; a session not recorded yet is open.
+pub(crate) async fn check_session_owner(
+    state: &AppState,
+    session: &SessionId,
+    owner: Option<&str>,
+) -> Result<(), Refusal> {
     match state.engine.store().load_session(session).await {
-        Ok(Some(record)) if record.owner != owner => {
+        Ok(Some(record)) if record.owner.as_deref() != owner => {
             Err(Refusal(StatusCode::NOT_FOUND, "not found"))
         }
         Ok(_) => Ok(()),
