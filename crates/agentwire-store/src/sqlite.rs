@@ -22,6 +22,7 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentwire_core::{
@@ -43,6 +44,9 @@ const MAX_BATCH: usize = 256;
 const THREAD_NAME: &str = "agentwire-sqlite";
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 const STATEMENT_CACHE_CAPACITY: usize = 32;
+/// How long the store must go without a command before SQLite's caches are
+/// freed.
+const IDLE_RELEASE_AFTER: Duration = Duration::from_secs(1);
 
 /// The embedded, durable session store. Cheap to clone: clones share the
 /// one SQLite thread.
@@ -50,6 +54,10 @@ const STATEMENT_CACHE_CAPACITY: usize = 32;
 pub struct SqliteStore {
     commands: mpsc::Sender<Command>,
     path: Arc<Path>,
+    /// Commands sent so far, for the idle release.
+    activity: Arc<AtomicU64>,
+    /// Idle releases done so far.
+    releases: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -99,16 +107,33 @@ impl SqliteStore {
             ))
         })??;
         info!(path = %path.display(), "session database open");
-        Ok(SqliteStore { commands, path })
+        let store = SqliteStore {
+            commands,
+            path,
+            activity: Arc::default(),
+            releases: Arc::default(),
+        };
+        tokio::spawn(release_when_idle(
+            store.commands.downgrade(),
+            store.activity.clone(),
+            store.releases.clone(),
+        ));
+        Ok(store)
     }
 
     async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+        self.activity.fetch_add(1, Ordering::Relaxed);
         let (reply, response) = oneshot::channel();
         self.commands
             .send(command(reply))
             .await
             .map_err(|_| self.stopped())?;
         response.await.map_err(|_| self.stopped())?
+    }
+
+    /// How many times the idle store has freed SQLite's caches.
+    pub fn idle_releases(&self) -> u64 {
+        self.releases.load(Ordering::Relaxed)
     }
 
     fn stopped(&self) -> StoreError {
@@ -273,6 +298,39 @@ impl SessionStore for SqliteStore {
 // ---------------------------------------------------------------------------
 // Opening and migrating.
 
+/// Asks the SQLite thread to free its caches whenever a tick finds that
+/// commands came before the previous tick and none since. Holds the channel
+/// only weakly, so the store's last clone still closes it; ends with it.
+async fn release_when_idle(
+    commands: mpsc::WeakSender<Command>,
+    activity: Arc<AtomicU64>,
+    releases: Arc<AtomicU64>,
+) {
+    let mut ticks = tokio::time::interval(IDLE_RELEASE_AFTER);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen = activity.load(Ordering::Relaxed);
+    let mut released = seen;
+    loop {
+        ticks.tick().await;
+        let Some(sender) = commands.upgrade() else {
+            return;
+        };
+        let now = activity.load(Ordering::Relaxed);
+        if now == seen && now != released {
+            let (reply, response) = oneshot::channel();
+            if sender.send(Command::ReleaseMemory { reply }).await.is_err() {
+                return;
+            }
+            drop(sender);
+            if let Ok(Ok(())) = response.await {
+                releases.fetch_add(1, Ordering::Relaxed);
+            }
+            released = now;
+        }
+        seen = now;
+    }
+}
+
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let fail = |what: &str, e: &dyn fmt::Display| {
         StoreError::Unavailable(format!(
@@ -390,6 +448,10 @@ enum Command {
         handled_due: Timestamp,
         reply: Reply<()>,
     },
+    /// Frees the connection's caches (the store is idle).
+    ReleaseMemory {
+        reply: Reply<()>,
+    },
 }
 
 /// A message as it is written: parts and metadata already encoded.
@@ -497,7 +559,8 @@ impl Command {
             | Command::Ping { reply }
             | Command::ScheduleSummary { reply, .. }
             | Command::StoreSummary { reply, .. }
-            | Command::ClearSummaryDue { reply, .. } => fail(reply, reason),
+            | Command::ClearSummaryDue { reply, .. }
+            | Command::ReleaseMemory { reply } => fail(reply, reason),
             Command::LoadSession { reply, .. } => fail(reply, reason),
             Command::LoadMessages { reply, .. }
             | Command::LoadRecentMessages { reply, .. }
@@ -609,6 +672,13 @@ fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<Strin
             Outcome::new(reply, result)
         }
         Command::PendingSummaries { reply } => Outcome::new(reply, pending_summaries(tx)),
+        Command::ReleaseMemory { reply } => {
+            let result = tx
+                .release_memory()
+                .map_err(|e| StoreError::Unavailable(format!("cannot release the cache: {e}")));
+            debug!(ok = result.is_ok(), "session store idle: cache released");
+            Outcome::new(reply, result)
+        }
         Command::StoreSummary {
             id,
             summary,

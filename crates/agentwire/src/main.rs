@@ -16,8 +16,10 @@ use tokio::net::TcpListener;
 /// a few percent less CPU per turn but purges only from inside later
 /// allocator calls of the thread that owns the pages, so a server that
 /// went quiet kept its peak; calling its collector needs `unsafe` FFI (see
-/// ARCHITECTURE.md, the binary). Operators can change the options at
-/// start with `_RJEM_MALLOC_CONF`.
+/// ARCHITECTURE.md, the binary). It is the process's `malloc` too, so
+/// SQLite's memory follows the same rules (and glibc's allocator, which
+/// kept what SQLite freed, is out of the picture). Operators can change the
+/// options at start with `MALLOC_CONF`.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

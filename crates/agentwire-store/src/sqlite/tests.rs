@@ -476,3 +476,33 @@ async fn a_version_2_database_moves_to_integer_session_keys() {
         .unwrap();
     assert_eq!(problems, 0);
 }
+
+#[tokio::test]
+async fn an_idle_store_frees_its_caches_once_and_keeps_working() {
+    let (store, _dir) = make().await;
+    store.create_session(&record("s1", None, 1)).await.unwrap();
+    // Busy: a command at least every 200 ms, for longer than the idle
+    // delay, frees nothing.
+    for seq in 0..8 {
+        store
+            .append_message(&message("s1", seq, 10 + seq as i64))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(store.idle_releases(), 0, "released while busy");
+    // Idle: freed within about two idle delays, then not again while
+    // nothing happens.
+    tokio::time::sleep(IDLE_RELEASE_AFTER * 3).await;
+    assert_eq!(store.idle_releases(), 1);
+    tokio::time::sleep(IDLE_RELEASE_AFTER * 2).await;
+    assert_eq!(
+        store.idle_releases(),
+        1,
+        "released again with nothing to free"
+    );
+    // What was written is still read, and new writes still land.
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap().len(), 8);
+    store.append_message(&message("s1", 8, 30)).await.unwrap();
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap().len(), 9);
+}
