@@ -28,13 +28,14 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
+use crate::log::{Epoch, LogReader, SessionLog};
 use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
 use crate::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
@@ -48,11 +49,6 @@ use records::{record, terminal_record, tool_records};
 use crate::turn::{
     ClientTools, EventSink, Handler, TurnContext, TurnEvent, TurnFailure, TurnInput,
 };
-
-/// How many events a turn may have in flight towards its connection before
-/// the handler waits. Small: deltas are tiny and a slow client should slow the
-/// producer, not grow memory.
-const TURN_EVENT_QUEUE: usize = 32;
 
 /// An agent as the engine sees it: its rules and the handler that answers.
 pub struct Agent {
@@ -101,6 +97,10 @@ struct LiveSession {
     /// not be given the same `seq`, and a session's writes reach the store
     /// in `seq` order. Held until the write is durable (or has failed).
     appending: Arc<tokio::sync::Mutex<()>>,
+    /// Every event of the session's turns, for its readers. Lives as long
+    /// as the session is live: a session that leaves memory starts a new
+    /// epoch when it comes back.
+    log: Arc<SessionLog>,
 }
 
 struct LiveState {
@@ -158,11 +158,41 @@ pub enum SubmitError {
 /// A running turn, as its connection sees it.
 pub struct TurnHandle {
     pub session: SessionLease,
-    /// The turn's events; the last one received is terminal.
-    pub events: mpsc::Receiver<TurnEvent>,
+    /// The session's log from this turn's `TurnStarted` on: the turn's
+    /// events, the last of them terminal (then the next turns', should the
+    /// reader go on).
+    pub events: LogReader,
     /// When the session's summary is due after this turn: set before a
     /// `Completed` event is sent, so it can be read as soon as that arrives.
     pub summary: SummaryNotice,
+}
+
+/// A connection coming back to a session it followed before, at the log
+/// position it had read up to.
+pub struct RejoinRequest<'a> {
+    pub agent: &'a Agent,
+    pub namespace: &'a str,
+    /// The caller's pseudonymous owner: anonymous callers never rejoin.
+    pub owner: Option<&'a str>,
+    pub session: &'a str,
+    /// The log's epoch and the seq of the last entry the client had; `None`
+    /// when it could not say (nothing can be replayed then).
+    pub position: Option<(Epoch, u64)>,
+}
+
+/// Where a rejoined connection reads its session's log.
+pub struct Rejoined {
+    pub session: SessionLease,
+    /// The log's epoch and head now, for the client's next rejoin.
+    pub epoch: Epoch,
+    pub head: u64,
+    /// From the start of the turn that holds the client's next entry
+    /// ([`SessionLog::rejoin_reader`]) when `replayed`; else from the head,
+    /// live only: the log does not reach back to the client's position
+    /// (another epoch, or trimmed), so it reloads the history from the
+    /// store instead.
+    pub reader: LogReader,
+    pub replayed: bool,
 }
 
 /// When a completed turn scheduled its session's summary.
@@ -265,6 +295,7 @@ impl Engine {
                     record: record.clone(),
                     window: 0,
                     appending: Arc::default(),
+                    log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -379,14 +410,16 @@ impl Engine {
             }
         };
         let user_write = tokio::spawn(user_write);
-        let (tx, rx) = mpsc::channel(TURN_EVENT_QUEUE);
+        let log = &lease.session.log;
+        let writer = log.start_turn(&req.agent.name);
+        let reader = log.reader_after(writer.turn().0 - 1);
         let (summary_tx, summary_rx) = oneshot::channel();
         let turn = TurnContext {
             session_id: lease.id().clone(),
             input,
             history: history.clone(),
             cancel: self.inner.turns_cancel.child_token(),
-            events: EventSink::new(tx),
+            events: EventSink::new(writer),
             scope: req.scope.clone(),
             client_tools: ClientTools {
                 broker: req.scope.client_tools().clone(),
@@ -407,8 +440,36 @@ impl Engine {
         ));
         Ok(TurnHandle {
             session: lease,
-            events: rx,
+            events: reader,
             summary: SummaryNotice(summary_rx),
+        })
+    }
+
+    /// Attaches a connection to a session it followed before (issue #13):
+    /// the same checks as a resume (agent, owner, `context_ttl`), and never
+    /// for an anonymous caller, whose sessions nobody can prove are theirs.
+    pub async fn rejoin(&self, req: RejoinRequest<'_>) -> Result<Rejoined, SubmitError> {
+        let id = SessionId::parse(req.session)?;
+        if req.owner.is_none() {
+            return Err(SubmitError::Expired { requested: id });
+        }
+        let lease = self
+            .attach(&id, req.agent, req.namespace, req.owner, false)
+            .await?;
+        let log = &lease.session.log;
+        let replay = match req.position {
+            Some((epoch, after)) if epoch == log.epoch() => log.rejoin_reader(after),
+            _ => None,
+        };
+        let replayed = replay.is_some();
+        let head = log.head();
+        let reader = replay.unwrap_or_else(|| log.reader_after(head));
+        Ok(Rejoined {
+            epoch: log.epoch(),
+            head,
+            reader,
+            replayed,
+            session: lease,
         })
     }
 
@@ -468,6 +529,7 @@ impl Engine {
                 LiveSession {
                     window,
                     appending: Arc::default(),
+                    log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -484,6 +546,7 @@ impl Engine {
                 LiveSession {
                     window,
                     appending: Arc::default(),
+                    log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
                     record: SessionRecord {
                         id: id.clone(),
                         agent: agent.name.clone(),
@@ -555,9 +618,36 @@ impl Engine {
     }
 }
 
+/// How long a session whose client went away before reading the end of its
+/// turn stays in memory after that (with its log), so the client can rejoin
+/// and read it.
+pub const REJOIN_GRACE: Duration = Duration::from_secs(120);
+
 impl SessionLease {
     pub fn id(&self) -> &SessionId {
         &self.session.record.id
+    }
+
+    /// Keeps the session, and so its log, in memory for [`REJOIN_GRACE`]
+    /// more, when its owner could rejoin it; anonymous sessions never
+    /// rejoin, so theirs go at once. Needs a tokio runtime; without one (a
+    /// runtime shutting down) the session goes at once.
+    pub fn keep_for_rejoin(self) {
+        if self.session.record.owner.is_none() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep(REJOIN_GRACE).await;
+                drop(self);
+            });
+        }
+    }
+
+    /// Whether this lease is the only one on its session (the live map
+    /// holds the other reference).
+    fn is_sole(&self) -> bool {
+        Arc::strong_count(&self.session) == 2
     }
 
     fn clone_lease(&self) -> SessionLease {
@@ -586,6 +676,14 @@ impl SessionLease {
 
     fn end_turn(&self) {
         self.session.state.lock().turn_running = false;
+    }
+
+    /// Frees the session and runs `finish` (which appends the terminal)
+    /// under the same lock `begin_turn` takes, so no turn begins between.
+    fn end_turn_then(&self, finish: impl FnOnce()) {
+        let mut state = self.session.state.lock();
+        state.turn_running = false;
+        finish();
     }
 
     /// Stores `messages` (their `seq` is assigned here).
@@ -781,8 +879,13 @@ async fn run_turn(
             TurnEvent::Failed(TurnFailure::internal())
         }
     };
-    // Free the session before the client can see the terminal event, so an
-    // immediate next message is not refused as in progress.
-    lease.end_turn();
-    events.send(terminal).await;
+    // The session is free once the terminal is in the log, at the same
+    // moment: a reader that sees it may send the next message at once, and
+    // that next turn's start must come after this terminal.
+    lease.end_turn_then(|| events.finish(terminal));
+    // No connection is on the session: its client went away mid-turn and
+    // may come back for the end.
+    if lease.is_sole() {
+        lease.keep_for_rejoin();
+    }
 }

@@ -59,6 +59,9 @@ pub trait IdSource: Send + Sync {
     fn session_id(&self) -> SessionId;
     /// A new tool-call id: unguessable (at least 122 random bits, a UUIDv4).
     fn call_id(&self) -> String;
+    /// A new turn-log epoch ([`crate::log::Epoch`]): random, so positions of
+    /// a lost past are not mistaken for the new one's.
+    fn log_epoch(&self) -> u64;
 }
 
 #[cfg(test)]

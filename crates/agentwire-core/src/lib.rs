@@ -17,6 +17,8 @@
 //! - [`assets`]: the [`MediaResolver`], which turns stored media into what one
 //!   model call sends (inline data or a fresh presigned URL).
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
+//! - [`log`]: a session's turn log: every event numbered `(epoch, seq)`, one
+//!   [`TurnWriter`] per turn, any number of [`LogReader`]s.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
 //!   rule, resumption and persistence of every accepted message.
 //! - [`summary`]: the [`Summarizer`] port and the [`SummaryScheduler`], which
@@ -34,6 +36,7 @@ pub mod content;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod log;
 pub mod media;
 pub mod model;
 pub mod scope;
@@ -53,10 +56,12 @@ pub use auth::{
 };
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{
-    Agent, DeleteError, Engine, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,
+    Agent, DeleteError, Engine, REJOIN_GRACE, RejoinRequest, Rejoined, SessionLease, SubmitError,
+    SubmitRequest, SummaryNotice, TurnHandle,
 };
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};
+pub use log::{Epoch, Lagged, LogEntry, LogReader, SessionLog, TurnId, TurnWriter};
 pub use media::{
     Download, InvalidMediaId, InvalidStorageRef, MediaBody, MediaBytes, MediaError, MediaId,
     MediaInfo, MediaStore, StorageRef, UploadSpec, UploadTarget, UploadTicket,

@@ -21,17 +21,25 @@ impl Clock for FixedClock {
     }
 }
 
-/// Ids `s0`, `call-1`, `s2`, …: predictable, one counter for both kinds.
+/// Ids `s0`, `call-1`, `s2`, …: predictable, one counter for both kinds;
+/// log epochs 1, 2, … from a counter of their own.
 #[derive(Default)]
-pub struct CountingIds(AtomicU64);
+pub struct CountingIds {
+    ids: AtomicU64,
+    epochs: AtomicU64,
+}
 
 impl IdSource for CountingIds {
     fn session_id(&self) -> SessionId {
-        SessionId::minted(format!("s{}", self.0.fetch_add(1, Ordering::Relaxed)))
+        SessionId::minted(format!("s{}", self.ids.fetch_add(1, Ordering::Relaxed)))
     }
 
     fn call_id(&self) -> String {
-        format!("call-{}", self.0.fetch_add(1, Ordering::Relaxed))
+        format!("call-{}", self.ids.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn log_epoch(&self) -> u64 {
+        self.epochs.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
 

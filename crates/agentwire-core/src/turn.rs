@@ -5,13 +5,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
+use crate::log::TurnWriter;
 use crate::model::ModelRequest;
 use crate::session::{MessageBody, StoredMessage};
 use crate::tools::{ClientCallEnd, ClientToolBroker, await_answer};
@@ -116,6 +116,11 @@ pub struct AudioFormat {
 /// ends every turn.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEvent {
+    /// The first entry of every turn in the session's log ([`crate::log`]):
+    /// `agent` answers it. Dialects that do not number events skip it.
+    TurnStarted {
+        agent: String,
+    },
     TextDelta(String),
     ToolCall(ToolCall),
     /// A server tool's outcome, or a client call denied because the client
@@ -242,7 +247,7 @@ impl TurnContext {
             cancel: self.cancel.child_token(),
             scope: self.scope.clone(),
             events: EventSink {
-                tx: self.events.tx.clone(),
+                writer: self.events.writer.clone(),
                 tool_log: parking_lot::Mutex::new(Vec::new()),
                 recording: false,
                 delegation_depth: self.events.delegation_depth + 1,
@@ -323,10 +328,11 @@ impl TurnContext {
     }
 }
 
-/// Where a handler sends progress. Bounded: a slow client slows the handler
-/// down instead of growing a queue.
+/// Where a handler sends progress: the turn's entries in its session's log
+/// ([`crate::log`]). Appending never waits for a reader; the log's bounds
+/// keep memory flat whatever the readers do.
 pub struct EventSink {
-    tx: mpsc::Sender<TurnEvent>,
+    writer: Arc<TurnWriter>,
     /// Tool events, kept to be persisted with the turn.
     pub(crate) tool_log: parking_lot::Mutex<Vec<TurnEvent>>,
     /// False in a delegated sub-turn: its work is not stored.
@@ -335,9 +341,9 @@ pub struct EventSink {
 }
 
 impl EventSink {
-    pub(crate) fn new(tx: mpsc::Sender<TurnEvent>) -> EventSink {
+    pub(crate) fn new(writer: TurnWriter) -> EventSink {
         EventSink {
-            tx,
+            writer: Arc::new(writer),
             tool_log: parking_lot::Mutex::new(Vec::new()),
             recording: true,
             delegation_depth: 0,
@@ -400,9 +406,17 @@ impl EventSink {
         }
     }
 
+    /// Async for the shared logs to come (`scale-out.md`), whose appends
+    /// are round trips. The in-memory log's never wait, so each append
+    /// spends a unit of the task's cooperative budget instead: a handler
+    /// that streams from memory still yields to the other tasks.
     pub(crate) async fn send(&self, event: TurnEvent) {
-        // A gone receiver means the client left; the turn still completes so
-        // that its answer is stored and a resumed session shows it.
-        let _ = self.tx.send(event).await;
+        self.writer.append(event);
+        tokio::task::consume_budget().await;
+    }
+
+    /// Ends the turn with its terminal event: the last entry of the turn.
+    pub(crate) fn finish(&self, terminal: TurnEvent) {
+        self.writer.finish(terminal);
     }
 }

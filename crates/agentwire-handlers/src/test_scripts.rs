@@ -13,6 +13,14 @@ use serde_json::json;
 
 /// How long the `slow` script blocks before answering.
 const SLOW_SCRIPT_DELAY: Duration = Duration::from_secs(2);
+/// The pause before each of the `paced` script's words.
+const PACED_STEP: Duration = Duration::from_millis(150);
+/// The `paced` script's words; a server tool runs before the third.
+const PACED_WORDS: [&str; 5] = ["one ", "two ", "three ", "four ", "five"];
+/// The `flood` script's reply: this many deltas of [`FLOOD_DELTA_BYTES`]
+/// (40 MiB, more than loopback TCP buffers hold), as fast as it can.
+const FLOOD_DELTAS: usize = 40 * 1024;
+const FLOOD_DELTA_BYTES: usize = 1024;
 
 pub struct TestHandler;
 
@@ -28,6 +36,14 @@ impl Handler for TestHandler {
                     turn.events().text_delta(delta).await;
                 }
                 Ok(Reply::text("Hello world"))
+            }
+            "paced" => paced(turn).await,
+            "flood" => {
+                let delta = "x".repeat(FLOOD_DELTA_BYTES);
+                for _ in 0..FLOOD_DELTAS {
+                    turn.events().text_delta(delta.as_str()).await;
+                }
+                Ok(Reply::text("flooded"))
             }
             "chunk-done" => {
                 turn.events().text_delta("chunk1").await;
@@ -87,6 +103,22 @@ impl Handler for TestHandler {
     }
 }
 
+/// Five words, one every [`PACED_STEP`], with a server tool call and its
+/// result before the third: a turn long enough to drop a socket in.
+async fn paced(turn: &TurnContext) -> Result<Reply, TurnFailure> {
+    for (i, word) in PACED_WORDS.iter().enumerate() {
+        if i == 2 {
+            announce_search(turn).await;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(PACED_STEP) => {}
+            () = turn.cancel.cancelled() => return Err(TurnFailure::internal()),
+        }
+        turn.events().text_delta(*word).await;
+    }
+    Ok(Reply::text(PACED_WORDS.concat()))
+}
+
 /// Asks the client for its location and reports how the call ended.
 async fn client_tool(turn: &TurnContext) -> Reply {
     let request = ClientToolRequest {
@@ -106,6 +138,12 @@ async fn client_tool(turn: &TurnContext) -> Reply {
 
 /// A server-side tool, shown on the wire as the test handler does.
 async fn server_tool(turn: &TurnContext) -> Reply {
+    announce_search(turn).await;
+    Reply::text("complete")
+}
+
+/// The `search` call and its result, as the test handler shows them.
+async fn announce_search(turn: &TurnContext) {
     turn.events()
         .tool_call(ToolCall {
             id: "tool-1".to_owned(),
@@ -119,7 +157,6 @@ async fn server_tool(turn: &TurnContext) -> Reply {
     turn.events()
         .tool_result("tool-1", ToolOutcome::Ok(json!("found results")))
         .await;
-    Reply::text("complete")
 }
 
 /// One media item, sent whole as the last chunk of its stream.

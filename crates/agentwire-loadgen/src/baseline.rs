@@ -91,6 +91,7 @@ async fn connection(mut socket: WebSocket, scripts: Arc<Scripts>, bench: bool) {
             resumed: false,
             memory_facet: None,
             ai_disclosure: None,
+            event_log: None,
         },
         now(),
     );

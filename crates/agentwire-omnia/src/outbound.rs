@@ -37,6 +37,23 @@ pub struct Connected<'a> {
     pub memory_facet: Option<&'a str>,
     /// Written only when the pack declares it: absent is not `false`.
     pub ai_disclosure: Option<bool>,
+    /// `capabilities.event_log`, for clients that asked for log positions
+    /// (`stream=2`); `None` leaves it out.
+    pub event_log: Option<EventLog<'a>>,
+}
+
+/// Where the session's log stands, in `connected.capabilities.event_log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EventLog<'a> {
+    /// The log's epoch; absent while the connection's session has none yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<&'a str>,
+    /// The seq of the log's latest entry (0: none yet).
+    pub head: u64,
+    /// On a rejoin: whether what the client missed follows (`false`: reload
+    /// the history from the sessions API). Absent on a fresh connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replayed: Option<bool>,
 }
 
 pub fn encode_connected(c: &Connected<'_>, ts: Timestamp) -> String {
@@ -46,12 +63,33 @@ pub fn encode_connected(c: &Connected<'_>, ts: Timestamp) -> String {
                 binary_frames: c.capabilities.binary_frames,
                 max_payload_size: c.capabilities.max_payload_size,
                 protocol_version: c.capabilities.protocol_version,
+                event_log: c.event_log,
             },
             resumed: c.resumed,
             memory_facet: c.memory_facet,
             ai_disclosure: c.ai_disclosure,
         }),
         ..Envelope::new("connected", c.session_id, ts)
+    })
+}
+
+/// The first frame of every turn for clients that asked for log positions
+/// (`stream=2`): the turn's id (its own seq) and the log's epoch, which a
+/// rejoin names.
+pub fn encode_turn_started(
+    session_id: &str,
+    turn_id: u64,
+    epoch: &str,
+    agent: &str,
+    ts: Timestamp,
+) -> String {
+    to_json(&Envelope {
+        turn_started: Some(TurnStartedOut {
+            turn_id,
+            epoch,
+            agent,
+        }),
+        ..Envelope::new("turn_started", session_id, ts)
     })
 }
 
@@ -235,6 +273,19 @@ struct SessionConfigOut<'a> {
     channels: u32,
 }
 
+/// `frame`, any frame this module writes, with a top-level `seq` (the
+/// position of the log entry it encodes) just before its `timestamp`, which
+/// every frame ends with: positions are additive, for clients that asked for
+/// them (`stream=2`). Inside strings quotes are escaped, so the last
+/// `,"timestamp":` is the key.
+pub fn with_seq(mut frame: String, seq: u64) -> String {
+    const KEY: &str = ",\"timestamp\":";
+    if let Some(at) = frame.rfind(KEY) {
+        frame.insert_str(at, &format!(",\"seq\":{seq}"));
+    }
+    frame
+}
+
 fn to_json(envelope: &Envelope<'_>) -> String {
     // Sized for the envelope's fixed fields and its text up front: a chunk
     // frame is then written without growing the buffer.
@@ -326,7 +377,16 @@ struct Envelope<'a> {
     session_config: Option<SessionConfigOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     connected: Option<ConnectedOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_started: Option<TurnStartedOut<'a>>,
     timestamp: Rfc3339,
+}
+
+#[derive(Serialize)]
+struct TurnStartedOut<'a> {
+    turn_id: u64,
+    epoch: &'a str,
+    agent: &'a str,
 }
 
 impl<'a> Envelope<'a> {
@@ -343,6 +403,7 @@ impl<'a> Envelope<'a> {
             media_chunk: None,
             session_config: None,
             connected: None,
+            turn_started: None,
             timestamp: Rfc3339(ts),
         }
     }
@@ -486,7 +547,7 @@ struct MediaChunkOut<'a> {
 
 #[derive(Serialize)]
 struct ConnectedOut<'a> {
-    capabilities: CapabilitiesOut,
+    capabilities: CapabilitiesOut<'a>,
     #[serde(skip_serializing_if = "is_false")]
     resumed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -496,10 +557,12 @@ struct ConnectedOut<'a> {
 }
 
 #[derive(Serialize)]
-struct CapabilitiesOut {
+struct CapabilitiesOut<'a> {
     binary_frames: bool,
     max_payload_size: u64,
     protocol_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_log: Option<EventLog<'a>>,
 }
 
 fn is_false(value: &bool) -> bool {

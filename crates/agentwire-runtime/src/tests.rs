@@ -243,9 +243,14 @@ async fn run_turn_with_media(
         .await
         .expect("accepted");
     let session = handle.session.id().clone();
-    let mut receiver = handle.events;
+    let mut reader = handle.events;
     let mut events = Vec::new();
-    while let Some(event) = receiver.recv().await {
+    // The turn's events after its start marker, up to its terminal.
+    while let Ok(entry) = reader.next().await {
+        let event = Arc::unwrap_or_clone(entry.event);
+        if matches!(event, TurnEvent::TurnStarted { .. }) {
+            continue;
+        }
         let terminal = event.is_terminal();
         events.push(event);
         if terminal {

@@ -9,16 +9,18 @@
 //! binary frame means, how a turn event is encoded, what is sent before the
 //! first frame is read, and when an idle connection should close.
 //!
-//! The task owns the socket outright: a connection costs one task and no
-//! extra queue, a turn's bounded event channel is its outbound queue, and a
-//! slow client slows its own turn.
+//! The task owns the socket outright: a connection costs one task, and the
+//! running turn is read from its session's log ([`LogReader`]), so the
+//! log's cursor is the outbound queue and a slow client never slows the
+//! turn. A client that falls too far behind (the log overtakes it, it is
+//! [`LogReader::is_slow`], or a write stalls while a turn runs) is closed
+//! with 4008 "slow consumer".
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use agentwire_core::{ErrorCode, Identity, SessionId, SubmitError, TurnEvent};
-use tokio::sync::mpsc;
+use agentwire_core::{ErrorCode, Identity, Lagged, LogEntry, LogReader, SessionId, SubmitError};
 use tokio::time::Sleep;
 
 use crate::AppState;
@@ -33,8 +35,9 @@ use crate::websocket::{Message, WebSocket};
 /// the socket to queue frames on (the driver flushes), the server's state
 /// and the caller's credential clock.
 pub(crate) trait Dialect: Send {
-    /// The running turn's events; `None` when no turn runs.
-    fn turn(&mut self) -> Option<&mut mpsc::Receiver<TurnEvent>>;
+    /// The running turn's reader of the session's log; `None` when no turn
+    /// runs.
+    fn turn(&mut self) -> Option<&mut LogReader>;
 
     /// Frames sent before the first client frame is read.
     async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed>;
@@ -42,13 +45,9 @@ pub(crate) trait Dialect: Send {
     /// A text or binary frame, already counted.
     async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit>;
 
-    /// An event of the running turn; `None` when the turn's task ended
-    /// without a terminal event (it was aborted).
-    async fn on_turn_event(
-        &mut self,
-        link: &mut Link,
-        event: Option<TurnEvent>,
-    ) -> Result<(), SendFailed>;
+    /// An entry of the running turn. The log gives every turn exactly one
+    /// terminal entry, its last: the dialect ends its turn there.
+    async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed>;
 
     /// Asked before every wait while no turn runs: the exit, if the
     /// connection should end now (the server drains, or the credential
@@ -61,6 +60,10 @@ pub(crate) trait Dialect: Send {
 
     /// The drain timed out: last words before the 1001 close.
     async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed>;
+
+    /// The connection ended without the client's Close (its socket broke,
+    /// or the server closed it): the client may come back to rejoin.
+    fn on_lost(&mut self) {}
 }
 
 /// What a dialect's hooks act through.
@@ -141,6 +144,9 @@ pub(crate) async fn run<D: Dialect>(
     };
     let exit = serve(&mut link, &mut dialect).await;
     socket::close(&mut link.socket, exit).await;
+    if !link.socket.client_closed() {
+        dialect.on_lost();
+    }
     drop(slot);
 }
 
@@ -176,9 +182,9 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
             }
             // Acted on by `when_idle` at the top of the loop.
             () = drain.cancelled(), if idle => {}
-            event = next_event(dialect.turn()) => {
-                if Box::pin(on_turn_events(link, dialect, event)).await.is_err() {
-                    return Exit::Gone;
+            entry = next_entry(dialect.turn()) => {
+                if let Err(exit) = Box::pin(on_turn_events(link, dialect, entry)).await {
+                    return exit;
                 }
             }
             frame = link.socket.recv() => {
@@ -194,9 +200,28 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
             }
         }
         if socket::flush(&mut link.socket).await.is_err() {
-            return Exit::Gone;
+            return send_failed(link, dialect);
         }
     }
+}
+
+/// The exit after a write failed: a write that stalled while a turn runs
+/// is a slow consumer's; anything else leaves nothing to say.
+fn send_failed<D: Dialect>(link: &Link, dialect: &mut D) -> Exit {
+    if link.socket.write_stalled() && dialect.turn().is_some() {
+        slow_consumer(link)
+    } else {
+        Exit::Gone
+    }
+}
+
+/// The exit of a reader that fell too far behind, counted.
+fn slow_consumer(link: &Link) -> Exit {
+    link.state
+        .metrics
+        .slow_consumer_closes_total
+        .fetch_add(1, Ordering::Relaxed);
+    Exit::SlowConsumer
 }
 
 async fn on_frame<D: Dialect>(
@@ -221,27 +246,47 @@ async fn on_frame<D: Dialect>(
     }
 }
 
-/// `first` and the events the turn has already sent after it, up to
-/// [`socket::EVENT_BATCH`], queued for one flush.
+/// `first` and the entries already in the log after it, up to
+/// [`socket::EVENT_BATCH`], queued for one flush. A reader the log has
+/// overtaken, or that is [`LogReader::is_slow`] after the batch, is closed.
 async fn on_turn_events<D: Dialect>(
     link: &mut Link,
     dialect: &mut D,
-    first: Option<TurnEvent>,
-) -> Result<(), SendFailed> {
-    dialect.on_turn_event(link, first).await?;
-    for _ in 1..socket::EVENT_BATCH {
-        let Some(event) = dialect.turn().and_then(socket::ready_event) else {
+    first: Result<LogEntry, Lagged>,
+) -> Result<(), Exit> {
+    let mut entry = first.map_err(|_| slow_consumer(link))?;
+    for round in 1..=socket::EVENT_BATCH {
+        // Taken before the entry is handed on: a terminal ends the reader.
+        if let Some(merged) = dialect.turn().map(LogReader::take_merged)
+            && merged > 0
+        {
+            link.state
+                .metrics
+                .coalesced_deltas_total
+                .fetch_add(merged, Ordering::Relaxed);
+        }
+        if dialect.on_turn_event(link, entry).await.is_err() {
+            return Err(send_failed(link, dialect));
+        }
+        let Some(reader) = dialect.turn().filter(|_| round < socket::EVENT_BATCH) else {
             break;
         };
-        dialect.on_turn_event(link, event).await?;
+        entry = match reader.try_next() {
+            Ok(Some(entry)) => entry,
+            Ok(None) => break,
+            Err(_) => return Err(slow_consumer(link)),
+        };
     }
-    Ok(())
+    match dialect.turn() {
+        Some(reader) if reader.is_slow() => Err(slow_consumer(link)),
+        _ => Ok(()),
+    }
 }
 
-/// Waits for the running turn's next event; never resolves when idle.
-async fn next_event(turn: Option<&mut mpsc::Receiver<TurnEvent>>) -> Option<TurnEvent> {
+/// Waits for the running turn's next entry; never resolves when idle.
+async fn next_entry(turn: Option<&mut LogReader>) -> Result<LogEntry, Lagged> {
     match turn {
-        Some(events) => events.recv().await,
+        Some(reader) => reader.next().await,
         None => std::future::pending().await,
     }
 }

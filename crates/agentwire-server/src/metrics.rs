@@ -16,6 +16,11 @@ pub struct Metrics {
     pub messages_sent_total: AtomicU64,
     /// Client frames refused because the inbound byte budget was spent.
     pub inbound_refused_total: AtomicU64,
+    /// Connections closed with 4008 because they fell too far behind their
+    /// session's log.
+    pub slow_consumer_closes_total: AtomicU64,
+    /// Text deltas read merged into another by readers far behind.
+    pub coalesced_deltas_total: AtomicU64,
     /// Error frames sent, indexed like `ErrorCode::KNOWN`; the last slot
     /// counts handler-defined codes.
     errors_total: [AtomicU64; ErrorCode::KNOWN.len() + 1],
@@ -86,6 +91,18 @@ impl Metrics {
             "agentwire_inbound_refused_total",
             "Client frames refused because the inbound byte budget was spent.",
             &self.inbound_refused_total,
+        );
+        counter(
+            &mut out,
+            "agentwire_slow_consumer_closes_total",
+            "Connections closed with 4008 because they fell too far behind their session's log.",
+            &self.slow_consumer_closes_total,
+        );
+        counter(
+            &mut out,
+            "agentwire_coalesced_deltas_total",
+            "Text deltas merged into one frame for readers far behind the log.",
+            &self.coalesced_deltas_total,
         );
         let _ = writeln!(
             out,

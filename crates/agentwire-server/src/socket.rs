@@ -8,9 +8,8 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agentwire_core::{Identity, IdentityOrigin, TurnEvent};
+use agentwire_core::{Identity, IdentityOrigin};
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, Sleep};
 use tungstenite::error::ProtocolError;
 
@@ -25,6 +24,9 @@ pub(crate) const CLOSE_PROTOCOL_ERROR: u16 = 1002;
 pub(crate) const CLOSE_INVALID_PAYLOAD: u16 = 1007;
 pub(crate) const CLOSE_POLICY_VIOLATION: u16 = 1008;
 pub(crate) const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
+/// A reader that fell too far behind its session's log (or whose writes
+/// stalled while a turn ran): it may reconnect and catch up.
+pub(crate) const CLOSE_SLOW_CONSUMER: u16 = 4008;
 
 /// How long before its expiry a token stops being used, at most.
 const CREDENTIAL_MARGIN: Duration = Duration::from_secs(30);
@@ -41,6 +43,9 @@ pub(crate) enum Exit {
     /// Close with this code and reason without waiting for an answer: the
     /// client is presumed gone.
     Abandon(u16, &'static str),
+    /// 4008 "slow consumer": the client fell too far behind its session's
+    /// log; the close frame waits behind what it has not read yet.
+    SlowConsumer,
 }
 
 /// The socket could not take a frame; the connection is over.
@@ -114,17 +119,6 @@ pub(crate) const WRITE_BUFFER_BYTES: usize = 16 * 1024;
 /// frames are flushed: a fast producer cannot starve the socket's reads.
 pub(crate) const EVENT_BATCH: usize = 64;
 
-/// An event the running turn has already sent, without waiting:
-/// `Some(None)` when the turn ended without a terminal event, `None` when
-/// nothing is ready.
-pub(crate) fn ready_event(events: &mut mpsc::Receiver<TurnEvent>) -> Option<Option<TurnEvent>> {
-    match events.try_recv() {
-        Ok(event) => Some(Some(event)),
-        Err(mpsc::error::TryRecvError::Empty) => None,
-        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
-    }
-}
-
 /// Ends the connection as `exit` asks: the close frame, if any, and the
 /// closing handshake (see [`WebSocket::finish`]).
 pub(crate) async fn close(socket: &mut WebSocket, exit: Exit) {
@@ -132,6 +126,10 @@ pub(crate) async fn close(socket: &mut WebSocket, exit: Exit) {
         Exit::Gone => (None, Linger::None),
         Exit::Close(code, reason) => (Some((code, reason)), Linger::AwaitReply),
         Exit::Abandon(code, reason) => (Some((code, reason)), Linger::None),
+        Exit::SlowConsumer => (
+            Some((CLOSE_SLOW_CONSUMER, "slow consumer")),
+            Linger::BehindQueued,
+        ),
     };
     // Boxed: the closing handshake's future would otherwise size every
     // connection's task.

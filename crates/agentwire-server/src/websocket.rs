@@ -48,6 +48,11 @@ const DISCARD_MIN_BYTES: usize = 16 * 1024 * 1024;
 /// frame too: it was a courtesy to a client that has stopped reading.
 const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// A slow consumer's close frame waits behind everything queued for it;
+/// this long, so a client that reads again in time learns why (4008) and
+/// can rejoin, and a dead one costs its socket this much longer.
+const SLOW_CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `GET` with `Connection: upgrade`, `Upgrade: websocket`,
 /// `Sec-WebSocket-Version: 13` and a key, on HTTP/1.1: what axum's
 /// extractor checks, with the connection's upgrade taken out of the request.
@@ -160,6 +165,10 @@ pub(crate) enum Linger {
     /// The client is presumed gone (it has been silent for the keepalive's
     /// timeout): close TCP as soon as the close frame is out.
     None,
+    /// The client has stopped keeping up: the close frame queues behind
+    /// what it has not read (up to [`SLOW_CLOSE_SEND_TIMEOUT`]), then its
+    /// Close is awaited as for [`Linger::AwaitReply`].
+    BehindQueued,
 }
 
 impl WebSocket {
@@ -198,6 +207,16 @@ impl WebSocket {
         self.write_stalled = true;
     }
 
+    /// A write did not complete within its timeout.
+    pub(crate) fn write_stalled(&self) -> bool {
+        self.write_stalled
+    }
+
+    /// The client sent its Close: it left on purpose.
+    pub(crate) fn client_closed(&self) -> bool {
+        self.client_closed
+    }
+
     /// Ends the connection. After a client's Close: the echo goes out and
     /// TCP closes (the server closes first, §7.1.1). With `close`: the
     /// close frame goes out when the socket can take it, then `linger`
@@ -223,12 +242,13 @@ impl WebSocket {
             code: code.into(),
             reason: reason.into(),
         };
-        let sent = tokio::time::timeout(
-            CLOSE_SEND_TIMEOUT,
-            self.inner.send(Message::Close(Some(frame))),
-        )
-        .await;
-        if !matches!(sent, Ok(Ok(()))) || self.write_stalled {
+        let (send_within, after_stall) = match linger {
+            Linger::BehindQueued => (SLOW_CLOSE_SEND_TIMEOUT, true),
+            Linger::AwaitReply | Linger::None => (CLOSE_SEND_TIMEOUT, false),
+        };
+        let sent =
+            tokio::time::timeout(send_within, self.inner.send(Message::Close(Some(frame)))).await;
+        if !matches!(sent, Ok(Ok(()))) || (self.write_stalled && !after_stall) {
             return;
         }
         if self.read_failed {
@@ -237,7 +257,7 @@ impl WebSocket {
             discard_until_eof(self.inner.get_mut(), limit).await;
             return;
         }
-        if linger == Linger::AwaitReply {
+        if linger != Linger::None {
             self.await_close_reply().await;
         }
         self.shutdown().await;

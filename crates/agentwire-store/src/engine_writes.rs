@@ -232,9 +232,9 @@ impl Fixture {
             .expect("accepted");
         let mut events = handle.events;
         let terminal = loop {
-            let event = events.recv().await.expect("a terminal event");
-            if event.is_terminal() {
-                break event;
+            let entry = events.next().await.expect("the turn's entries");
+            if entry.event.is_terminal() {
+                break Arc::unwrap_or_clone(entry.event);
             }
         };
         *self.lease.lock() = Some(handle.session);

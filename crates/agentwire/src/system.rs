@@ -26,4 +26,9 @@ impl IdSource for RandomIds {
     fn call_id(&self) -> String {
         format!("call_{}", uuid::Uuid::new_v4().simple())
     }
+
+    fn log_epoch(&self) -> u64 {
+        // The high half of a random UUID: 64 bits of the generator's output.
+        (uuid::Uuid::new_v4().as_u128() >> 64) as u64
+    }
 }

@@ -59,6 +59,7 @@ fn connected_always_carries_capabilities_and_omits_defaults() {
             resumed: false,
             memory_facet: None,
             ai_disclosure: None,
+            event_log: None,
         },
         TS,
     );
@@ -80,6 +81,7 @@ fn connected_writes_resumed_facet_and_disclosure_when_set() {
             resumed: true,
             memory_facet: Some("proj-1"),
             ai_disclosure: Some(false),
+            event_log: None,
         },
         TS,
     );
@@ -443,5 +445,36 @@ proptest::proptest! {
             encode_done(&session_id, &Reply::text(content.clone()), ts),
             serialised("done", &session_id, &content, ts)
         );
+    }
+}
+
+#[test]
+fn a_position_goes_in_every_frame_just_before_its_timestamp() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "lookup".into(),
+        arguments: json!({"q": "\"timestamp\":\"x\""}),
+        side: ToolSide::Client,
+        consent_message: None,
+        categories: Vec::new(),
+    };
+    let frames = [
+        encode_chunk("s1", r#"tricky ,"timestamp":"no" text"#, TS),
+        encode_done("s1", &Reply::text("all"), TS),
+        encode_tool_call("s1", &call, TS),
+        encode_tool_result("s1", "c1", &ToolOutcome::Ok(json!(1)), TS),
+        encode_error(Some("s1"), ErrorCode::Internal, "oops", TS),
+        encode_interrupt("s1", TS),
+    ];
+    for frame in frames {
+        let positioned = with_seq(frame.clone(), 42);
+        let mut value = parse(&positioned);
+        assert_eq!(value["seq"], 42, "{positioned}");
+        let keys: KeysInOrder = serde_json::from_str(&positioned).unwrap();
+        let n = keys.0.len();
+        assert_eq!(keys.0[n - 2..], ["seq", "timestamp"], "{positioned}");
+        // Nothing else changed.
+        value.as_object_mut().unwrap().remove("seq");
+        assert_eq!(value, parse(&frame));
     }
 }

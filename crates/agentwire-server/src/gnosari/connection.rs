@@ -35,12 +35,11 @@ use std::sync::Arc;
 use agentwire_core::assets::ASSET_METADATA_KEY;
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
-    Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError,
-    MediaId, PartKind, SessionId, SessionLease, StorageRef, SubmitRequest, SummaryNotice, ToolSide,
-    TurnEvent, TurnFailure,
+    Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, LogEntry, LogReader,
+    MediaContent, MediaError, MediaId, PartKind, SessionId, SessionLease, StorageRef,
+    SubmitRequest, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
-use tokio::sync::mpsc;
 
 use crate::AppState;
 use crate::budget::{self, InboundPermit};
@@ -48,7 +47,7 @@ use crate::driver::{self, CredentialClock, Dialect, INTERNAL, Link, SubmitRefusa
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
-use crate::socket::{self, CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, SendFailed};
+use crate::socket::{CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, SendFailed};
 use crate::websocket::{Message, WebSocket};
 
 /// Frames that may wait behind the running turn.
@@ -93,7 +92,8 @@ struct Reply {
 }
 
 struct RunningTurn {
-    events: mpsc::Receiver<TurnEvent>,
+    /// The turn's reader of the session's log.
+    events: LogReader,
     /// The message's share of the inbound budget, given back with the turn.
     _bytes: InboundPermit,
     encoder: TurnEncoder,
@@ -137,7 +137,7 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Gnosari
 }
 
 impl Dialect for Gnosari {
-    fn turn(&mut self) -> Option<&mut mpsc::Receiver<TurnEvent>> {
+    fn turn(&mut self) -> Option<&mut LogReader> {
         self.turn.as_mut().map(|turn| &mut turn.events)
     }
 
@@ -163,35 +163,24 @@ impl Dialect for Gnosari {
             .map_err(|SendFailed| Exit::Gone)
     }
 
-    async fn on_turn_event(
-        &mut self,
-        link: &mut Link,
-        event: Option<TurnEvent>,
-    ) -> Result<(), SendFailed> {
+    async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed> {
         let Some(turn) = self.turn.as_mut() else {
             return Ok(());
         };
-        let Some(event) = event else {
-            // The turn task ended without a terminal event: it was aborted.
-            let session = turn.encoder.session_id().to_owned();
-            self.turn = None;
-            let reply = self.error_reply(ErrorCode::Internal, INTERNAL, Some(&session), None);
-            self.send_reply(link, reply).await?;
-            return self.advance(link).await;
-        };
-        if let TurnEvent::ToolCall(call) = &event
+        let event = &*entry.event;
+        if let TurnEvent::ToolCall(call) = event
             && call.side == ToolSide::Client
         {
             let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
             self.scope.client_tools().answer(&call.id, denial);
         }
-        if let TurnEvent::Failed(failure) = &event {
+        if let TurnEvent::Failed(failure) = event {
             link.state.metrics.count_error(failure.code);
         }
-        let frames = turn.encoder.encode(&event);
+        let frames = turn.encoder.encode(event);
         let terminal = event.is_terminal();
         // The engine sets the due time before it sends `Completed`.
-        let summary_scheduled = match &event {
+        let summary_scheduled = match event {
             TurnEvent::Completed(_) => turn
                 .summary
                 .scheduled_at()
@@ -235,12 +224,13 @@ impl Dialect for Gnosari {
     /// out, a turn that did not end gets its `error`, and every queued frame
     /// is answered as on a drain (a message: not processed), before the close.
     async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed> {
-        while let Some(event) = self
+        // Entries the reader lost to the log's tail are lost to it anyway.
+        while let Some(entry) = self
             .turn
             .as_mut()
-            .and_then(|t| socket::ready_event(&mut t.events))
+            .and_then(|t| t.events.try_next().ok().flatten())
         {
-            self.on_turn_event(link, event).await?;
+            self.on_turn_event(link, entry).await?;
         }
         if let Some(mut turn) = self.turn.take() {
             let failure = TurnFailure::new(ErrorCode::Internal, TURN_CUT_SHORT);

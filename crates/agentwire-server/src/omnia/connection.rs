@@ -5,15 +5,14 @@
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ErrorCode, MediaChunk, SessionId, SessionLease, SubmitRequest,
-    ToolSide, TurnEvent,
+    ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader, MediaChunk,
+    RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, ToolSide, TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
-use tokio::sync::mpsc;
 
 use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
-use crate::driver::{self, CredentialClock, Dialect, INTERNAL, Link, SubmitRefusal};
+use crate::driver::{self, CredentialClock, Dialect, Link, SubmitRefusal};
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -21,6 +20,13 @@ use crate::socket::{CLOSE_GOING_AWAY, Exit, SendFailed, TURN_IN_PROGRESS};
 use crate::websocket::{Message, WebSocket};
 
 const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
+
+/// Where a rejoined session's log stands, for `connected`.
+struct Position {
+    epoch: Epoch,
+    head: u64,
+    replayed: bool,
+}
 
 /// What the upgrade learned from the request.
 pub(crate) struct ConnectionParams {
@@ -31,6 +37,19 @@ pub(crate) struct ConnectionParams {
     pub(crate) memory_facet: Option<String>,
     /// Who is calling; anonymous when the agent is public and no credential came.
     pub(crate) caller: Caller,
+    /// `stream=2`: logged frames carry their `seq`, each turn opens with
+    /// `turn_started`, and `connected` says where the log stands.
+    pub(crate) positions: bool,
+    /// `stream=2&resume=S&after=N&epoch=E`: follow S again from after N.
+    pub(crate) rejoin: Option<RejoinAt>,
+}
+
+/// A rejoin as the upgrade's query asked for it.
+pub(crate) struct RejoinAt {
+    pub(crate) session: String,
+    /// The epoch and seq the client named; `None` when either was missing
+    /// or malformed (nothing can be replayed then).
+    pub(crate) position: Option<(Epoch, u64)>,
 }
 
 struct Omnia {
@@ -42,12 +61,15 @@ struct Omnia {
     current: SessionId,
     /// Keeps `current` live in the engine while the socket is open.
     lease: Option<SessionLease>,
-    /// Events of the running turn; `None` when idle. One turn at a time per
-    /// connection.
-    turn: Option<mpsc::Receiver<TurnEvent>>,
+    /// The running turn's reader of the session's log; `None` when idle.
+    /// One turn at a time per connection.
+    turn: Option<LogReader>,
     /// The running turn's message's share of the inbound budget, given
     /// back when the turn ends.
     turn_bytes: Option<InboundPermit>,
+    /// Entries up to this seq are a rejoin's warm-up: they rebuild the
+    /// per-turn state (`in_delegation`) and are not sent again.
+    send_after: u64,
     /// The running turn is inside a delegation: the delegate's text is not
     /// part of the reply, and Omnia has no agent identities to show it by.
     in_delegation: bool,
@@ -73,6 +95,7 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Connect
         lease: None,
         turn: None,
         turn_bytes: None,
+        send_after: 0,
         in_delegation: false,
         params,
     };
@@ -80,12 +103,16 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Connect
 }
 
 impl Dialect for Omnia {
-    fn turn(&mut self) -> Option<&mut mpsc::Receiver<TurnEvent>> {
+    fn turn(&mut self) -> Option<&mut LogReader> {
         self.turn.as_mut()
     }
 
     async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed> {
-        let connected = self.connected_frame(link);
+        let rejoined = match self.params.rejoin.take() {
+            Some(at) => self.rejoin(link, at).await,
+            None => None,
+        };
+        let connected = self.connected_frame(link, rejoined);
         link.send(connected).await
     }
 
@@ -133,28 +160,27 @@ impl Dialect for Omnia {
         }
     }
 
-    async fn on_turn_event(
-        &mut self,
-        link: &mut Link,
-        event: Option<TurnEvent>,
-    ) -> Result<(), SendFailed> {
-        let Some(event) = event else {
-            // The turn task ended without a terminal event: it was aborted.
-            self.end_turn();
-            let current = self.current.clone();
-            return send_error(link, Some(&current), ErrorCode::Internal, INTERNAL).await;
-        };
-        if event.is_terminal() {
-            self.end_turn();
+    async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed> {
+        let event = &*entry.event;
+        match event {
+            TurnEvent::TurnStarted { .. } => self.in_delegation = false,
+            TurnEvent::AgentSwitched { delegated, .. } => self.in_delegation = *delegated,
+            _ if event.is_terminal() => self.end_turn(),
+            _ => {}
+        }
+        if entry.seq <= self.send_after {
+            return Ok(());
         }
         let session = self.current.as_str();
         let now = link.state.engine.clock().now();
         let shows_server_tools = self.params.agent.shows_server_tools;
-        let frame = match &event {
-            TurnEvent::AgentSwitched { delegated, .. } => {
-                self.in_delegation = *delegated;
-                return Ok(());
+        let frame = match event {
+            TurnEvent::TurnStarted { agent } if self.params.positions => {
+                let epoch = self.turn.as_ref().map(|r| r.epoch().to_string());
+                let epoch = epoch.unwrap_or_default();
+                omnia::encode_turn_started(session, entry.turn.0, &epoch, agent, now)
             }
+            TurnEvent::TurnStarted { .. } | TurnEvent::AgentSwitched { .. } => return Ok(()),
             TurnEvent::TextDelta(_) if self.in_delegation => return Ok(()),
             TurnEvent::TextDelta(delta) => omnia::encode_chunk(session, delta, now),
             TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
@@ -188,6 +214,10 @@ impl Dialect for Omnia {
                 omnia::encode_error(Some(session), failure.code, &failure.message, now)
             }
         };
+        let frame = match self.params.positions {
+            true => omnia::with_seq(frame, entry.seq),
+            false => frame,
+        };
         link.send(frame).await
     }
 
@@ -208,29 +238,90 @@ impl Dialect for Omnia {
     async fn on_force_close(&mut self, _link: &mut Link) -> Result<(), SendFailed> {
         Ok(())
     }
+
+    /// Whatever it last read may not have reached the client (a `done` in
+    /// a buffer that never left): its session stays for a rejoin a while.
+    fn on_lost(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.keep_for_rejoin();
+        }
+    }
 }
 
 impl Omnia {
-    /// The turn is over: its share of the inbound budget goes back.
+    /// A turn is over: its share of the inbound budget goes back. The
+    /// reader stays while the log has more for it (a rejoin replaying
+    /// several turns, or a turn another connection started meanwhile).
     fn end_turn(&mut self) {
-        self.turn = None;
+        if !self.turn.as_ref().is_some_and(LogReader::is_live) {
+            self.turn = None;
+        }
         self.turn_bytes = None;
         self.in_delegation = false;
     }
 
-    fn connected_frame(&self, link: &Link) -> String {
+    /// Attaches to the session a rejoin names, if the engine lets this
+    /// caller (same owner, not expired; never anonymous), and starts its
+    /// replay. `None`: a fresh session, as on any connection.
+    async fn rejoin(&mut self, link: &mut Link, at: RejoinAt) -> Option<Position> {
+        let request = RejoinRequest {
+            agent: &self.params.agent.agent,
+            namespace: &self.params.namespace,
+            owner: self.params.caller.owner.as_deref(),
+            session: &at.session,
+            position: at.position,
+        };
+        let rejoined = match link.state.engine.rejoin(request).await {
+            Ok(rejoined) => rejoined,
+            Err(SubmitError::Store(e)) => {
+                tracing::error!(error = %e, "a rejoin failed");
+                return None;
+            }
+            Err(_) => return None,
+        };
+        self.current = rejoined.session.id().clone();
+        self.lease = Some(rejoined.session);
+        if rejoined.reader.is_live() {
+            self.turn = Some(rejoined.reader);
+            if let (true, Some((_, after))) = (rejoined.replayed, at.position) {
+                self.send_after = after;
+            }
+        }
+        Some(Position {
+            epoch: rejoined.epoch,
+            head: rejoined.head,
+            replayed: rejoined.replayed,
+        })
+    }
+
+    fn connected_frame(&self, link: &Link, rejoined: Option<Position>) -> String {
         let limits = &link.state.settings.limits;
+        let epoch = rejoined.as_ref().map(|p| p.epoch.to_string());
+        let event_log = match &rejoined {
+            _ if !self.params.positions => None,
+            Some(position) => Some(omnia::EventLog {
+                epoch: epoch.as_deref(),
+                head: position.head,
+                replayed: Some(position.replayed),
+            }),
+            None => Some(omnia::EventLog {
+                epoch: None,
+                head: 0,
+                replayed: None,
+            }),
+        };
         omnia::encode_connected(
             &omnia::Connected {
-                session_id: self.minted.as_str(),
+                session_id: self.current.as_str(),
                 capabilities: omnia::Capabilities {
                     binary_frames: self.params.binary,
                     max_payload_size: limits.max_payload_bytes as u64,
                     protocol_version: u32::from(omnia::PROTOCOL_VERSION),
                 },
-                resumed: false,
+                resumed: rejoined.is_some(),
                 memory_facet: self.params.memory_facet.as_deref(),
                 ai_disclosure: self.params.agent.requires_ai_disclosure,
+                event_log,
             },
             link.state.engine.clock().now(),
         )

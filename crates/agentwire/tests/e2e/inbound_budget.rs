@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config_errors::{check_config, write_config};
-use crate::support::{TestServer, assert_error};
+use crate::support::{TestServer, assert_error, metric};
 
 const BUSY: &str = "server busy: too many large messages in flight; send it again shortly";
 
@@ -17,16 +17,6 @@ const SMALL_BUDGET: &str =
     "  limits:\n    max_payload_bytes: 700000\n    inbound_bytes_in_flight: 1000000";
 
 const LARGE: usize = 600_000;
-
-fn metric(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("{name} in /metrics:\n{metrics}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 fn stored_user_messages_of_len(server: &TestServer, len: usize) -> i64 {
     let conn = rusqlite::Connection::open(&server.db_path).unwrap();
@@ -40,7 +30,7 @@ fn stored_user_messages_of_len(server: &TestServer, len: usize) -> i64 {
 
 async fn in_flight(server: &TestServer) -> u64 {
     let (_, metrics) = server.get("/metrics").await;
-    metric(&metrics, "agentwire_inbound_bytes_in_flight")
+    metric(&metrics, "agentwire_inbound_bytes_in_flight") as u64
 }
 
 /// Waits until the server has read at least `bytes` (a frame is counted
@@ -90,10 +80,10 @@ async fn omnia_refuses_a_message_over_the_budget_and_takes_it_once_the_first_tur
 
     assert_eq!(in_flight(&server).await, 0, "every permit given back");
     let (_, metrics) = server.get("/metrics").await;
-    assert_eq!(metric(&metrics, "agentwire_inbound_refused_total"), 1);
+    assert_eq!(metric(&metrics, "agentwire_inbound_refused_total"), 1.0);
     assert_eq!(
         metric(&metrics, "agentwire_errors_total{code=\"RATE_LIMITED\"}"),
-        1
+        1.0
     );
 
     // Nothing of the refused message was stored: the user messages of

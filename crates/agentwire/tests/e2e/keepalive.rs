@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::support::{Client, TestServer};
+use crate::support::{Client, TestServer, metric};
 
 const FAST_KEEPALIVE: &str = "  limits:\n    ping_interval: 100ms\n    pong_timeout: 300ms";
 
@@ -25,18 +25,6 @@ async fn read_pings_until(client: &mut Client, until: Instant) -> usize {
             Ok(other) => panic!("expected only pings, got {other:?}"),
         }
     }
-}
-
-fn metric(body: &str, series: &str) -> f64 {
-    body.lines()
-        .find_map(|line| {
-            line.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .unwrap_or_else(|| panic!("no sample {series:?} in:\n{body}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]

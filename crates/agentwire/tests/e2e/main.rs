@@ -32,4 +32,5 @@ mod runtime;
 mod sessions;
 mod sessions_api;
 mod teams;
+mod turn_log;
 mod upgrade;

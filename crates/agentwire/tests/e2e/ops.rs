@@ -1,21 +1,6 @@
 //! The operational routes: `/healthz`, `/readyz`, `/metrics`.
 
-use crate::support::TestServer;
-
-/// The value of the sample line `<series> <value>` in a Prometheus text body.
-fn metric(body: &str, series: &str) -> f64 {
-    let value = body
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .unwrap_or_else(|| panic!("no sample {series:?} in:\n{body}"));
-    value
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{series}: bad value {value:?}: {e}"))
-}
+use crate::support::{TestServer, metric};
 
 #[tokio::test]
 async fn healthz_and_readyz_answer_ok() {

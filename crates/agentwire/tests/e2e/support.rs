@@ -394,6 +394,21 @@ impl Client {
     }
 }
 
+/// The value of the sample line `<series> <value>` in a Prometheus text body.
+pub fn metric(body: &str, series: &str) -> f64 {
+    let value = body
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .unwrap_or_else(|| panic!("no sample {series:?} in:\n{body}"));
+    value
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{series}: bad value {value:?}: {e}"))
+}
+
 /// Asserts `frame` is an error with `code` and `message`.
 pub fn assert_error(frame: &Value, code: &str, message: &str) {
     assert_eq!(frame["type"], "error", "{frame}");

@@ -1,0 +1,502 @@
+//! A session's turn log: every event of its turns, numbered, for any number
+//! of readers.
+//!
+//! A turn never writes to a socket. It appends to its session's log, and a
+//! connection following the session is a [`LogReader`], a cursor into the
+//! log. So the producer never waits for a consumer: a slow or vanished
+//! socket does not slow the turn, two sockets can follow one session, and a
+//! reader that fell behind is served from where it is, not from a queue of
+//! its own (issue #13; `resumable-turns.md`).
+//!
+//! Positions are `(epoch, seq)`. `seq` counts a session's entries from 1
+//! without gaps, whatever the turn. The [`Epoch`] is minted with the log and
+//! stands for its past: this log lives in memory with its live session, so a
+//! session that leaves memory (or a restart) starts a new epoch, and a
+//! position of an old epoch says nothing about the new one.
+//!
+//! Each turn is a [`TurnEvent::TurnStarted`] entry (its seq is the turn's
+//! [`TurnId`]), its events, and exactly one terminal entry (`Completed` or
+//! `Failed`): a [`TurnWriter`] dropped before it wrote one writes `Failed`,
+//! and nothing is appended to a turn after its terminal.
+//!
+//! Bounds, per session: the running turn and the [`KEPT_TURNS`] before it,
+//! at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] of payload (the oldest
+//! go first, the running turn's too), and when a turn starts the finished
+//! ones keep at most [`FINISHED_MAX_BYTES`]. A reader the tail overtakes has lost
+//! entries and is told so ([`Lagged`]); a reader more than [`SLOW_BEHIND`]
+//! entries or [`SLOW_AGE`] behind is a slow consumer ([`LogReader::is_slow`])
+//! and is closed by its connection. Lag therefore costs the log's bound,
+//! never more memory.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::content::ContentPart;
+use crate::turn::{ToolOutcome, TurnEvent, TurnFailure};
+
+/// Entries a session's log holds at most.
+pub const MAX_ENTRIES: usize = 2_000;
+/// Payload bytes (text, arguments, media) a session's log holds at most:
+/// room for a turn's media to reach a reader that is still catching up.
+pub const MAX_BYTES: usize = 8 * 1024 * 1024;
+/// What the finished turns may keep once the next turn starts.
+pub const FINISHED_MAX_BYTES: usize = 1024 * 1024;
+/// Finished turns kept besides the running one.
+pub const KEPT_TURNS: usize = 2;
+/// A reader this many entries behind the head has consecutive text deltas
+/// merged into one entry as it reads them; below it every delta is read as
+/// it was appended.
+pub const COALESCE_BEHIND: u64 = 256;
+/// The most text one merged delta carries.
+const COALESCE_MAX_BYTES: usize = 64 * 1024;
+/// A reader more entries than this behind the head is a slow consumer.
+pub const SLOW_BEHIND: u64 = 1_000;
+/// A reader whose next entry is older than this is a slow consumer.
+pub const SLOW_AGE: Duration = Duration::from_secs(10);
+/// What an entry costs besides its payload, for [`MAX_BYTES`].
+const ENTRY_OVERHEAD: usize = 64;
+
+/// Which past a log position belongs to: minted with the log, so it
+/// changes whenever the log's past may be lost.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Epoch(pub u64);
+
+impl fmt::Display for Epoch {
+    /// Sixteen lowercase hex digits: how positions travel on the wire.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A turn of a session: the seq of its `TurnStarted` entry.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct TurnId(pub u64);
+
+/// One entry of the log. Cheap to clone: readers share the event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub turn: TurnId,
+    pub event: Arc<TurnEvent>,
+}
+
+/// The entries after a reader's cursor are no longer in the log: the reader
+/// fell behind its tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the log no longer holds the entries after seq {after} (its oldest is {oldest})")]
+pub struct Lagged {
+    pub after: u64,
+    pub oldest: u64,
+}
+
+/// A session's log. Shared by its turn's writer and its readers.
+pub struct SessionLog {
+    epoch: Epoch,
+    state: Mutex<LogState>,
+    /// Woken on every append.
+    appended: Notify,
+}
+
+struct LogState {
+    entries: VecDeque<Kept>,
+    /// The seq of the latest entry; 0 before the first.
+    head: u64,
+    /// Payload bytes of `entries`, as [`payload_bytes`] counts them.
+    bytes: usize,
+    /// The turns with entries kept, oldest first.
+    turns: VecDeque<TurnId>,
+    /// The turn started and not yet ended.
+    running: Option<TurnId>,
+}
+
+struct Kept {
+    entry: LogEntry,
+    appended_at: Instant,
+    bytes: usize,
+}
+
+impl SessionLog {
+    pub fn new(epoch: Epoch) -> Arc<SessionLog> {
+        Arc::new(SessionLog {
+            epoch,
+            state: Mutex::new(LogState {
+                entries: VecDeque::new(),
+                head: 0,
+                bytes: 0,
+                turns: VecDeque::new(),
+                running: None,
+            }),
+            appended: Notify::new(),
+        })
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The seq of the latest entry; 0 while the log is empty.
+    pub fn head(&self) -> u64 {
+        self.state.lock().head
+    }
+
+    /// How many entries, and payload bytes, the log holds now.
+    pub fn held(&self) -> (usize, usize) {
+        let state = self.state.lock();
+        (state.entries.len(), state.bytes)
+    }
+
+    /// The turn that has started and not ended, if any.
+    pub fn running(&self) -> Option<TurnId> {
+        self.state.lock().running
+    }
+
+    /// Starts a turn: appends its `TurnStarted`. One turn runs per session
+    /// (the engine's rule); a turn still open is ended `Failed` first, so
+    /// every turn keeps exactly one terminal.
+    pub fn start_turn(self: &Arc<Self>, agent: &str) -> TurnWriter {
+        let mut state = self.state.lock();
+        if let Some(open) = state.running {
+            state.push(open, TurnEvent::Failed(TurnFailure::internal()));
+        }
+        // Every reader has had its turn's end by now, or is a slow one.
+        while state.bytes > FINISHED_MAX_BYTES && !state.entries.is_empty() {
+            state.pop_oldest();
+        }
+        let turn = TurnId(state.head + 1);
+        state.turns.push_back(turn);
+        while state.turns.len() > KEPT_TURNS + 1 {
+            if let Some(oldest) = state.turns.pop_front() {
+                state.drop_turn(oldest);
+            }
+        }
+        state.running = Some(turn);
+        state.push(
+            turn,
+            TurnEvent::TurnStarted {
+                agent: agent.to_owned(),
+            },
+        );
+        drop(state);
+        self.appended.notify_waiters();
+        TurnWriter {
+            log: self.clone(),
+            turn,
+        }
+    }
+
+    /// A reader of the entries after `seq` (0: from the oldest kept).
+    pub fn reader_after(self: &Arc<Self>, seq: u64) -> LogReader {
+        LogReader {
+            log: self.clone(),
+            cursor: seq,
+            merged: 0,
+        }
+    }
+
+    /// A reader for a client that had read up to `after` and comes back:
+    /// from the start of the turn that holds `after + 1`, so a dialect
+    /// rebuilds its per-turn state from the `TurnStarted` on and sends only
+    /// what comes after `after`. `None` when the log no longer holds that
+    /// turn's start, or `after` is past the head (a position this log never
+    /// gave).
+    pub fn rejoin_reader(self: &Arc<Self>, after: u64) -> Option<LogReader> {
+        let state = self.state.lock();
+        if after > state.head {
+            return None;
+        }
+        let oldest = state
+            .entries
+            .front()
+            .map_or(state.head + 1, |k| k.entry.seq);
+        let start = match state.entries.get((after + 1).checked_sub(oldest)? as usize) {
+            Some(next) if next.entry.turn.0 >= oldest => next.entry.turn.0,
+            Some(_) => return None,
+            // Nothing after `after` yet: follow from the head.
+            None => after + 1,
+        };
+        drop(state);
+        Some(self.reader_after(start - 1))
+    }
+
+    /// Appends `event` to `turn` if it is still running; returns its seq.
+    fn append(&self, turn: TurnId, event: TurnEvent) -> Option<u64> {
+        let seq = {
+            let mut state = self.state.lock();
+            if state.running != Some(turn) {
+                return None;
+            }
+            state.push(turn, event)
+        };
+        self.appended.notify_waiters();
+        Some(seq)
+    }
+}
+
+impl LogState {
+    fn push(&mut self, turn: TurnId, event: TurnEvent) -> u64 {
+        if event.is_terminal() {
+            self.running = None;
+        }
+        self.head += 1;
+        let bytes = payload_bytes(&event) + ENTRY_OVERHEAD;
+        self.bytes += bytes;
+        self.entries.push_back(Kept {
+            entry: LogEntry {
+                seq: self.head,
+                turn,
+                event: Arc::new(event),
+            },
+            appended_at: Instant::now(),
+            bytes,
+        });
+        // The newest entry stays whatever its size: a reader must be able
+        // to see a turn's terminal.
+        while self.entries.len() > 1 && (self.entries.len() > MAX_ENTRIES || self.bytes > MAX_BYTES)
+        {
+            self.pop_oldest();
+        }
+        self.head
+    }
+
+    fn drop_turn(&mut self, turn: TurnId) {
+        while self.entries.front().is_some_and(|k| k.entry.turn <= turn) {
+            self.pop_oldest();
+        }
+    }
+
+    fn pop_oldest(&mut self) {
+        if let Some(kept) = self.entries.pop_front() {
+            self.bytes -= kept.bytes;
+        }
+    }
+}
+
+/// What an event holds that the log must keep, roughly, in bytes: enough
+/// to bound a session's log, without serialising anything.
+fn payload_bytes(event: &TurnEvent) -> usize {
+    match event {
+        TurnEvent::TextDelta(text) => text.len(),
+        TurnEvent::ToolCall(call) => {
+            call.name.len()
+                + value_bytes(&call.arguments)
+                + call.consent_message.as_ref().map_or(0, String::len)
+        }
+        TurnEvent::ToolResult { id, outcome, .. } => {
+            id.len()
+                + match outcome {
+                    ToolOutcome::Ok(value) => value_bytes(value),
+                    ToolOutcome::Error(text) | ToolOutcome::Denied(text) => text.len(),
+                }
+        }
+        TurnEvent::Media(chunk) => chunk.data.len() + chunk.media_id.len(),
+        TurnEvent::Completed(reply) => {
+            reply.text.len() + reply.parts.iter().map(part_bytes).sum::<usize>()
+        }
+        TurnEvent::Failed(failure) => failure.message.len(),
+        TurnEvent::TurnStarted { agent } | TurnEvent::AgentSwitched { name: agent, .. } => {
+            agent.len()
+        }
+        TurnEvent::Interrupt | TurnEvent::AudioFormat(_) => 0,
+    }
+}
+
+fn part_bytes(part: &ContentPart) -> usize {
+    let text = part.text.as_ref().map_or(0, String::len);
+    let media = part.media.as_ref().map_or(0, |m| {
+        [&m.data, &m.url, &m.storage_ref, &m.filename]
+            .into_iter()
+            .map(|field| field.as_ref().map_or(0, String::len))
+            .sum::<usize>()
+            + m.mime_type.len()
+    });
+    ENTRY_OVERHEAD + text + media
+}
+
+fn value_bytes(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(value_bytes).sum::<usize>() + 2,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + 3 + value_bytes(v))
+                .sum::<usize>()
+                + 2
+        }
+    }
+}
+
+/// The only way to append to a turn: held by the turn's event sinks.
+/// Dropped without a terminal (its task aborted), it ends the turn
+/// `Failed`, so readers never wait for a turn that is gone.
+pub struct TurnWriter {
+    log: Arc<SessionLog>,
+    turn: TurnId,
+}
+
+impl TurnWriter {
+    pub fn turn(&self) -> TurnId {
+        self.turn
+    }
+
+    pub fn log(&self) -> &Arc<SessionLog> {
+        &self.log
+    }
+
+    /// Appends a non-terminal event; ignored once the turn has ended.
+    pub fn append(&self, event: TurnEvent) {
+        debug_assert!(!event.is_terminal(), "terminals go through finish");
+        self.log.append(self.turn, event);
+    }
+
+    /// Appends the turn's terminal event; later appends are ignored.
+    pub fn finish(&self, terminal: TurnEvent) {
+        debug_assert!(terminal.is_terminal(), "finish takes a terminal");
+        self.log.append(self.turn, terminal);
+    }
+}
+
+impl Drop for TurnWriter {
+    fn drop(&mut self) {
+        // A no-op when the turn has its terminal already.
+        self.log
+            .append(self.turn, TurnEvent::Failed(TurnFailure::internal()));
+    }
+}
+
+/// A cursor into a session's log: the entries after the last one it read.
+pub struct LogReader {
+    log: Arc<SessionLog>,
+    /// The seq of the last entry read.
+    cursor: u64,
+    /// Deltas merged into others since [`LogReader::take_merged`].
+    merged: u64,
+}
+
+impl LogReader {
+    /// The seq of the last entry read (or skipped by a merge).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.log.epoch
+    }
+
+    /// Whether there is more to read now or to come: entries this reader
+    /// has not read, or a turn still running.
+    pub fn is_live(&self) -> bool {
+        let state = self.log.state.lock();
+        state.head > self.cursor || state.running.is_some()
+    }
+
+    /// The next entry, without waiting; `Ok(None)` when there is none yet.
+    /// Far behind the head ([`COALESCE_BEHIND`]), a run of text deltas of
+    /// one turn comes as one delta carrying the last one's seq.
+    pub fn try_next(&mut self) -> Result<Option<LogEntry>, Lagged> {
+        let state = self.log.state.lock();
+        if self.cursor >= state.head {
+            return Ok(None);
+        }
+        let oldest = state.entries.front().map_or(state.head, |k| k.entry.seq);
+        if self.cursor + 1 < oldest {
+            return Err(Lagged {
+                after: self.cursor,
+                oldest,
+            });
+        }
+        let start = (self.cursor + 1 - oldest) as usize;
+        let first = &state.entries[start].entry;
+        let entry = match &*first.event {
+            TurnEvent::TextDelta(_) if state.head - self.cursor > COALESCE_BEHIND => {
+                merge_deltas(&state.entries, start)
+            }
+            _ => first.clone(),
+        };
+        drop(state);
+        // Every entry from the cursor to this one is a delta merged into it.
+        self.merged += entry.seq - self.cursor - 1;
+        self.cursor = entry.seq;
+        Ok(Some(entry))
+    }
+
+    /// How many deltas came merged into others since the last call.
+    pub fn take_merged(&mut self) -> u64 {
+        std::mem::take(&mut self.merged)
+    }
+
+    /// The next entry, once there is one.
+    pub async fn next(&mut self) -> Result<LogEntry, Lagged> {
+        if let Some(entry) = self.try_next()? {
+            return Ok(entry);
+        }
+        let log = self.log.clone();
+        loop {
+            let mut appended = std::pin::pin!(log.appended.notified());
+            // Registered before the check, so an append between the check
+            // and the wait still wakes us.
+            appended.as_mut().enable();
+            if let Some(entry) = self.try_next()? {
+                return Ok(entry);
+            }
+            appended.await;
+        }
+    }
+
+    /// Whether this reader is a slow consumer: more than [`SLOW_BEHIND`]
+    /// entries behind the head, or its next entry older than [`SLOW_AGE`].
+    pub fn is_slow(&self) -> bool {
+        let state = self.log.state.lock();
+        if state.head.saturating_sub(self.cursor) > SLOW_BEHIND {
+            return true;
+        }
+        let oldest = state.entries.front().map_or(state.head, |k| k.entry.seq);
+        let next = self.cursor + 1;
+        match next.checked_sub(oldest) {
+            Some(index) => state
+                .entries
+                .get(index as usize)
+                .is_some_and(|kept| kept.appended_at.elapsed() > SLOW_AGE),
+            // Behind the tail already: it has lost entries.
+            None => true,
+        }
+    }
+}
+
+/// The run of text deltas of one turn from `start` on, as one entry with
+/// the last one's seq.
+fn merge_deltas(entries: &VecDeque<Kept>, start: usize) -> LogEntry {
+    let first = &entries[start].entry;
+    let mut text = String::new();
+    let mut last = first;
+    for kept in entries.range(start..) {
+        let TurnEvent::TextDelta(delta) = &*kept.entry.event else {
+            break;
+        };
+        if kept.entry.turn != first.turn
+            || (!text.is_empty() && text.len() + delta.len() > COALESCE_MAX_BYTES)
+        {
+            break;
+        }
+        text.push_str(delta);
+        last = &kept.entry;
+    }
+    if last.seq == first.seq {
+        return first.clone();
+    }
+    LogEntry {
+        seq: last.seq,
+        turn: first.turn,
+        event: Arc::new(TurnEvent::TextDelta(text)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,353 @@
+use super::*;
+use crate::turn::Reply;
+
+fn delta(text: &str) -> TurnEvent {
+    TurnEvent::TextDelta(text.to_owned())
+}
+
+fn completed(text: &str) -> TurnEvent {
+    TurnEvent::Completed(Reply::text(text))
+}
+
+/// Everything a reader after `after` can read now, without waiting.
+fn drain(log: &Arc<SessionLog>, after: u64) -> Vec<LogEntry> {
+    let mut reader = log.reader_after(after);
+    let mut read = Vec::new();
+    while let Some(entry) = reader.try_next().expect("not lagged") {
+        read.push(entry);
+    }
+    read
+}
+
+fn seqs(entries: &[LogEntry]) -> Vec<u64> {
+    entries.iter().map(|e| e.seq).collect()
+}
+
+/// A scripted turn with every kind of event a turn has.
+fn scripted_turn(log: &Arc<SessionLog>) {
+    let writer = log.start_turn("assistant");
+    writer.append(delta("Hel"));
+    writer.append(TurnEvent::AgentSwitched {
+        name: "helper".to_owned(),
+        delegated: true,
+    });
+    writer.append(delta("lo"));
+    writer.append(TurnEvent::ToolCall(crate::turn::ToolCall {
+        id: "call-1".to_owned(),
+        name: "lookup".to_owned(),
+        arguments: serde_json::json!({"q": "x"}),
+        side: crate::turn::ToolSide::Client,
+        consent_message: None,
+        categories: Vec::new(),
+    }));
+    writer.append(TurnEvent::ToolResult {
+        id: "call-1".to_owned(),
+        outcome: ToolOutcome::Ok(serde_json::json!(1)),
+        side: crate::turn::ToolSide::Client,
+    });
+    writer.finish(completed("Hello"));
+}
+
+#[test]
+fn seqs_count_from_one_without_gaps_across_turns() {
+    let log = SessionLog::new(Epoch(7));
+    scripted_turn(&log);
+    scripted_turn(&log);
+    let all = drain(&log, 0);
+    assert_eq!(seqs(&all), (1..=14).collect::<Vec<_>>());
+    assert_eq!(log.head(), 14);
+    // Each turn: its TurnStarted (whose seq is the turn id) first, one
+    // terminal last.
+    for turn in [TurnId(1), TurnId(8)] {
+        let entries: Vec<_> = all.iter().filter(|e| e.turn == turn).collect();
+        assert_eq!(entries[0].seq, turn.0);
+        assert!(matches!(*entries[0].event, TurnEvent::TurnStarted { .. }));
+        let terminals = entries.iter().filter(|e| e.event.is_terminal()).count();
+        assert_eq!(terminals, 1);
+        assert!(entries.last().unwrap().event.is_terminal());
+    }
+}
+
+#[test]
+fn nothing_is_appended_to_a_turn_after_its_terminal() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    writer.finish(completed("done"));
+    writer.append(delta("late"));
+    writer.finish(TurnEvent::Failed(TurnFailure::internal()));
+    drop(writer);
+    assert_eq!(log.head(), 2);
+    assert_eq!(log.running(), None);
+}
+
+#[test]
+fn a_writer_dropped_without_a_terminal_ends_its_turn_failed() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    writer.append(delta("par"));
+    drop(writer);
+    let all = drain(&log, 0);
+    assert_eq!(all.len(), 3);
+    assert!(matches!(&*all[2].event, TurnEvent::Failed(f) if f.code == crate::ErrorCode::Internal));
+    assert_eq!(log.running(), None);
+}
+
+#[test]
+fn a_turn_started_while_another_is_open_ends_that_one_first() {
+    let log = SessionLog::new(Epoch(1));
+    let first = log.start_turn("a");
+    let second = log.start_turn("a");
+    first.finish(completed("too late"));
+    second.finish(completed("ok"));
+    let all = drain(&log, 0);
+    let kinds: Vec<_> = all
+        .iter()
+        .map(|e| match &*e.event {
+            TurnEvent::TurnStarted { .. } => "start",
+            TurnEvent::Failed(_) => "failed",
+            TurnEvent::Completed(_) => "completed",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["start", "failed", "start", "completed"]);
+    assert_eq!(all[1].turn, TurnId(1));
+    assert_eq!(all[3].turn, TurnId(3));
+}
+
+#[test]
+fn a_reader_from_any_cut_point_reads_exactly_the_rest() {
+    let log = SessionLog::new(Epoch(1));
+    scripted_turn(&log);
+    scripted_turn(&log);
+    let full = drain(&log, 0);
+    for k in 0..=log.head() {
+        let rest = drain(&log, k);
+        assert_eq!(
+            seqs(&rest),
+            ((k + 1)..=log.head()).collect::<Vec<_>>(),
+            "after {k}"
+        );
+        for (read, expected) in rest.iter().zip(&full[k as usize..]) {
+            assert_eq!(*read.event, *expected.event);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_reader_gets_what_is_appended_later_in_order_once() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    let mut reader = log.reader_after(0);
+    let read = tokio::spawn(async move {
+        let mut read = Vec::new();
+        loop {
+            let entry = reader.next().await.expect("not lagged");
+            let terminal = entry.event.is_terminal();
+            read.push(entry.seq);
+            if terminal {
+                return read;
+            }
+        }
+    });
+    for i in 0..50 {
+        writer.append(delta(&i.to_string()));
+        if i % 7 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    writer.finish(completed("x"));
+    assert_eq!(read.await.unwrap(), (1..=52).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_log_keeps_the_running_turn_and_the_two_before_it() {
+    let log = SessionLog::new(Epoch(1));
+    for _ in 0..4 {
+        scripted_turn(&log);
+    }
+    let writer = log.start_turn("a");
+    writer.append(delta("x"));
+    let kept = drain(&log, 14);
+    let turns: std::collections::BTreeSet<_> = kept.iter().map(|e| e.turn).collect();
+    assert_eq!(
+        turns.into_iter().collect::<Vec<_>>(),
+        [TurnId(15), TurnId(22), TurnId(29)]
+    );
+    let mut behind = log.reader_after(0);
+    assert_eq!(
+        behind.try_next(),
+        Err(Lagged {
+            after: 0,
+            oldest: 15
+        })
+    );
+}
+
+#[test]
+fn the_log_is_bounded_in_entries_and_bytes_whatever_a_turn_sends() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    for _ in 0..(MAX_ENTRIES * 3) {
+        writer.append(delta("abc"));
+    }
+    let (entries, bytes) = log.held();
+    assert_eq!(entries, MAX_ENTRIES);
+    assert!(bytes <= MAX_BYTES);
+    let big = "x".repeat(100 * 1024);
+    for _ in 0..100 {
+        writer.append(TurnEvent::TextDelta(big.clone()));
+    }
+    let (entries, bytes) = log.held();
+    assert!(bytes <= MAX_BYTES, "{bytes}");
+    assert!(entries <= MAX_BYTES / big.len(), "{entries}");
+    // One entry over the byte bound still stays: the newest is always kept.
+    writer.finish(TurnEvent::Completed(Reply::text("y".repeat(2 * MAX_BYTES))));
+    assert_eq!(log.held().0, 1);
+    let last = drain(&log, log.head() - 1);
+    assert!(last[0].event.is_terminal());
+}
+
+#[test]
+fn a_reader_far_behind_reads_merged_deltas_with_the_last_seq() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    let count = COALESCE_BEHIND as usize + 100;
+    for i in 0..count {
+        writer.append(delta(&format!("{i},")));
+    }
+    writer.append(TurnEvent::Interrupt);
+    writer.append(delta("tail"));
+    writer.finish(completed("x"));
+    let full: String = (0..count).map(|i| format!("{i},")).collect();
+
+    let mut reader = log.reader_after(1);
+    let mut read = Vec::new();
+    while let Some(entry) = reader.try_next().expect("not lagged") {
+        read.push(entry);
+    }
+    assert_eq!(reader.take_merged(), count as u64 - 1);
+    assert_eq!(reader.take_merged(), 0);
+    // The first read merges every delta up to the interrupt, which is a
+    // control event and never merged; close to the head, deltas come as
+    // they were.
+    let TurnEvent::TextDelta(merged) = &*read[0].event else {
+        panic!("a merged delta first: {:?}", read[0]);
+    };
+    assert_eq!(*merged, full);
+    assert_eq!(read[0].seq, 1 + count as u64);
+    assert!(matches!(*read[1].event, TurnEvent::Interrupt));
+    assert_eq!(*read[2].event, delta("tail"));
+    assert!(read[3].event.is_terminal());
+    assert_eq!(read.last().unwrap().seq, log.head());
+
+    // Near the head nothing is merged.
+    let near = drain(&log, log.head() - 10);
+    assert_eq!(near.len(), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reader_that_does_not_read_becomes_slow_by_count_or_by_age() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    let idle = log.reader_after(0);
+    assert!(!idle.is_slow());
+    tokio::time::advance(SLOW_AGE + Duration::from_millis(1)).await;
+    assert!(idle.is_slow(), "its next entry is older than the age bound");
+
+    let log = SessionLog::new(Epoch(2));
+    let writer2 = log.start_turn("a");
+    let idle = log.reader_after(0);
+    for _ in 0..SLOW_BEHIND - 1 {
+        writer2.append(delta("x"));
+    }
+    assert!(!idle.is_slow());
+    writer2.append(delta("x"));
+    assert!(idle.is_slow(), "more than the count bound behind");
+    let mut caught_up = log.reader_after(log.head());
+    assert!(!caught_up.is_slow());
+    assert_eq!(caught_up.try_next(), Ok(None));
+    drop(writer);
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_stays_flat_however_long_a_reader_does_not_read() {
+    let log = SessionLog::new(Epoch(1));
+    let _never_reads = log.reader_after(0);
+    let mut peak = 0;
+    for _turn in 0..50 {
+        let writer = log.start_turn("a");
+        for _ in 0..500 {
+            writer.append(delta("some words of a reply "));
+        }
+        writer.finish(completed("x"));
+        peak = peak.max(log.held().1);
+    }
+    assert!(peak <= MAX_BYTES);
+    assert!(log.held().0 <= MAX_ENTRIES);
+}
+
+#[test]
+fn epochs_travel_as_sixteen_hex_digits() {
+    assert_eq!(Epoch(0xab).to_string(), "00000000000000ab");
+}
+
+#[test]
+fn a_rejoin_reads_from_the_start_of_the_turn_that_holds_the_next_entry() {
+    let log = SessionLog::new(Epoch(1));
+    scripted_turn(&log); // seqs 1..=7
+    let writer = log.start_turn("a"); // 8
+    writer.append(delta("one")); // 9
+    writer.append(delta("two")); // 10
+    for (after, start) in [(0, 1), (3, 1), (6, 1), (7, 8), (8, 8), (9, 8)] {
+        let mut reader = log.rejoin_reader(after).expect("in the log");
+        let first = reader.try_next().unwrap().unwrap();
+        assert_eq!(first.seq, start, "after {after}");
+        assert!(matches!(*first.event, TurnEvent::TurnStarted { .. }));
+    }
+    // Caught up: nothing to replay, the reader follows from the head.
+    let mut caught_up = log.rejoin_reader(10).expect("at the head");
+    assert_eq!(caught_up.try_next(), Ok(None));
+    writer.finish(completed("x"));
+    assert_eq!(caught_up.try_next().unwrap().unwrap().seq, 11);
+    // A position this log never gave.
+    assert!(log.rejoin_reader(12).is_none());
+}
+
+#[test]
+fn a_rejoin_the_log_no_longer_reaches_is_refused() {
+    let log = SessionLog::new(Epoch(1));
+    for _ in 0..4 {
+        scripted_turn(&log);
+    }
+    // Turn 1 is gone; 8, 15 and 22 are kept whole.
+    assert!(log.rejoin_reader(6).is_none());
+    assert_eq!(log.rejoin_reader(13).unwrap().cursor(), 7);
+    assert_eq!(log.rejoin_reader(14).unwrap().cursor(), 14);
+    // The running turn's own start trimmed by the entry bound: refused.
+    let writer = log.start_turn("a");
+    for _ in 0..MAX_ENTRIES {
+        writer.append(delta("x"));
+    }
+    assert!(log.rejoin_reader(log.head() - 5).is_none());
+}
+
+#[test]
+fn finished_turns_shrink_to_their_own_bound_when_the_next_turn_starts() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    let media = "m".repeat(256 * 1024);
+    for _ in 0..16 {
+        writer.append(TurnEvent::TextDelta(media.clone()));
+    }
+    writer.finish(completed("x"));
+    // The whole 4 MiB turn stays while nothing else happens: its reader may
+    // still be catching up.
+    assert!(log.held().1 > 4 * 1024 * 1024);
+    let next = log.start_turn("a");
+    assert!(
+        log.held().1 <= FINISHED_MAX_BYTES + 1024,
+        "{:?}",
+        log.held()
+    );
+    next.finish(completed("y"));
+}

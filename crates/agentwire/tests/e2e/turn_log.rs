@@ -1,0 +1,280 @@
+//! The turn log seen from the socket: a turn never waits for its reader, so
+//! a client that stops reading costs its own connection (4008 "slow
+//! consumer"), never the server's memory or another client's turns; and a
+//! client that opted into positions (`stream=2`) and lost its socket
+//! rejoins where it was and reads exactly the rest, once.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::{Client, TestServer, metric};
+
+/// What the `flood` script streams: 40,960 deltas of 1 KiB.
+const FLOOD_BYTES: usize = 40 * 1024 * 1024;
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_4008_while_others_stay_fast() {
+    let server = TestServer::start().await;
+    let (mut flooded, _) = server.connect("agent=test-agent").await;
+    let flood_sent = Instant::now();
+    flooded.script("flood", "go").await;
+
+    // The flooded client reads nothing; another client's turns go on.
+    let (mut other, _) = server.connect("agent=test-agent").await;
+    for i in 0..5 {
+        let started = Instant::now();
+        other.script("echo", &format!("turn {i}")).await;
+        let turn = other.recv_turn().await;
+        assert_eq!(turn.last().unwrap()["content"], format!("echo: turn {i}"));
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(1), "turn {i} took {took:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    // Past the write timeout (10 s) the server has given up on it; reading
+    // now, it gets what was queued for it, then the close that says why.
+    tokio::time::sleep_until(flood_sent + Duration::from_secs(12)).await;
+    let mut chunk_bytes = 0;
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(15), flooded.ws.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => chunk_bytes += text.len(),
+            Ok(Some(Ok(Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("expected frames, then a close frame: {other:?}"),
+        }
+    };
+    let close = close.expect("a close frame");
+    assert_eq!(u16::from(close.code), 4008, "{close:?}");
+    assert_eq!(close.reason.as_str(), "slow consumer");
+    assert!(
+        chunk_bytes < FLOOD_BYTES / 2,
+        "the server queued {chunk_bytes} bytes for a client that did not read"
+    );
+
+    let (_, metrics) = server.get("/metrics").await;
+    assert_eq!(
+        metric(&metrics, "agentwire_slow_consumer_closes_total"),
+        1.0
+    );
+    server.stop().await;
+}
+
+const ALICE: &str = "ak_turnlog_alice_0123456789";
+const BOB: &str = "ak_turnlog_bob_0123456789";
+
+fn digest(key: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A server whose agents need a credential: two API keys, two owners.
+async fn server_with_owners() -> TestServer {
+    let top_level = format!(
+        "auth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
+        digest(ALICE),
+        digest(BOB)
+    );
+    TestServer::with_runtime(&top_level, "").await
+}
+
+/// Connects to `/ws?<query>` as the owner of `key`; the client and `connected`.
+async fn connect_as(server: &TestServer, query: &str, key: &str) -> (Client, Value) {
+    let bearer = format!("Bearer {key}");
+    let mut client = server
+        .try_connect_with(query, &[("Authorization", &bearer)])
+        .await
+        .expect("upgrade accepted");
+    let connected = client.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    (client, connected)
+}
+
+const POSITIONED: &str = "agent=test-agent&stream=2";
+
+/// The query of a rejoin after `frame` (the last one the client had) of
+/// the turn that `started` (its `turn_started` frame) opened.
+fn rejoin_query(started: &Value, frame: &Value) -> String {
+    format!(
+        "{POSITIONED}&resume={}&after={}&epoch={}",
+        started["session_id"].as_str().unwrap(),
+        frame["seq"],
+        started["turn_started"]["epoch"].as_str().unwrap()
+    )
+}
+
+/// A frame as two runs of one script compare: without its timestamp,
+/// session id and log epoch, which differ from session to session.
+fn shape(frame: &Value) -> Value {
+    let mut frame = frame.clone();
+    let object = frame.as_object_mut().unwrap();
+    object.remove("timestamp");
+    object.remove("session_id");
+    if let Some(started) = object.get_mut("turn_started") {
+        started.as_object_mut().unwrap().remove("epoch");
+    }
+    frame
+}
+
+#[tokio::test]
+async fn a_client_dropped_after_any_frame_rejoins_and_gets_exactly_the_rest() {
+    let server = server_with_owners().await;
+    let (mut whole, connected) = connect_as(&server, POSITIONED, ALICE).await;
+    let log = &connected["connected"]["capabilities"]["event_log"];
+    assert_eq!(*log, json!({"head": 0}), "{connected}");
+    whole.script("paced", "go").await;
+    let full = whole.recv_turn().await;
+    let kinds: Vec<_> = full.iter().map(|f| f["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn_started",
+            "chunk",
+            "chunk",
+            "tool_call",
+            "tool_result",
+            "chunk",
+            "chunk",
+            "chunk",
+            "done"
+        ]
+    );
+    let seqs: Vec<u64> = full.iter().map(|f| f["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert_eq!(full[0]["turn_started"]["turn_id"], full[0]["seq"]);
+
+    // One client per cut point, all at once: each drops its socket after
+    // `cut` frames and rejoins after the last one it read.
+    let runs = (1..full.len()).map(|cut| {
+        let server = &server;
+        async move {
+            let (mut client, _) = connect_as(server, POSITIONED, ALICE).await;
+            client.script("paced", "go").await;
+            let mut seen = Vec::new();
+            for _ in 0..cut {
+                seen.push(client.recv().await);
+            }
+            drop(client);
+            let query = rejoin_query(&seen[0], seen.last().unwrap());
+            let (mut back, connected) = connect_as(server, &query, ALICE).await;
+            assert_eq!(connected["session_id"], seen[0]["session_id"], "cut {cut}");
+            assert_eq!(connected["connected"]["resumed"], true, "cut {cut}");
+            let log = &connected["connected"]["capabilities"]["event_log"];
+            assert_eq!(log["replayed"], true, "cut {cut}: {connected}");
+            assert_eq!(log["epoch"], seen[0]["turn_started"]["epoch"], "cut {cut}");
+            seen.extend(back.recv_turn().await);
+            back.expect_silence(Duration::from_millis(200)).await;
+            (cut, seen)
+        }
+    });
+    for (cut, seen) in futures_util::future::join_all(runs).await {
+        let seen: Vec<_> = seen.iter().map(shape).collect();
+        let expected: Vec<_> = full.iter().map(shape).collect();
+        assert_eq!(
+            seen, expected,
+            "cut after {cut} frames: no gap, no duplicate"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_comes_back_after_its_turn_ended_gets_the_end() {
+    let server = server_with_owners().await;
+    let (mut client, _) = connect_as(&server, POSITIONED, ALICE).await;
+    client.script("paced", "go").await;
+    let started = client.recv().await;
+    let first = client.recv().await;
+    drop(client);
+    // The turn ends (five 150 ms steps) with nobody on its session.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (mut back, connected) = connect_as(&server, &rejoin_query(&started, &first), ALICE).await;
+    assert_eq!(
+        connected["connected"]["capabilities"]["event_log"]["replayed"], true,
+        "{connected}"
+    );
+    let rest = back.recv_turn().await;
+    let done = rest.last().unwrap();
+    assert_eq!(done["type"], "done");
+    assert_eq!(done["content"], "one two three four five");
+    assert_eq!(rest[0]["seq"], first["seq"].as_u64().unwrap() + 1);
+    // The session is the client's again: its next turn runs on it.
+    back.script("echo", "again").await;
+    let next = back.recv_turn().await;
+    assert_eq!(next[0]["type"], "turn_started");
+    assert_eq!(next.last().unwrap()["session_id"], started["session_id"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn another_owner_cannot_rejoin_and_a_stale_epoch_replays_nothing() {
+    let server = server_with_owners().await;
+    let (mut alice, _) = connect_as(&server, POSITIONED, ALICE).await;
+    alice.script("paced", "go").await;
+    let started = alice.recv().await;
+    let first = alice.recv().await;
+
+    // Bob names Alice's session: a fresh session, as for any unknown id.
+    let (mut bob, connected) = connect_as(&server, &rejoin_query(&started, &first), BOB).await;
+    assert_ne!(connected["session_id"], started["session_id"]);
+    assert!(
+        connected["connected"].get("resumed").is_none(),
+        "{connected}"
+    );
+    assert_eq!(
+        connected["connected"]["capabilities"]["event_log"],
+        json!({"head": 0})
+    );
+    bob.expect_silence(Duration::from_millis(300)).await;
+
+    // Alice with an epoch this log never had: attached, nothing replayed
+    // (she reloads the history instead), the live rest of the turn follows.
+    let stale = rejoin_query(&started, &first).replace(
+        started["turn_started"]["epoch"].as_str().unwrap(),
+        "00000000000000ff",
+    );
+    let (mut again, connected) = connect_as(&server, &stale, ALICE).await;
+    assert_eq!(connected["session_id"], started["session_id"]);
+    let log = &connected["connected"]["capabilities"]["event_log"];
+    assert_eq!(log["replayed"], false, "{connected}");
+    assert_eq!(log["epoch"], started["turn_started"]["epoch"]);
+    let live = again.recv_turn().await;
+    assert!(
+        live.iter()
+            .all(|f| f["seq"].as_u64() > first["seq"].as_u64()),
+        "live frames only: {live:?}"
+    );
+    assert_eq!(live.last().unwrap()["type"], "done");
+    assert_eq!(alice.recv_turn().await.last().unwrap()["type"], "done");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_stream_2_resume_rejoins_nothing_and_frames_carry_no_seq() {
+    let server = server_with_owners().await;
+    let (mut alice, _) = connect_as(&server, POSITIONED, ALICE).await;
+    alice.script("paced", "go").await;
+    let started = alice.recv().await;
+    let first = alice.recv().await;
+    let query = rejoin_query(&started, &first).replace("&stream=2", "");
+    let (mut plain, connected) = connect_as(&server, &query, ALICE).await;
+    assert_ne!(connected["session_id"], started["session_id"]);
+    assert!(
+        connected["connected"]["capabilities"]
+            .get("event_log")
+            .is_none()
+    );
+    plain.expect_silence(Duration::from_millis(200)).await;
+    plain.script("stream", "hi").await;
+    for frame in plain.recv_turn().await {
+        assert!(frame.get("seq").is_none(), "{frame}");
+        assert_ne!(frame["type"], "turn_started");
+    }
+    server.stop().await;
+}
