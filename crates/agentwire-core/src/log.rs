@@ -200,11 +200,11 @@ impl SessionLog {
     }
 
     /// A reader for a client that had read up to `after` and comes back:
-    /// from the start of the turn that holds `after + 1`, so a dialect
-    /// rebuilds its per-turn state from the `TurnStarted` on and sends only
-    /// what comes after `after`. `None` when the log no longer holds that
-    /// turn's start, or `after` is past the head (a position this log never
-    /// gave).
+    /// from the start of the turn that holds entry `after` (from `after`
+    /// itself when that was a turn's terminal), so a dialect rebuilds its
+    /// per-turn state from the `TurnStarted` on and sends only what comes
+    /// after `after`. `None` when the log no longer holds that start, or
+    /// `after` is past the head (a position this log never gave).
     pub fn rejoin_reader(self: &Arc<Self>, after: u64) -> Option<LogReader> {
         let state = self.state.lock();
         if after > state.head {
@@ -214,11 +214,19 @@ impl SessionLog {
             .entries
             .front()
             .map_or(state.head + 1, |k| k.entry.seq);
-        let start = match state.entries.get((after + 1).checked_sub(oldest)? as usize) {
-            Some(next) if next.entry.turn.0 >= oldest => next.entry.turn.0,
-            Some(_) => return None,
-            // Nothing after `after` yet: follow from the head.
-            None => after + 1,
+        let start = match after.checked_sub(oldest) {
+            Some(index) => {
+                let last_read = &state.entries[index as usize].entry;
+                match last_read.event.is_terminal() {
+                    true => after + 1,
+                    false if last_read.turn.0 >= oldest => last_read.turn.0,
+                    false => return None,
+                }
+            }
+            // Nothing of the log read yet: fine if nothing is lost before
+            // its oldest entry, which then starts a turn.
+            None if after + 1 == oldest => after + 1,
+            None => return None,
         };
         drop(state);
         Some(self.reader_after(start - 1))

@@ -22,8 +22,9 @@ pub mod turn;
 
 pub use inbound::{FrameError, InboundMessage, decode_inbound};
 pub use outbound::{
-    ErrorEvent, RejectReason, encode_agent_completed, encode_agent_started, encode_error,
-    encode_message_rejected, encode_session_summary_scheduled, encode_token, encode_tool_call,
-    encode_tool_result, format_timestamp,
+    ErrorEvent, GoingAway, RejectReason, StreamInfo, encode_agent_completed, encode_agent_started,
+    encode_error, encode_going_away, encode_message_rejected, encode_session_summary_scheduled,
+    encode_stream_info, encode_token, encode_tool_call, encode_tool_result, format_timestamp,
+    with_seq,
 };
 pub use turn::TurnEncoder;

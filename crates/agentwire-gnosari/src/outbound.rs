@@ -138,6 +138,97 @@ pub fn format_timestamp(at: Timestamp) -> String {
     )
 }
 
+/// Where the session's log stands, for clients that asked for positions
+/// (`stream=2`): sent when a turn starts (`turn_id`, the seq of its start)
+/// and first on a rejoin (`replayed`: whether what the client missed
+/// follows; `false`: reload the history from the sessions API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamInfo<'a> {
+    pub session_id: &'a str,
+    pub epoch: &'a str,
+    pub head: u64,
+    pub turn_id: Option<u64>,
+    pub replayed: Option<bool>,
+}
+
+pub fn encode_stream_info(info: &StreamInfo<'_>) -> String {
+    to_json(&StreamInfoOut {
+        kind: "stream_info",
+        session_id: info.session_id,
+        epoch: info.epoch,
+        head: info.head,
+        turn_id: info.turn_id,
+        replayed: info.replayed,
+    })
+}
+
+#[derive(Serialize)]
+struct StreamInfoOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    session_id: &'a str,
+    epoch: &'a str,
+    head: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replayed: Option<bool>,
+}
+
+/// A planned close ahead (the server drains), for clients that asked for
+/// positions: the time left, a jittered delay before reconnecting, and the
+/// position to rejoin from; flat, like every Gnosari event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoingAway<'a> {
+    pub session_id: &'a str,
+    pub time_left_ms: u64,
+    pub retry_after_ms: u64,
+    pub epoch: &'a str,
+    pub after: u64,
+}
+
+pub fn encode_going_away(notice: &GoingAway<'_>) -> String {
+    to_json(&GoingAwayOut {
+        kind: "going_away",
+        session_id: notice.session_id,
+        time_left_ms: notice.time_left_ms,
+        retry_after_ms: notice.retry_after_ms,
+        resume: ResumeOut {
+            session_id: notice.session_id,
+            after: notice.after,
+            epoch: notice.epoch,
+        },
+    })
+}
+
+#[derive(Serialize)]
+struct GoingAwayOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    session_id: &'a str,
+    time_left_ms: u64,
+    retry_after_ms: u64,
+    resume: ResumeOut<'a>,
+}
+
+#[derive(Serialize)]
+struct ResumeOut<'a> {
+    session_id: &'a str,
+    after: u64,
+    epoch: &'a str,
+}
+
+/// `event`, any flat event this module writes (every one but
+/// `message_rejected`), with a last key `seq`: the position of the log
+/// entry it encodes, for clients that asked for positions.
+pub fn with_seq(mut event: String, seq: u64) -> String {
+    if event.ends_with('}') {
+        event.pop();
+        event.push_str(&format!(",\"seq\":{seq}}}"));
+    }
+    event
+}
+
 fn to_json<T: Serialize>(event: &T) -> String {
     // String keys, strings, JSON values: serialization cannot fail.
     serde_json::to_string(event).expect("event serialization is infallible")

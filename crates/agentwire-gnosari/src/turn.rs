@@ -143,8 +143,8 @@ impl TurnEncoder {
                 let name = self.tool_names.remove(id).unwrap_or_default();
                 encode_tool_result(agent, &name, &tool_result(outcome))
             }
-            TurnEvent::TurnStarted { .. }
-            | TurnEvent::ToolCall(_)
+            TurnEvent::TurnStarted { .. } => self.agent_started(),
+            TurnEvent::ToolCall(_)
             | TurnEvent::ToolResult { .. }
             | TurnEvent::Media(_)
             | TurnEvent::Interrupt

@@ -93,6 +93,47 @@ pub fn encode_turn_started(
     })
 }
 
+/// A planned close ahead (the server drains), for clients that asked for
+/// log positions: the time left before the socket closes, how long to wait
+/// (jittered) before reconnecting, and the position to rejoin from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoingAway<'a> {
+    pub session_id: &'a str,
+    pub time_left_ms: u64,
+    pub retry_after_ms: u64,
+    pub epoch: &'a str,
+    pub after: u64,
+}
+
+pub fn encode_going_away(notice: &GoingAway<'_>, ts: Timestamp) -> String {
+    to_json(&Envelope {
+        going_away: Some(GoingAwayOut {
+            time_left_ms: notice.time_left_ms,
+            retry_after_ms: notice.retry_after_ms,
+            resume: ResumeOut {
+                session_id: notice.session_id,
+                after: notice.after,
+                epoch: notice.epoch,
+            },
+        }),
+        ..Envelope::new("going_away", notice.session_id, ts)
+    })
+}
+
+#[derive(Serialize)]
+struct GoingAwayOut<'a> {
+    time_left_ms: u64,
+    retry_after_ms: u64,
+    resume: ResumeOut<'a>,
+}
+
+#[derive(Serialize)]
+struct ResumeOut<'a> {
+    session_id: &'a str,
+    after: u64,
+    epoch: &'a str,
+}
+
 /// The streamed turn's hot path (one frame per text delta), so it is
 /// written by hand, byte for byte what the serialised [`Envelope`] would be.
 pub fn encode_chunk(session_id: &str, content: &str, ts: Timestamp) -> String {
@@ -379,6 +420,8 @@ struct Envelope<'a> {
     connected: Option<ConnectedOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     turn_started: Option<TurnStartedOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    going_away: Option<GoingAwayOut<'a>>,
     timestamp: Rfc3339,
 }
 
@@ -404,6 +447,7 @@ impl<'a> Envelope<'a> {
             session_config: None,
             connected: None,
             turn_started: None,
+            going_away: None,
             timestamp: Rfc3339(ts),
         }
     }

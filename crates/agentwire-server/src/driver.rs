@@ -20,7 +20,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use agentwire_core::{ErrorCode, Identity, Lagged, LogEntry, LogReader, SessionId, SubmitError};
+use agentwire_core::{
+    Epoch, ErrorCode, Identity, Lagged, LogEntry, LogReader, SessionId, SubmitError,
+};
 use tokio::time::Sleep;
 
 use crate::AppState;
@@ -57,6 +59,13 @@ pub(crate) trait Dialect: Send {
         link: &mut Link,
         draining: bool,
     ) -> Result<Option<Exit>, SendFailed>;
+
+    /// The server began to drain while a turn runs: the turn goes on (the
+    /// drain waits for turns); a client that asked for positions is told
+    /// ahead, with where to rejoin.
+    async fn on_drain(&mut self, _link: &mut Link, _notice: DrainNotice) -> Result<(), SendFailed> {
+        Ok(())
+    }
 
     /// The drain timed out: last words before the 1001 close.
     async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed>;
@@ -157,6 +166,7 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
     let lifecycle = &link.state.lifecycle;
     let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
     let mut keepalive = Keepalive::new(&link.state.settings.limits);
+    let mut drain_noticed = false;
     loop {
         if dialect.turn().is_none() {
             match dialect.when_idle(link, drain.is_cancelled()).await {
@@ -180,8 +190,16 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
             () = until(&mut link.credential.deadline), if !link.credential.expired => {
                 link.credential.expired = true;
             }
-            // Acted on by `when_idle` at the top of the loop.
-            () = drain.cancelled(), if idle => {}
+            // Idle: acted on by `when_idle` at the top of the loop.
+            () = drain.cancelled(), if idle || !drain_noticed => {
+                if !idle {
+                    drain_noticed = true;
+                    let notice = DrainNotice::now(&link.state);
+                    if Box::pin(dialect.on_drain(link, notice)).await.is_err() {
+                        return Exit::Gone;
+                    }
+                }
+            }
             entry = next_entry(dialect.turn()) => {
                 if let Err(exit) = Box::pin(on_turn_events(link, dialect, entry)).await {
                     return exit;
@@ -289,6 +307,43 @@ async fn next_entry(turn: Option<&mut LogReader>) -> Result<LogEntry, Lagged> {
         Some(reader) => reader.next().await,
         None => std::future::pending().await,
     }
+}
+
+/// What a drain notice tells a client: how long its turn still has before
+/// the drain gives up, and how long to wait before reconnecting.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DrainNotice {
+    pub(crate) time_left_ms: u64,
+    /// 0 to [`RETRY_JITTER_MS`], different for each connection, so a drained
+    /// server's clients do not all come back at once.
+    pub(crate) retry_after_ms: u64,
+}
+
+/// The widest spread of [`DrainNotice::retry_after_ms`].
+const RETRY_JITTER_MS: u64 = 2_000;
+
+impl DrainNotice {
+    fn now(state: &AppState) -> DrainNotice {
+        use std::hash::{BuildHasher, Hasher};
+        let time_left = state.lifecycle.drain_time_left().unwrap_or_default();
+        // Randomly keyed per call by the standard library: jitter, not
+        // secrecy.
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        DrainNotice {
+            time_left_ms: u64::try_from(time_left.as_millis()).unwrap_or(u64::MAX),
+            retry_after_ms: random % (RETRY_JITTER_MS + 1),
+        }
+    }
+}
+
+/// A rejoin as the upgrade's query asked for it (`stream=2` and a session).
+pub(crate) struct RejoinAt {
+    pub(crate) session: String,
+    /// The epoch and seq the client named; `None` when either was missing
+    /// or malformed (nothing can be replayed then).
+    pub(crate) position: Option<(Epoch, u64)>,
 }
 
 /// Why the engine did not take a message, as both dialects tell the client.

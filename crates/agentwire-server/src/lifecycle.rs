@@ -1,9 +1,11 @@
 //! Connection accounting and the drain.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
@@ -24,6 +26,8 @@ pub struct Lifecycle {
     pub(crate) drain: CancellationToken,
     /// Cancelled when the drain times out: every socket closes now.
     pub(crate) force_close: CancellationToken,
+    /// When the drain gives up on running turns; set as it begins.
+    drain_deadline: OnceLock<Instant>,
 }
 
 /// One counted connection; dropping it uncounts it.
@@ -42,6 +46,13 @@ impl Lifecycle {
 
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::Acquire)
+    }
+
+    /// How long the drain still waits for running turns; `None` before it
+    /// began.
+    pub(crate) fn drain_time_left(&self) -> Option<Duration> {
+        let deadline = self.drain_deadline.get()?;
+        Some(deadline.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -78,10 +89,11 @@ impl Drop for ConnectionSlot {
 /// The SIGTERM path: refuse new sockets, let turns finish, close everything.
 pub(crate) async fn drain(state: &AppState) {
     let lifecycle = &state.lifecycle;
+    let timeout = state.settings.limits.drain_timeout;
+    let _ = lifecycle.drain_deadline.set(Instant::now() + timeout);
     lifecycle.draining.store(true, Ordering::Release);
     lifecycle.drain.cancel();
     tracing::info!(open = lifecycle.open_connections(), "draining");
-    let timeout = state.settings.limits.drain_timeout;
     if tokio::time::timeout(timeout, wait_all_closed(lifecycle))
         .await
         .is_err()

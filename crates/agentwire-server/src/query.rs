@@ -1,6 +1,8 @@
 //! The `/ws` query string, parsed by hand because the rules need what serde
 //! hides: the first of repeated values, and whether a key was repeated.
 
+use agentwire_core::Epoch;
+
 /// Decoded `key=value` pairs in their order.
 pub(crate) struct QueryParams {
     pairs: Vec<(String, String)>,
@@ -30,6 +32,20 @@ impl QueryParams {
 
     pub(crate) fn count(&self, key: &str) -> usize {
         self.pairs.iter().filter(|(k, _)| k == key).count()
+    }
+
+    /// `stream=2`: the client asked for log positions (issue #13).
+    pub(crate) fn wants_positions(&self) -> bool {
+        self.first("stream") == Some("2")
+    }
+
+    /// `epoch` (16 hex digits) and `after` (a seq), as a rejoin names its
+    /// position; `None` when either is missing or malformed.
+    pub(crate) fn log_position(&self) -> Option<(Epoch, u64)> {
+        let epoch = self.first("epoch").filter(|e| e.len() == 16)?;
+        let epoch = u64::from_str_radix(epoch, 16).ok()?;
+        let after = self.first("after")?.parse().ok()?;
+        Some((Epoch(epoch), after))
     }
 }
 
@@ -76,5 +92,15 @@ mod tests {
         assert_eq!(q.first("flag"), Some(""));
         assert_eq!(q.first("m"), Some("%zz c"));
         assert_eq!(q.first("missing"), None);
+    }
+
+    #[test]
+    fn a_log_position_needs_both_halves_well_formed() {
+        let at = |q: &str| QueryParams::parse(Some(q)).log_position();
+        assert_eq!(at("epoch=00000000000000ff&after=7"), Some((Epoch(255), 7)));
+        assert_eq!(at("epoch=ff&after=7"), None);
+        assert_eq!(at("epoch=000000000000zzff&after=7"), None);
+        assert_eq!(at("epoch=00000000000000ff&after=-1"), None);
+        assert_eq!(at("epoch=00000000000000ff"), None);
     }
 }

@@ -298,17 +298,26 @@ fn a_rejoin_reads_from_the_start_of_the_turn_that_holds_the_next_entry() {
     let writer = log.start_turn("a"); // 8
     writer.append(delta("one")); // 9
     writer.append(delta("two")); // 10
-    for (after, start) in [(0, 1), (3, 1), (6, 1), (7, 8), (8, 8), (9, 8)] {
+    // Entry 7 is turn 1's terminal: a rejoin after it starts at turn 8.
+    // Caught up mid-turn (after 10, the head) still starts at the turn's
+    // start, for the dialect's state.
+    for (after, start) in [(0, 1), (3, 1), (6, 1), (7, 8), (8, 8), (9, 8), (10, 8)] {
         let mut reader = log.rejoin_reader(after).expect("in the log");
         let first = reader.try_next().unwrap().unwrap();
         assert_eq!(first.seq, start, "after {after}");
         assert!(matches!(*first.event, TurnEvent::TurnStarted { .. }));
     }
-    // Caught up: nothing to replay, the reader follows from the head.
     let mut caught_up = log.rejoin_reader(10).expect("at the head");
+    for _ in 8..=10 {
+        caught_up.try_next().unwrap().unwrap();
+    }
     assert_eq!(caught_up.try_next(), Ok(None));
     writer.finish(completed("x"));
     assert_eq!(caught_up.try_next().unwrap().unwrap().seq, 11);
+    // After a finished turn, at the head: nothing to replay, the next
+    // turn follows.
+    let mut idle = log.rejoin_reader(11).expect("at the head");
+    assert_eq!(idle.try_next(), Ok(None));
     // A position this log never gave.
     assert!(log.rejoin_reader(12).is_none());
 }

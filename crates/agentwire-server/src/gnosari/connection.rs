@@ -36,14 +36,16 @@ use agentwire_core::assets::ASSET_METADATA_KEY;
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
     Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, LogEntry, LogReader,
-    MediaContent, MediaError, MediaId, PartKind, SessionId, SessionLease, StorageRef,
-    SubmitRequest, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
+    MediaContent, MediaError, MediaId, PartKind, RejoinRequest, SessionId, SessionLease,
+    StorageRef, SubmitRequest, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 
 use crate::AppState;
 use crate::budget::{self, InboundPermit};
-use crate::driver::{self, CredentialClock, Dialect, INTERNAL, Link, SubmitRefusal};
+use crate::driver::{
+    self, CredentialClock, Dialect, DrainNotice, INTERNAL, Link, RejoinAt, SubmitRefusal,
+};
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -75,6 +77,11 @@ pub(crate) struct GnosariParams {
     pub(crate) agent_name: String,
     /// Who is calling; anonymous when the agent is public and no credential came.
     pub(crate) caller: Caller,
+    /// `stream=2`: every logged event carries its `seq`, and each turn
+    /// opens with `stream_info`.
+    pub(crate) positions: bool,
+    /// `stream=2&session_id=S&after=N&epoch=E`: follow S again from after N.
+    pub(crate) rejoin: Option<RejoinAt>,
 }
 
 /// A frame waiting for its turn to be answered.
@@ -94,12 +101,19 @@ struct Reply {
 struct RunningTurn {
     /// The turn's reader of the session's log.
     events: LogReader,
-    /// The message's share of the inbound budget, given back with the turn.
-    _bytes: InboundPermit,
+    /// The message's share of the inbound budget, given back with the turn
+    /// (`None` for a turn this connection follows but did not start).
+    _bytes: Option<InboundPermit>,
     encoder: TurnEncoder,
     /// When the completed turn scheduled the session's summary: announced
-    /// by `session_summary_scheduled` right after `agent_completed`.
-    summary: SummaryNotice,
+    /// by `session_summary_scheduled` right after `agent_completed`. `None`
+    /// for turns this connection follows but did not start (a rejoin).
+    summary: Option<SummaryNotice>,
+    /// Entries up to this seq are a rejoin's warm-up: they rebuild the
+    /// encoder's state and are not sent again.
+    send_after: u64,
+    /// The encoder has seen a `TurnStarted`: the next one needs a new one.
+    encoder_used: bool,
 }
 
 struct Gnosari {
@@ -141,8 +155,13 @@ impl Dialect for Gnosari {
         self.turn.as_mut().map(|turn| &mut turn.events)
     }
 
-    async fn greet(&mut self, _link: &mut Link) -> Result<(), SendFailed> {
-        Ok(())
+    /// A rejoin attaches to its session and says where its log stands; a
+    /// connection without one says nothing first, as the contract has it.
+    async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+        match self.params.rejoin.take() {
+            Some(at) => self.rejoin(link, at).await,
+            None => Ok(()),
+        }
     }
 
     async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit> {
@@ -168,13 +187,24 @@ impl Dialect for Gnosari {
             return Ok(());
         };
         let event = &*entry.event;
+        if let TurnEvent::TurnStarted { .. } = event {
+            // Each turn encodes from a fresh state; the first one the
+            // encoder sees is the turn it was made for.
+            if std::mem::replace(&mut turn.encoder_used, true) {
+                let session = turn.encoder.session_id().to_owned();
+                turn.encoder = TurnEncoder::new(&self.params.agent_name, session, None);
+            }
+        }
         if let TurnEvent::ToolCall(call) = event
             && call.side == ToolSide::Client
         {
             let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
             self.scope.client_tools().answer(&call.id, denial);
         }
-        if let TurnEvent::Failed(failure) = event {
+        let replaying = entry.seq <= turn.send_after;
+        if let TurnEvent::Failed(failure) = event
+            && !replaying
+        {
             link.state.metrics.count_error(failure.code);
         }
         let frames = turn.encoder.encode(event);
@@ -183,20 +213,42 @@ impl Dialect for Gnosari {
         let summary_scheduled = match event {
             TurnEvent::Completed(_) => turn
                 .summary
-                .scheduled_at()
+                .as_mut()
+                .and_then(SummaryNotice::scheduled_at)
                 .map(|at| gnosari::encode_session_summary_scheduled(turn.encoder.session_id(), at)),
             _ => None,
         };
-        if terminal {
+        let positions = self.params.positions;
+        let stream_info = match event {
+            TurnEvent::TurnStarted { .. } if positions => {
+                Some(gnosari::encode_stream_info(&gnosari::StreamInfo {
+                    session_id: turn.encoder.session_id(),
+                    epoch: &turn.events.epoch().to_string(),
+                    head: entry.seq,
+                    turn_id: Some(entry.turn.0),
+                    replayed: None,
+                }))
+            }
+            _ => None,
+        };
+        // A rejoin replaying several turns, or a turn another connection
+        // started meanwhile, keeps the reader.
+        if terminal && !turn.events.is_live() {
             self.turn = None;
         }
-        for frame in frames {
-            link.send(frame).await?;
+        if !replaying {
+            let positioned = |frame: String| match positions {
+                true => gnosari::with_seq(frame, entry.seq),
+                false => frame,
+            };
+            for frame in stream_info.into_iter().chain(frames) {
+                link.send(positioned(frame)).await?;
+            }
+            if let Some(frame) = summary_scheduled {
+                link.send(frame).await?;
+            }
         }
-        if let Some(frame) = summary_scheduled {
-            link.send(frame).await?;
-        }
-        if terminal {
+        if terminal && self.turn.is_none() {
             self.advance(link).await?;
         }
         Ok(())
@@ -220,6 +272,21 @@ impl Dialect for Gnosari {
         Ok(None)
     }
 
+    async fn on_drain(&mut self, link: &mut Link, notice: DrainNotice) -> Result<(), SendFailed> {
+        let Some(turn) = self.turn.as_ref().filter(|_| self.params.positions) else {
+            return Ok(());
+        };
+        let epoch = turn.events.epoch().to_string();
+        let frame = gnosari::encode_going_away(&gnosari::GoingAway {
+            session_id: turn.encoder.session_id(),
+            time_left_ms: notice.time_left_ms,
+            retry_after_ms: notice.retry_after_ms,
+            epoch: &epoch,
+            after: turn.events.cursor(),
+        });
+        link.send(frame).await
+    }
+
     /// The drain timed out: what the running turn has sent already goes
     /// out, a turn that did not end gets its `error`, and every queued frame
     /// is answered as on a drain (a message: not processed), before the close.
@@ -241,11 +308,69 @@ impl Dialect for Gnosari {
         }
         self.refuse_queued(link).await
     }
+
+    /// Whatever it last read may not have reached the client: its session
+    /// stays for a rejoin a while.
+    fn on_lost(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.keep_for_rejoin();
+        }
+    }
 }
 
 impl Gnosari {
     fn agent_name(&self) -> &str {
         &self.params.agent_name
+    }
+
+    /// Attaches to the session a rejoin names, if the engine lets this
+    /// caller (same owner, not expired; never anonymous): `stream_info` with
+    /// `replayed`, then what the client missed (when replayed) and the live
+    /// rest. A refused rejoin is an `error` event, as for a message naming
+    /// an unknown session; the socket stays open.
+    async fn rejoin(&mut self, link: &mut Link, at: RejoinAt) -> Result<(), SendFailed> {
+        let request = RejoinRequest {
+            agent: &self.params.agent,
+            namespace: NAMESPACE,
+            owner: self.params.caller.owner.as_deref(),
+            session: &at.session,
+            position: at.position,
+        };
+        let rejoined = match link.state.engine.rejoin(request).await {
+            Ok(rejoined) => rejoined,
+            Err(e) => {
+                let refusal = SubmitRefusal::new(e, SESSION_NOT_FOUND);
+                let reply = self.error_reply(refusal.code, &refusal.text, None, None);
+                return self.send_reply(link, reply).await;
+            }
+        };
+        let session = rejoined.session.id().clone();
+        let info = gnosari::encode_stream_info(&gnosari::StreamInfo {
+            session_id: session.as_str(),
+            epoch: &rejoined.epoch.to_string(),
+            head: rejoined.head,
+            turn_id: None,
+            replayed: Some(rejoined.replayed),
+        });
+        if rejoined.reader.is_live() {
+            let send_after = match (rejoined.replayed, at.position) {
+                (true, Some((_, after))) => after,
+                _ => 0,
+            };
+            self.turn = Some(RunningTurn {
+                events: rejoined.reader,
+                _bytes: None,
+                encoder: TurnEncoder::new(self.agent_name(), session.as_str(), None),
+                summary: None,
+                send_after,
+                // Replayed from a turn's start or followed from the head:
+                // either way the encoder is fresh.
+                encoder_used: false,
+            });
+        }
+        self.current = session;
+        self.lease = Some(rejoined.session);
+        link.send(info).await
     }
 
     /// Everything decided about a frame when it arrives, in the behaviour
@@ -430,16 +555,18 @@ impl Gnosari {
                 let session = handle.session.id().clone();
                 let encoder =
                     TurnEncoder::new(self.agent_name(), session.as_str(), client_message_id);
-                let started = encoder.agent_started();
                 self.current = session;
                 self.lease = Some(handle.session);
+                // `agent_started` is the encoding of the turn's first entry.
                 self.turn = Some(RunningTurn {
                     events: handle.events,
-                    _bytes: bytes,
+                    _bytes: Some(bytes),
                     encoder,
-                    summary: handle.summary,
+                    summary: Some(handle.summary),
+                    send_after: 0,
+                    encoder_used: false,
                 });
-                return link.send(started).await;
+                return Ok(());
             }
             Err(e) => SubmitRefusal::new(e, SESSION_NOT_FOUND),
         };

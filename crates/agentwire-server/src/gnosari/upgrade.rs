@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::connection::{self, GnosariParams};
+use crate::driver::RejoinAt;
 use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
@@ -131,10 +132,20 @@ async fn admit(
     if !origin_allowed(&state.settings.allowed_origins, headers) {
         return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
     }
+    let positions = query.wants_positions();
+    let rejoin = query
+        .first("session_id")
+        .filter(|s| positions && !s.is_empty())
+        .map(|session| RejoinAt {
+            session: session.to_owned(),
+            position: query.log_position(),
+        });
     Ok(GnosariParams {
         agent,
         agent_name,
         caller,
+        positions,
+        rejoin,
     })
 }
 

@@ -12,7 +12,7 @@ use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 
 use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
-use crate::driver::{self, CredentialClock, Dialect, Link, SubmitRefusal};
+use crate::driver::{self, CredentialClock, Dialect, DrainNotice, Link, RejoinAt, SubmitRefusal};
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -42,14 +42,6 @@ pub(crate) struct ConnectionParams {
     pub(crate) positions: bool,
     /// `stream=2&resume=S&after=N&epoch=E`: follow S again from after N.
     pub(crate) rejoin: Option<RejoinAt>,
-}
-
-/// A rejoin as the upgrade's query asked for it.
-pub(crate) struct RejoinAt {
-    pub(crate) session: String,
-    /// The epoch and seq the client named; `None` when either was missing
-    /// or malformed (nothing can be replayed then).
-    pub(crate) position: Option<(Epoch, u64)>,
 }
 
 struct Omnia {
@@ -233,6 +225,24 @@ impl Dialect for Omnia {
             )));
         }
         Ok(draining.then_some(Exit::Close(CLOSE_GOING_AWAY, "server shutdown")))
+    }
+
+    async fn on_drain(&mut self, link: &mut Link, notice: DrainNotice) -> Result<(), SendFailed> {
+        let Some(reader) = self.turn.as_ref().filter(|_| self.params.positions) else {
+            return Ok(());
+        };
+        let epoch = reader.epoch().to_string();
+        let frame = omnia::encode_going_away(
+            &omnia::GoingAway {
+                session_id: self.current.as_str(),
+                time_left_ms: notice.time_left_ms,
+                retry_after_ms: notice.retry_after_ms,
+                epoch: &epoch,
+                after: reader.cursor(),
+            },
+            link.state.engine.clock().now(),
+        );
+        link.send(frame).await
     }
 
     async fn on_force_close(&mut self, _link: &mut Link) -> Result<(), SendFailed> {

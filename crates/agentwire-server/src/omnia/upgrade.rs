@@ -7,9 +7,10 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use agentwire_core::{Credentials, Epoch};
+use agentwire_core::Credentials;
 
-use super::connection::{self, ConnectionParams, RejoinAt};
+use super::connection::{self, ConnectionParams};
+use crate::driver::RejoinAt;
 use crate::identity;
 use crate::query::QueryParams;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
@@ -64,10 +65,10 @@ async fn admit(
         return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
     }
     let memory_facet = memory_facet(&query, agent.memory_facet.as_deref())?;
-    let positions = query.first("stream") == Some("2");
+    let positions = query.wants_positions();
     let rejoin = resume.filter(|_| positions).map(|session| RejoinAt {
         session: session.to_owned(),
-        position: log_position(&query),
+        position: query.log_position(),
     });
     Ok(ConnectionParams {
         positions,
@@ -82,14 +83,6 @@ async fn admit(
         memory_facet,
         caller,
     })
-}
-
-/// `epoch` (16 hex digits) and `after` (a seq), as a rejoin names them.
-fn log_position(query: &QueryParams) -> Option<(Epoch, u64)> {
-    let epoch = query.first("epoch").filter(|e| e.len() == 16)?;
-    let epoch = u64::from_str_radix(epoch, 16).ok()?;
-    let after = query.first("after")?.parse().ok()?;
-    Some((Epoch(epoch), after))
 }
 
 /// `memory_facet`: optional, at most once, `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`.

@@ -278,3 +278,158 @@ async fn without_stream_2_resume_rejoins_nothing_and_frames_carry_no_seq() {
     }
     server.stop().await;
 }
+
+/// Connects to `/ws/agent/test-agent?<query>` as the owner of `key`.
+async fn connect_gnosari_as(server: &TestServer, query: &str, key: &str) -> Client {
+    server
+        .try_connect_gnosari(&format!("test-agent?{query}"), &[("X-AUTH-TOKEN", key)])
+        .await
+        .expect("upgrade accepted")
+}
+
+fn paced_message() -> Value {
+    json!({"message": "go", "metadata": {"mock_scenario": "paced"}})
+}
+
+#[tokio::test]
+async fn a_gnosari_client_dropped_after_any_event_rejoins_and_gets_exactly_the_rest() {
+    let server = server_with_owners().await;
+    let mut whole = connect_gnosari_as(&server, "stream=2", ALICE).await;
+    whole.send_json(paced_message()).await;
+    let full = whole.recv_gnosari_turn().await;
+    let kinds: Vec<_> = full.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "stream_info",
+            "agent_started",
+            "token",
+            "token",
+            "tool_call",
+            "tool_result",
+            "token",
+            "token",
+            "token",
+            "agent_completed"
+        ]
+    );
+    assert_eq!(full[0]["turn_id"], full[0]["seq"]);
+    assert_eq!(
+        full[0]["seq"], full[1]["seq"],
+        "both come from the turn's start"
+    );
+    assert_eq!(
+        full.last().unwrap()["full_response"],
+        "one two three four five"
+    );
+
+    let runs = (2..full.len()).map(|cut| {
+        let server = &server;
+        async move {
+            let mut client = connect_gnosari_as(server, "stream=2", ALICE).await;
+            client.send_json(paced_message()).await;
+            let mut seen = Vec::new();
+            for _ in 0..cut {
+                seen.push(client.recv_event().await);
+            }
+            drop(client);
+            let query = format!(
+                "stream=2&session_id={}&after={}&epoch={}",
+                seen[0]["session_id"].as_str().unwrap(),
+                seen.last().unwrap()["seq"],
+                seen[0]["epoch"].as_str().unwrap()
+            );
+            let mut back = connect_gnosari_as(server, &query, ALICE).await;
+            let info = back.recv_event().await;
+            assert_eq!(info["type"], "stream_info", "cut {cut}: {info}");
+            assert_eq!(info["replayed"], true, "cut {cut}: {info}");
+            assert_eq!(info["session_id"], seen[0]["session_id"]);
+            seen.extend(back.recv_gnosari_turn().await);
+            (cut, seen)
+        }
+    });
+    let shape = |event: &Value| {
+        let mut event = event.clone();
+        let object = event.as_object_mut().unwrap();
+        for key in ["session_id", "epoch"] {
+            object.remove(key);
+        }
+        event
+    };
+    for (cut, seen) in futures_util::future::join_all(runs).await {
+        let seen: Vec<_> = seen.iter().map(shape).collect();
+        let expected: Vec<_> = full.iter().map(shape).collect();
+        assert_eq!(
+            seen, expected,
+            "cut after {cut} events: no gap, no duplicate"
+        );
+    }
+
+    // Another owner naming the session: refused with the unknown-session
+    // error; the socket stays open.
+    let query = format!(
+        "stream=2&session_id={}&after=1&epoch={}",
+        full[0]["session_id"].as_str().unwrap(),
+        full[0]["epoch"].as_str().unwrap()
+    );
+    let mut bob = connect_gnosari_as(&server, &query, BOB).await;
+    let refused = bob.recv_event().await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["error"], "session not found");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_drain_tells_opted_in_clients_where_to_rejoin_and_lets_the_turn_end() {
+    let mut server = server_with_owners().await;
+    let (mut client, _) = connect_as(&server, POSITIONED, ALICE).await;
+    let (mut plain, _) = connect_as(&server, "agent=test-agent", ALICE).await;
+    client.script("paced", "go").await;
+    plain.script("paced", "go").await;
+    let started = client.recv().await;
+    let mut frames = vec![client.recv().await];
+    assert_eq!(plain.recv().await["type"], "chunk");
+    server.begin_shutdown();
+
+    // The notice, then the rest of the turn, then the drain's close.
+    loop {
+        let frame = client.recv().await;
+        let done = frame["type"] == "done";
+        frames.push(frame);
+        if done {
+            break;
+        }
+    }
+    let at = frames
+        .iter()
+        .position(|f| f["type"] == "going_away")
+        .expect("a going_away frame before done");
+    let notice = &frames[at]["going_away"];
+    assert!(
+        frames[at].get("seq").is_none(),
+        "not a log entry: {}",
+        frames[at]
+    );
+    let time_left = notice["time_left_ms"].as_u64().unwrap();
+    assert!(time_left > 0 && time_left <= 30_000, "{notice}");
+    assert!(
+        notice["retry_after_ms"].as_u64().unwrap() <= 2_000,
+        "{notice}"
+    );
+    let resume = &notice["resume"];
+    assert_eq!(resume["session_id"], started["session_id"]);
+    assert_eq!(resume["epoch"], started["turn_started"]["epoch"]);
+    assert_eq!(
+        resume["after"],
+        frames[at - 1]["seq"],
+        "the last frame before it"
+    );
+    assert_eq!(frames.last().unwrap()["content"], "one two three four five");
+    let close = client.expect_close(Duration::from_secs(5)).await;
+    assert_eq!(close.map(|c| u16::from(c.code)), Some(1001));
+
+    // A client that did not opt in sees today's frames: no notice.
+    let rest = plain.recv_turn().await;
+    assert!(rest.iter().all(|f| f["type"] != "going_away"), "{rest:?}");
+    server.wait_stopped().await;
+}
