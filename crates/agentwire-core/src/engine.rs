@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
-use crate::log::{Epoch, LogReader, SessionLog};
+use crate::log::{Epoch, LogReader, SessionLog, TurnId};
 use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
 use crate::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
@@ -44,10 +44,11 @@ use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
 mod records;
 
-use records::{record, terminal_record, tool_records};
+use records::{Ending, record, terminal_record, tool_records};
 
 use crate::turn::{
-    ClientTools, EventSink, Handler, TurnContext, TurnEvent, TurnFailure, TurnInput,
+    ClientTools, EventSink, Handler, Reply, ToolOutcome, ToolSide, TurnContext, TurnEvent,
+    TurnFailure, TurnInput,
 };
 
 /// An agent as the engine sees it: its rules and the handler that answers.
@@ -108,6 +109,8 @@ struct LiveState {
     persisted: bool,
     last_active_at: Timestamp,
     turn_running: bool,
+    /// The running turn and what cancels it, once it has started.
+    turn_cancel: Option<(TurnId, CancellationToken)>,
     /// The latest messages, as far back as the next turn's window reaches
     /// ([`retained_start`]), plus the running turn's. Shared with running
     /// turns; appends copy only while a turn still holds the previous
@@ -153,6 +156,17 @@ pub enum SubmitError {
     TurnInProgress { session: SessionId },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What [`SessionLease::cancel_turn`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// This turn is being cancelled (or already was).
+    Cancelled(TurnId),
+    /// No turn runs, or not the one named.
+    NothingRunning,
+    /// The caller does not own the session.
+    NotYours,
 }
 
 /// A running turn, as its connection sees it.
@@ -300,6 +314,7 @@ impl Engine {
                         persisted: true,
                         last_active_at: record.last_active_at,
                         turn_running: false,
+                        turn_cancel: None,
                         history: Arc::new(Vec::new()),
                         next_seq: 0,
                         deleted: false,
@@ -413,12 +428,14 @@ impl Engine {
         let log = &lease.session.log;
         let writer = log.start_turn(&req.agent.name);
         let reader = log.reader_after(writer.turn().0 - 1);
+        let cancel = self.inner.turns_cancel.child_token();
+        lease.session.state.lock().turn_cancel = Some((writer.turn(), cancel.clone()));
         let (summary_tx, summary_rx) = oneshot::channel();
         let turn = TurnContext {
             session_id: lease.id().clone(),
             input,
             history: history.clone(),
-            cancel: self.inner.turns_cancel.child_token(),
+            cancel,
             events: EventSink::new(writer),
             scope: req.scope.clone(),
             client_tools: ClientTools {
@@ -534,6 +551,7 @@ impl Engine {
                         persisted: true,
                         last_active_at: record.last_active_at,
                         turn_running: false,
+                        turn_cancel: None,
                         history: Arc::new(history),
                         next_seq,
                         deleted: false,
@@ -559,6 +577,7 @@ impl Engine {
                         persisted: false,
                         last_active_at: now,
                         turn_running: false,
+                        turn_cancel: None,
                         history: Arc::new(Vec::new()),
                         next_seq: 0,
                         deleted: false,
@@ -683,7 +702,26 @@ impl SessionLease {
     fn end_turn_then(&self, finish: impl FnOnce()) {
         let mut state = self.session.state.lock();
         state.turn_running = false;
+        state.turn_cancel = None;
         finish();
+    }
+
+    /// Cancels the session's running turn (`turn`: only if it is still
+    /// that one; `None`: whatever runs) for `owner`, the caller. The turn
+    /// then ends `Cancelled` with what it had streamed; running again is
+    /// harmless, so is a cancel with nothing running.
+    pub fn cancel_turn(&self, owner: Option<&str>, turn: Option<TurnId>) -> CancelOutcome {
+        if self.session.record.owner.as_deref() != owner {
+            return CancelOutcome::NotYours;
+        }
+        let state = self.session.state.lock();
+        match &state.turn_cancel {
+            Some((running, token)) if turn.is_none_or(|t| t == *running) => {
+                token.cancel();
+                CancelOutcome::Cancelled(*running)
+            }
+            _ => CancelOutcome::NothingRunning,
+        }
     }
 
     /// Stores `messages` (their `seq` is assigned here).
@@ -843,13 +881,26 @@ async fn run_turn(
     user_write: JoinHandle<Result<(), StoreError>>,
     summary: oneshot::Sender<Timestamp>,
 ) {
-    let result = AssertUnwindSafe(handler.run(&turn))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|_| {
+    let cancel = turn.cancel.clone();
+    let run = AssertUnwindSafe(handler.run(&turn)).catch_unwind();
+    // Cancelled, the handler's future is dropped where it waits: the
+    // provider's response (so its HTTP stream closes), a tool call (an MCP
+    // request sends `notifications/cancelled` as it drops), a client call.
+    let finished = tokio::select! {
+        finished = run => Some(finished),
+        () = cancel.cancelled() => None,
+    };
+    let ending = match finished {
+        _ if cancel.is_cancelled() => {
+            withdraw_client_calls(&turn).await;
+            Ending::Cancelled(Reply::text(turn.events().streamed()))
+        }
+        Some(Ok(result)) => Ending::Ran(result),
+        Some(Err(_)) | None => {
             tracing::error!(session = %turn.session_id, "handler panicked");
-            Err(TurnFailure::internal())
-        });
+            Ending::Ran(Err(TurnFailure::internal()))
+        }
+    };
     // The whole context goes now, not at the end of this function: while the
     // turn's history snapshot lives, appending the reply would copy the
     // session's entire history.
@@ -860,7 +911,7 @@ async fn run_turn(
         std::mem::take(&mut *events.tool_log.lock()),
         now,
     );
-    records.push(terminal_record(lease.id(), &result, now));
+    records.push(terminal_record(lease.id(), &ending, now));
     let stored = match user_write.await {
         Ok(Ok(())) => lease.store_messages(records).await,
         Ok(Err(e)) => Err(e),
@@ -868,12 +919,13 @@ async fn run_turn(
             "the write task ended: {e}"
         ))),
     };
-    let terminal = match (stored, result) {
-        (Ok(_), Ok(reply)) => {
+    let terminal = match (stored, ending) {
+        (Ok(_), Ending::Ran(Ok(reply))) => {
             lease.schedule_summary(summary).await;
             TurnEvent::Completed(reply)
         }
-        (Ok(_), Err(failure)) => TurnEvent::Failed(failure),
+        (Ok(_), Ending::Ran(Err(failure))) => TurnEvent::Failed(failure),
+        (Ok(_), Ending::Cancelled(partial)) => TurnEvent::Cancelled(partial),
         (Err(e), _) => {
             tracing::error!(session = %lease.id(), error = %e, "storing the turn failed");
             TurnEvent::Failed(TurnFailure::internal())
@@ -889,3 +941,33 @@ async fn run_turn(
         lease.keep_for_rejoin();
     }
 }
+
+/// A cancelled turn's client calls still waiting for an answer: the client
+/// is told each one is over (`tool_result` "turn cancelled", the frame a
+/// timed-out call gets) and a late answer finds nothing to answer.
+async fn withdraw_client_calls(turn: &TurnContext) {
+    let pending: Vec<String> = {
+        let log = turn.events().tool_log.lock();
+        let asked = log.iter().filter_map(|event| match event {
+            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => Some(&call.id),
+            _ => None,
+        });
+        asked
+            .filter(|id| {
+                !log.iter().any(
+                    |event| matches!(event, TurnEvent::ToolResult { id: done, .. } if done == *id),
+                )
+            })
+            .cloned()
+            .collect()
+    };
+    for id in pending {
+        turn.client_tools.broker.forget(&id);
+        turn.events()
+            .tool_result_of_client(id, ToolOutcome::Denied(TURN_CANCELLED.to_owned()))
+            .await;
+    }
+}
+
+/// Why a cancelled turn's pending client calls ended.
+pub const TURN_CANCELLED: &str = "turn cancelled";

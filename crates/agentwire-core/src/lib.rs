@@ -56,8 +56,8 @@ pub use auth::{
 };
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{
-    Agent, DeleteError, Engine, REJOIN_GRACE, RejoinRequest, Rejoined, SessionLease, SubmitError,
-    SubmitRequest, SummaryNotice, TurnHandle,
+    Agent, CancelOutcome, DeleteError, Engine, REJOIN_GRACE, RejoinRequest, Rejoined, SessionLease,
+    SubmitError, SubmitRequest, SummaryNotice, TURN_CANCELLED, TurnHandle,
 };
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};

@@ -303,7 +303,7 @@ fn payload_bytes(event: &TurnEvent) -> usize {
                 }
         }
         TurnEvent::Media(chunk) => chunk.data.len() + chunk.media_id.len(),
-        TurnEvent::Completed(reply) => {
+        TurnEvent::Completed(reply) | TurnEvent::Cancelled(reply) => {
             reply.text.len() + reply.parts.iter().map(part_bytes).sum::<usize>()
         }
         TurnEvent::Failed(failure) => failure.message.len(),

@@ -145,11 +145,17 @@ pub enum TurnEvent {
     },
     Completed(Reply),
     Failed(TurnFailure),
+    /// The turn was cancelled ([`crate::Engine::cancel`], or the drain gave
+    /// up on it): the reply as far as it was streamed to the user.
+    Cancelled(Reply),
 }
 
 impl TurnEvent {
     pub fn is_terminal(&self) -> bool {
-        matches!(self, TurnEvent::Completed(_) | TurnEvent::Failed(_))
+        matches!(
+            self,
+            TurnEvent::Completed(_) | TurnEvent::Failed(_) | TurnEvent::Cancelled(_)
+        )
     }
 }
 
@@ -248,6 +254,7 @@ impl TurnContext {
             scope: self.scope.clone(),
             events: EventSink {
                 writer: self.events.writer.clone(),
+                streamed: self.events.streamed.clone(),
                 tool_log: parking_lot::Mutex::new(Vec::new()),
                 recording: false,
                 delegation_depth: self.events.delegation_depth + 1,
@@ -333,6 +340,9 @@ impl TurnContext {
 /// keep memory flat whatever the readers do.
 pub struct EventSink {
     writer: Arc<TurnWriter>,
+    /// The text streamed to the user so far (not a delegate's): a
+    /// cancelled turn's reply.
+    streamed: Arc<parking_lot::Mutex<String>>,
     /// Tool events, kept to be persisted with the turn.
     pub(crate) tool_log: parking_lot::Mutex<Vec<TurnEvent>>,
     /// False in a delegated sub-turn: its work is not stored.
@@ -344,6 +354,7 @@ impl EventSink {
     pub(crate) fn new(writer: TurnWriter) -> EventSink {
         EventSink {
             writer: Arc::new(writer),
+            streamed: Arc::default(),
             tool_log: parking_lot::Mutex::new(Vec::new()),
             recording: true,
             delegation_depth: 0,
@@ -351,11 +362,32 @@ impl EventSink {
     }
 
     pub async fn text_delta(&self, delta: impl Into<String>) {
-        self.send(TurnEvent::TextDelta(delta.into())).await;
+        let delta = delta.into();
+        // A delegate's text is the call's result, not the user's reply.
+        if self.delegation_depth == 0 {
+            self.streamed.lock().push_str(&delta);
+        }
+        self.send(TurnEvent::TextDelta(delta)).await;
+    }
+
+    /// What the user has been shown of the reply so far.
+    pub(crate) fn streamed(&self) -> String {
+        self.streamed.lock().clone()
     }
 
     pub async fn tool_call(&self, call: ToolCall) {
         self.emit_recorded(TurnEvent::ToolCall(call)).await;
+    }
+
+    /// The outcome of a client-side call the client will not answer now
+    /// (its turn was cancelled): it is told, and it is stored.
+    pub(crate) async fn tool_result_of_client(&self, id: String, outcome: ToolOutcome) {
+        let event = TurnEvent::ToolResult {
+            id,
+            outcome,
+            side: ToolSide::Client,
+        };
+        self.emit_recorded(event).await;
     }
 
     /// The outcome of a server-side tool.

@@ -94,6 +94,21 @@ const MAX_METADATA_KEYS: usize = 32;
 const MAX_METADATA_KEY_CHARS: usize = 64;
 const MAX_METADATA_BYTES: usize = 32 * 1024;
 
+/// `{"type":"cancel","session_id":S}`, the frame that stops a running turn
+/// on a connection that asked for positions (`stream=2`): `Some` with the
+/// session it names (if any) when `text` is one, `None` for anything else
+/// (decoded as a message, as before).
+pub fn decode_cancel(text: &str) -> Option<Option<String>> {
+    #[derive(serde::Deserialize)]
+    struct Control {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        session_id: Option<String>,
+    }
+    let control: Control = serde_json::from_str(text).ok()?;
+    (control.kind.as_deref() == Some("cancel")).then_some(control.session_id)
+}
+
 /// Decodes one text frame. `client_message_id` is read first, so every later
 /// error can carry it.
 pub fn decode_inbound(text: &str) -> Result<InboundMessage, FrameError> {

@@ -20,7 +20,7 @@ pub mod inbound;
 pub mod outbound;
 pub mod turn;
 
-pub use inbound::{FrameError, InboundMessage, decode_inbound};
+pub use inbound::{FrameError, InboundMessage, decode_cancel, decode_inbound};
 pub use outbound::{
     ErrorEvent, GoingAway, RejectReason, StreamInfo, encode_agent_completed, encode_agent_started,
     encode_error, encode_going_away, encode_message_rejected, encode_session_summary_scheduled,

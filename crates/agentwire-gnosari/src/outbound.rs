@@ -56,6 +56,26 @@ pub fn encode_agent_completed(agent_name: &str, full_response: &str) -> String {
     })
 }
 
+/// `agent_completed` of a cancelled turn, for clients that asked for
+/// positions: `full_response` is what was streamed, and `cancelled: true`.
+pub fn encode_agent_cancelled(agent_name: &str, full_response: &str) -> String {
+    to_json(&AgentCancelled {
+        kind: "agent_completed",
+        agent_name,
+        full_response,
+        cancelled: true,
+    })
+}
+
+#[derive(Serialize)]
+struct AgentCancelled<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    agent_name: &'a str,
+    full_response: &'a str,
+    cancelled: bool,
+}
+
 /// `session_summary_scheduled`: sent after `agent_completed` when the turn
 /// (re)scheduled the session's summary. `scheduled_at` is the summary's due
 /// time, written like every timestamp of the contract (to the second) and

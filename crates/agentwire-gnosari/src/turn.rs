@@ -42,8 +42,8 @@ use agentwire_core::{ToolOutcome, ToolSide, TurnEvent};
 use serde_json::{Value, json};
 
 use crate::outbound::{
-    ErrorEvent, encode_agent_completed, encode_agent_started, encode_error, encode_token,
-    encode_tool_call, encode_tool_result,
+    ErrorEvent, encode_agent_cancelled, encode_agent_completed, encode_agent_started, encode_error,
+    encode_token, encode_tool_call, encode_tool_result,
 };
 
 /// Encodes the events of one turn of `agent_name` on `session_id`; the name
@@ -154,6 +154,9 @@ impl TurnEncoder {
                 let reply = effective_text(Some(&reply.text), &reply.parts);
                 return self.completed(&reply);
             }
+            // What was streamed is what the user saw; the dialect turns a
+            // cancel into an error for clients that cannot cancel.
+            TurnEvent::Cancelled(_) => encode_agent_cancelled(agent, &self.streamed),
             TurnEvent::Failed(failure) => encode_error(&ErrorEvent {
                 agent_name: agent,
                 error: &failure.message,

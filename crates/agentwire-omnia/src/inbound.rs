@@ -44,6 +44,11 @@ pub enum ClientFrame {
     CredentialRefresh {
         token: String,
     },
+    /// `{"type":"cancel"}`: stop the running turn. Only for connections
+    /// that asked for positions (`stream=2`, advertised as
+    /// `capabilities.cancel`); the server answers it as an unknown type on
+    /// any other, as before.
+    Cancel,
 }
 
 /// A user message that passed every limit. Empty strings have been folded
@@ -85,7 +90,8 @@ impl FrameError {
 }
 
 const INVALID_FORMAT: FrameError = FrameError::new("invalid message format");
-const UNKNOWN_TYPE: FrameError = FrameError::new("unknown message type");
+/// What a frame of a type the server does not take gets.
+pub const UNKNOWN_TYPE: FrameError = FrameError::new("unknown message type");
 const EMPTY_MESSAGE: FrameError = FrameError::new("message requires content or parts");
 const TOO_MANY_KEYS: FrameError = FrameError::new("metadata has more than 32 keys");
 const BAD_KEY: FrameError =
@@ -123,6 +129,7 @@ pub fn decode_client_text(text: &str) -> Result<ClientFrame, FrameError> {
         FrameType::Hangup => Ok(ClientFrame::Hangup),
         FrameType::DisclosureAck => Ok(ClientFrame::DisclosureAck),
         FrameType::CredentialRefresh => decode_credential_refresh(raw),
+        FrameType::Cancel => Ok(ClientFrame::Cancel),
         FrameType::Unknown => Err(UNKNOWN_TYPE),
     }
 }
@@ -377,6 +384,7 @@ enum FrameType {
     Hangup,
     DisclosureAck,
     CredentialRefresh,
+    Cancel,
     Unknown,
 }
 
@@ -391,6 +399,7 @@ impl FrameType {
             "hangup" => FrameType::Hangup,
             "disclosure_ack" => FrameType::DisclosureAck,
             "credential_refresh" => FrameType::CredentialRefresh,
+            "cancel" => FrameType::Cancel,
             _ => FrameType::Unknown,
         }
     }

@@ -26,12 +26,14 @@ pub use binary::{
     FLAG_COMPRESSED, FLAG_IS_LAST, HEADER_LEN, MAGIC, MESSAGE_TYPE_MEDIA_CHUNK, PROTOCOL_VERSION,
     decode_binary, encode_binary, encode_media_frames, media_id_str,
 };
-pub use inbound::{ClientFrame, ClientMessage, FrameError, UploadRequest, decode_client_text};
+pub use inbound::{
+    ClientFrame, ClientMessage, FrameError, UNKNOWN_TYPE, UploadRequest, decode_client_text,
+};
 pub use outbound::{
-    Capabilities, Connected, EventLog, GoingAway, UploadReady, encode_chunk, encode_connected,
-    encode_done, encode_error, encode_going_away, encode_interrupt, encode_media_chunk,
-    encode_session_config, encode_tool_call, encode_tool_result, encode_turn_started,
-    encode_upload_ready, with_seq,
+    Capabilities, Connected, EventLog, GoingAway, UploadReady, encode_cancelled, encode_chunk,
+    encode_connected, encode_done, encode_error, encode_going_away, encode_interrupt,
+    encode_media_chunk, encode_session_config, encode_tool_call, encode_tool_result,
+    encode_turn_started, encode_upload_ready, with_seq,
 };
 pub use rest::{encode_media_info, encode_upload_credentials};
 pub use timestamp::format_timestamp;

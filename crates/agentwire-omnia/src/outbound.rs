@@ -63,6 +63,7 @@ pub fn encode_connected(c: &Connected<'_>, ts: Timestamp) -> String {
                 binary_frames: c.capabilities.binary_frames,
                 max_payload_size: c.capabilities.max_payload_size,
                 protocol_version: c.capabilities.protocol_version,
+                cancel: c.event_log.is_some(),
                 event_log: c.event_log,
             },
             resumed: c.resumed,
@@ -151,6 +152,17 @@ pub fn encode_done(session_id: &str, reply: &Reply, ts: Timestamp) -> String {
     to_json(&Envelope {
         content: &reply.text,
         parts: &reply.parts,
+        ..Envelope::new("done", session_id, ts)
+    })
+}
+
+/// The `done` of a cancelled turn, for clients that asked for positions:
+/// `content` is the reply as far as it was streamed, and `cancelled: true`.
+pub fn encode_cancelled(session_id: &str, partial: &Reply, ts: Timestamp) -> String {
+    to_json(&Envelope {
+        content: &partial.text,
+        parts: &partial.parts,
+        cancelled: true,
         ..Envelope::new("done", session_id, ts)
     })
 }
@@ -422,6 +434,8 @@ struct Envelope<'a> {
     turn_started: Option<TurnStartedOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     going_away: Option<GoingAwayOut<'a>>,
+    #[serde(skip_serializing_if = "is_false")]
+    cancelled: bool,
     timestamp: Rfc3339,
 }
 
@@ -448,6 +462,7 @@ impl<'a> Envelope<'a> {
             connected: None,
             turn_started: None,
             going_away: None,
+            cancelled: false,
             timestamp: Rfc3339(ts),
         }
     }
@@ -607,6 +622,9 @@ struct CapabilitiesOut<'a> {
     protocol_version: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     event_log: Option<EventLog<'a>>,
+    /// `{"type":"cancel"}` is taken: only with positions.
+    #[serde(skip_serializing_if = "is_false")]
+    cancel: bool,
 }
 
 fn is_false(value: &bool) -> bool {

@@ -380,3 +380,95 @@ async fn resuming_a_long_session_reads_what_resuming_a_short_one_does() {
     // Reads before the check above: one window's worth for each session.
     assert_eq!(read, [DEFAULT_HISTORY_WINDOW, DEFAULT_HISTORY_WINDOW]);
 }
+
+/// Streams `words`, one every [`WORD_STEP`], and answers with all of them.
+struct Words;
+
+const WORDS: [&str; 6] = ["a ", "b ", "c ", "d ", "e ", "f"];
+const WORD_STEP: Duration = Duration::from_millis(10);
+
+#[async_trait]
+impl Handler for Words {
+    async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
+        for word in WORDS {
+            tokio::time::sleep(WORD_STEP).await;
+            turn.events().text_delta(word).await;
+        }
+        Ok(Reply::text(WORDS.concat()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal() {
+    // Every moment of the turn, in steps of half a word, and past its end.
+    for half_steps in 0..(2 * WORDS.len() as u32 + 3) {
+        let fixture = Fixture::with_handler(Arc::new(Words));
+        let handle = fixture
+            .engine
+            .submit(SubmitRequest {
+                agent: &fixture.agent,
+                namespace: "default",
+                owner: None,
+                current: &fixture.session,
+                minted: &fixture.session,
+                requested: None,
+                content: Some("go".to_owned()),
+                parts: Vec::new(),
+                metadata: Metadata::new(),
+                scope: &fixture.scope,
+            })
+            .await
+            .expect("accepted");
+        let mut events = handle.events;
+        tokio::time::sleep(WORD_STEP / 2 * half_steps).await;
+        let outcome = handle.session.cancel_turn(None, None);
+        // A second cancel changes nothing.
+        handle.session.cancel_turn(None, None);
+
+        let mut streamed = String::new();
+        let terminal = loop {
+            let entry = events.next().await.expect("not lagged");
+            match Arc::unwrap_or_clone(entry.event) {
+                TurnEvent::TextDelta(delta) => streamed.push_str(&delta),
+                event if event.is_terminal() => break event,
+                _ => {}
+            }
+        };
+        tokio::time::sleep(WORD_STEP * 10).await;
+        assert_eq!(events.try_next(), Ok(None), "nothing after the terminal");
+        let stored = fixture.stored_texts().await;
+        match terminal {
+            TurnEvent::Cancelled(partial) => {
+                assert!(
+                    matches!(outcome, agentwire_core::CancelOutcome::Cancelled(_)),
+                    "{half_steps}: {outcome:?}"
+                );
+                assert_eq!(
+                    partial.text, streamed,
+                    "{half_steps}: the partial is what was streamed"
+                );
+                assert_eq!(stored, ["go".to_owned(), streamed.clone()], "{half_steps}");
+                let messages = fixture.store.load_messages(&fixture.session).await.unwrap();
+                let reply = messages.last().unwrap();
+                assert_eq!(
+                    reply.metadata.get("cancelled").map(String::as_str),
+                    Some("true")
+                );
+            }
+            TurnEvent::Completed(reply) => {
+                assert_eq!(reply.text, WORDS.concat(), "{half_steps}");
+                assert_eq!(
+                    outcome,
+                    agentwire_core::CancelOutcome::NothingRunning,
+                    "{half_steps}"
+                );
+            }
+            other => panic!("{half_steps}: {other:?}"),
+        }
+        // The session takes the next turn at once.
+        assert!(matches!(
+            fixture.turn("again").await,
+            TurnEvent::Completed(_)
+        ));
+    }
+}

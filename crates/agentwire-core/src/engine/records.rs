@@ -34,22 +34,41 @@ pub(super) fn tool_records(
         .collect()
 }
 
+/// How a turn's handler came to an end.
+pub(super) enum Ending {
+    Ran(Result<Reply, TurnFailure>),
+    /// Cancelled, with the reply as far as it was streamed.
+    Cancelled(Reply),
+}
+
+/// The metadata key that marks a stored reply as cut short by a cancel,
+/// so the next turn's context and the sessions API show what the user saw.
+pub const CANCELLED_KEY: &str = "cancelled";
+
 pub(super) fn terminal_record(
     session: &SessionId,
-    result: &Result<Reply, TurnFailure>,
+    ending: &Ending,
     at: Timestamp,
 ) -> StoredMessage {
-    let body = match result {
-        Ok(reply) => MessageBody::Reply {
-            text: reply.text.clone(),
-            parts: reply.parts.clone(),
-        },
-        Err(failure) => MessageBody::Failure {
-            code: failure.code.as_str().to_owned(),
-            message: failure.message.clone(),
-        },
+    let reply = |reply: &Reply| MessageBody::Reply {
+        text: reply.text.clone(),
+        parts: reply.parts.clone(),
     };
-    record(session, body, Metadata::new(), at)
+    let (body, metadata) = match ending {
+        Ending::Ran(Ok(done)) => (reply(done), Metadata::new()),
+        Ending::Ran(Err(failure)) => (
+            MessageBody::Failure {
+                code: failure.code.as_str().to_owned(),
+                message: failure.message.clone(),
+            },
+            Metadata::new(),
+        ),
+        Ending::Cancelled(partial) => (
+            reply(partial),
+            Metadata::from([(CANCELLED_KEY.to_owned(), "true".to_owned())]),
+        ),
+    };
+    record(session, body, metadata, at)
 }
 
 pub(super) fn record(

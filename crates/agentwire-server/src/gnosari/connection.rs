@@ -166,6 +166,24 @@ impl Dialect for Gnosari {
 
     async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit> {
         let pending = match message {
+            // A cancel is not queued behind the turn it stops.
+            Message::Text(text)
+                if self.params.positions
+                    && let Some(named) = gnosari::decode_cancel(text.as_str()) =>
+            {
+                match self.limiter.try_take() {
+                    true => {
+                        self.cancel(named.as_deref());
+                        return Ok(());
+                    }
+                    false => Pending::Reply(self.error_reply(
+                        ErrorCode::RateLimited,
+                        RATE_LIMITED,
+                        None,
+                        None,
+                    )),
+                }
+            }
             Message::Text(text) => self.ingress(&link.state, text.as_str()),
             Message::Binary(_) => Pending::Reply(if self.limiter.try_take() {
                 self.error_reply(ErrorCode::InvalidMessage, BINARY_UNSUPPORTED, None, None)
@@ -207,6 +225,19 @@ impl Dialect for Gnosari {
         {
             link.state.metrics.count_error(failure.code);
         }
+        // A client that cannot cancel saw a server-side one (the drain gave
+        // up on the turn): an internal error, as before.
+        let internal;
+        let event = match event {
+            TurnEvent::Cancelled(_) if !self.params.positions => {
+                internal = TurnEvent::Failed(TurnFailure::internal());
+                if !replaying {
+                    link.state.metrics.count_error(ErrorCode::Internal);
+                }
+                &internal
+            }
+            _ => event,
+        };
         let frames = turn.encoder.encode(event);
         let terminal = event.is_terminal();
         // The engine sets the due time before it sends `Completed`.
@@ -321,6 +352,20 @@ impl Dialect for Gnosari {
 impl Gnosari {
     fn agent_name(&self) -> &str {
         &self.params.agent_name
+    }
+
+    /// Cancels the running turn of the connection's session (if the frame
+    /// names a session, only that one); idempotent, and nothing to do when
+    /// no turn runs. Its terminal says the rest.
+    fn cancel(&self, named: Option<&str>) {
+        let Some(lease) = &self.lease else {
+            return;
+        };
+        if named.is_some_and(|named| named != lease.id().as_str()) {
+            return;
+        }
+        let outcome = lease.cancel_turn(self.params.caller.owner.as_deref(), None);
+        tracing::debug!(session = %lease.id(), ?outcome, "cancel");
     }
 
     /// Attaches to the session a rejoin names, if the engine lets this

@@ -12,7 +12,9 @@ use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 
 use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
-use crate::driver::{self, CredentialClock, Dialect, DrainNotice, Link, RejoinAt, SubmitRefusal};
+use crate::driver::{
+    self, CredentialClock, Dialect, DrainNotice, INTERNAL, Link, RejoinAt, SubmitRefusal,
+};
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::rate::TokenBucket;
@@ -201,6 +203,15 @@ impl Dialect for Omnia {
             TurnEvent::Interrupt => omnia::encode_interrupt(session, now),
             TurnEvent::AudioFormat(format) => omnia::encode_session_config(session, format, now),
             TurnEvent::Completed(reply) => omnia::encode_done(session, reply, now),
+            TurnEvent::Cancelled(partial) if self.params.positions => {
+                omnia::encode_cancelled(session, partial, now)
+            }
+            // A client that cannot cancel saw a server-side one (the drain
+            // gave up on the turn): an internal error, as before.
+            TurnEvent::Cancelled(_) => {
+                link.state.metrics.count_error(ErrorCode::Internal);
+                omnia::encode_error(Some(session), ErrorCode::Internal, INTERNAL, now)
+            }
             TurnEvent::Failed(failure) => {
                 link.state.metrics.count_error(failure.code);
                 omnia::encode_error(Some(session), failure.code, &failure.message, now)
@@ -268,6 +279,16 @@ impl Omnia {
         }
         self.turn_bytes = None;
         self.in_delegation = false;
+    }
+
+    /// Cancels the running turn of the connection's session; idempotent,
+    /// and nothing to do when no turn runs. Its terminal says the rest.
+    fn cancel(&self) {
+        let Some(lease) = &self.lease else {
+            return;
+        };
+        let outcome = lease.cancel_turn(self.params.caller.owner.as_deref(), None);
+        tracing::debug!(session = %lease.id(), ?outcome, "cancel");
     }
 
     /// Attaches to the session a rejoin names, if the engine lets this
@@ -412,6 +433,21 @@ impl Omnia {
             }
             // No reply by contract. Without realtime audio a hangup has nothing to end.
             ClientFrame::Hangup => Ok(()),
+            ClientFrame::Cancel if self.params.positions => {
+                self.cancel();
+                Ok(())
+            }
+            // Not advertised without positions: a type this connection does
+            // not take, as before.
+            ClientFrame::Cancel => {
+                send_error(
+                    link,
+                    None,
+                    ErrorCode::InvalidMessage,
+                    &omnia::UNKNOWN_TYPE.message,
+                )
+                .await
+            }
         }
     }
 

@@ -133,6 +133,75 @@ pub async fn openai_model(replies: Vec<String>) -> FakeHttp {
     .await
 }
 
+/// A model API that streams one answer forever, a word every 50 ms, until
+/// its client goes away; `closed` fires once it has (a read saw the end, or
+/// a write failed). One connection.
+pub async fn openai_endless() -> (SocketAddr, tokio::sync::oneshot::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (closed, closed_seen) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        if read_request(&mut stream).await.is_some() {
+            stream_until_closed(&mut stream).await;
+        }
+        let _ = closed.send(());
+    });
+    (addr, closed_seen)
+}
+
+async fn stream_until_closed(stream: &mut TcpStream) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    let first = delta(
+        "{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null}",
+        "null",
+    );
+    if stream.write_all(head.as_bytes()).await.is_err()
+        || stream.write_all(first.as_bytes()).await.is_err()
+    {
+        return;
+    }
+    let word = delta(&format!("{{\"content\":{}}}", json!("word ")), "null");
+    let mut buffer = [0u8; 256];
+    loop {
+        tokio::select! {
+            read = stream.read(&mut buffer) => {
+                if matches!(read, Ok(0) | Err(_)) {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                if stream.write_all(word.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// An HTTP API that takes one request and never answers: `asked` fires
+/// when the request has arrived, `closed` when its client went away.
+pub async fn hanging_http() -> (
+    SocketAddr,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (asked, asked_seen) = tokio::sync::oneshot::channel();
+    let (closed, closed_seen) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        if read_request(&mut stream).await.is_some() {
+            let _ = asked.send(());
+            let mut buffer = [0u8; 256];
+            while matches!(stream.read(&mut buffer).await, Ok(n) if n > 0) {}
+        }
+        let _ = closed.send(());
+    });
+    (addr, asked_seen, closed_seen)
+}
+
 /// One `chat.completion.chunk` event as OpenAI streams it.
 fn chunk(choices: &str, usage: &str) -> String {
     format!(

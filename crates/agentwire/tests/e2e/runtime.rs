@@ -236,7 +236,7 @@ async fn a_resumed_session_gives_the_model_its_context() {
 /// server-everything's entry point: `AGENTWIRE_TEST_MCP_EVERYTHING`, else
 /// where `scripts/install-test-deps.sh` puts it. `None` skips the test,
 /// except under CI, where a missing server is a failure.
-fn mcp_everything() -> Option<std::path::PathBuf> {
+pub(crate) fn mcp_everything() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("AGENTWIRE_TEST_MCP_EVERYTHING").map(std::path::PathBuf::from).unwrap_or_else(|| {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../target/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
