@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agentwire_core::ErrorCode;
+use agentwire_core::{CancelOutcome, ErrorCode};
 
 #[derive(Default)]
 pub struct Metrics {
@@ -21,12 +21,35 @@ pub struct Metrics {
     pub slow_consumer_closes_total: AtomicU64,
     /// Text deltas read merged into another by readers far behind.
     pub coalesced_deltas_total: AtomicU64,
+    /// Rejoins whose missed events followed (`served`) or could not
+    /// (`refused`: another epoch, or the log no longer reaches back).
+    pub replays_served_total: AtomicU64,
+    pub replays_refused_total: AtomicU64,
+    /// Cancels, by what they found: a turn, nothing running, another's.
+    pub cancels_total: [AtomicU64; 3],
     /// Error frames sent, indexed like `ErrorCode::KNOWN`; the last slot
     /// counts handler-defined codes.
     errors_total: [AtomicU64; ErrorCode::KNOWN.len() + 1],
 }
 
 impl Metrics {
+    pub fn count_cancel(&self, outcome: CancelOutcome) {
+        let slot = match outcome {
+            CancelOutcome::Cancelled(_) => 0,
+            CancelOutcome::NothingRunning => 1,
+            CancelOutcome::NotYours => 2,
+        };
+        self.cancels_total[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count_replay(&self, replayed: bool) {
+        let counter = match replayed {
+            true => &self.replays_served_total,
+            false => &self.replays_refused_total,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn count_error(&self, code: ErrorCode) {
         let slot = ErrorCode::KNOWN
             .iter()
@@ -104,6 +127,32 @@ impl Metrics {
             "Text deltas merged into one frame for readers far behind the log.",
             &self.coalesced_deltas_total,
         );
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_replays_total Rejoins, by whether what the client missed followed.\n# TYPE agentwire_replays_total counter"
+        );
+        for (outcome, value) in [
+            ("served", &self.replays_served_total),
+            ("refused", &self.replays_refused_total),
+        ] {
+            let _ = writeln!(
+                out,
+                "agentwire_replays_total{{outcome=\"{outcome}\"}} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_cancels_total Cancels, by what they found.\n# TYPE agentwire_cancels_total counter"
+        );
+        let outcomes = ["cancelled", "nothing_running", "not_yours"];
+        for (outcome, value) in outcomes.iter().zip(&self.cancels_total) {
+            let _ = writeln!(
+                out,
+                "agentwire_cancels_total{{outcome=\"{outcome}\"}} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP agentwire_errors_total Error frames sent to clients, by code."

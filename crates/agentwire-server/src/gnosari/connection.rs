@@ -35,8 +35,8 @@ use std::sync::Arc;
 use agentwire_core::assets::ASSET_METADATA_KEY;
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
-    Agent, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, LogEntry, LogReader,
-    MediaContent, MediaError, MediaId, PartKind, RejoinRequest, SessionId, SessionLease,
+    Agent, CancelOutcome, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, LogEntry,
+    LogReader, MediaContent, MediaError, MediaId, PartKind, RejoinRequest, SessionId, SessionLease,
     StorageRef, SubmitRequest, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
@@ -173,7 +173,7 @@ impl Dialect for Gnosari {
             {
                 match self.limiter.try_take() {
                     true => {
-                        self.cancel(named.as_deref());
+                        self.cancel(link, named.as_deref());
                         return Ok(());
                     }
                     false => Pending::Reply(self.error_reply(
@@ -357,15 +357,14 @@ impl Gnosari {
     /// Cancels the running turn of the connection's session (if the frame
     /// names a session, only that one); idempotent, and nothing to do when
     /// no turn runs. Its terminal says the rest.
-    fn cancel(&self, named: Option<&str>) {
-        let Some(lease) = &self.lease else {
-            return;
+    fn cancel(&self, link: &Link, named: Option<&str>) {
+        let outcome = match &self.lease {
+            Some(lease) if named.is_none_or(|named| named == lease.id().as_str()) => {
+                lease.cancel_turn(self.params.caller.owner.as_deref(), None)
+            }
+            _ => CancelOutcome::NothingRunning,
         };
-        if named.is_some_and(|named| named != lease.id().as_str()) {
-            return;
-        }
-        let outcome = lease.cancel_turn(self.params.caller.owner.as_deref(), None);
-        tracing::debug!(session = %lease.id(), ?outcome, "cancel");
+        link.state.metrics.count_cancel(outcome);
     }
 
     /// Attaches to the session a rejoin names, if the engine lets this
@@ -389,6 +388,7 @@ impl Gnosari {
                 return self.send_reply(link, reply).await;
             }
         };
+        link.state.metrics.count_replay(rejoined.replayed);
         let session = rejoined.session.id().clone();
         let info = gnosari::encode_stream_info(&gnosari::StreamInfo {
             session_id: session.as_str(),

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader, MediaChunk,
-    RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, ToolSide, TurnEvent,
+    CancelOutcome, ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader,
+    MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, ToolSide,
+    TurnEvent,
 };
 use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
 
@@ -283,12 +284,12 @@ impl Omnia {
 
     /// Cancels the running turn of the connection's session; idempotent,
     /// and nothing to do when no turn runs. Its terminal says the rest.
-    fn cancel(&self) {
-        let Some(lease) = &self.lease else {
-            return;
+    fn cancel(&self, link: &Link) {
+        let outcome = match &self.lease {
+            Some(lease) => lease.cancel_turn(self.params.caller.owner.as_deref(), None),
+            None => CancelOutcome::NothingRunning,
         };
-        let outcome = lease.cancel_turn(self.params.caller.owner.as_deref(), None);
-        tracing::debug!(session = %lease.id(), ?outcome, "cancel");
+        link.state.metrics.count_cancel(outcome);
     }
 
     /// Attaches to the session a rejoin names, if the engine lets this
@@ -310,6 +311,7 @@ impl Omnia {
             }
             Err(_) => return None,
         };
+        link.state.metrics.count_replay(rejoined.replayed);
         self.current = rejoined.session.id().clone();
         self.lease = Some(rejoined.session);
         if rejoined.reader.is_live() {
@@ -434,7 +436,7 @@ impl Omnia {
             // No reply by contract. Without realtime audio a hangup has nothing to end.
             ClientFrame::Hangup => Ok(()),
             ClientFrame::Cancel if self.params.positions => {
-                self.cancel();
+                self.cancel(link);
                 Ok(())
             }
             // Not advertised without positions: a type this connection does

@@ -252,6 +252,15 @@ async fn another_owner_cannot_rejoin_and_a_stale_epoch_replays_nothing() {
     );
     assert_eq!(live.last().unwrap()["type"], "done");
     assert_eq!(alice.recv_turn().await.last().unwrap()["type"], "done");
+    let (_, metrics) = server.get("/metrics").await;
+    assert_eq!(
+        metric(&metrics, "agentwire_replays_total{outcome=\"refused\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&metrics, "agentwire_replays_total{outcome=\"served\"}"),
+        0.0
+    );
     server.stop().await;
 }
 
@@ -503,6 +512,16 @@ async fn a_cancel_ends_the_turn_where_it_was_and_stores_that_much() {
     // Nothing running: a cancel is a no-op.
     client.send_json(json!({"type": "cancel"})).await;
     client.expect_silence(Duration::from_millis(300)).await;
+    let (_, metrics) = server.get("/metrics").await;
+    let cancels = |outcome: &str| {
+        metric(
+            &metrics,
+            &format!("agentwire_cancels_total{{outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert!(cancels("cancelled") >= 1.0, "{metrics}");
+    assert_eq!(cancels("cancelled") + cancels("nothing_running"), 3.0);
+    assert_eq!(cancels("not_yours"), 0.0);
     server.stop().await;
 }
 
