@@ -42,6 +42,7 @@ use crate::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
 use crate::store::{SessionStore, StoreError};
 use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
+use crate::tools::ClientToolBroker;
 mod records;
 
 use records::{Ending, record, terminal_record, tool_records};
@@ -102,6 +103,10 @@ struct LiveSession {
     /// as the session is live: a session that leaves memory starts a new
     /// epoch when it comes back.
     log: Arc<SessionLog>,
+    /// Client tool calls pending on the session's turns, answerable from any
+    /// connection on it (each is the owner's: a rejoin checks), so a client
+    /// that lost its socket answers from the new one.
+    client_tools: Arc<ClientToolBroker>,
 }
 
 struct LiveState {
@@ -310,6 +315,7 @@ impl Engine {
                     window: 0,
                     appending: Arc::default(),
                     log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
+                    client_tools: ClientToolBroker::new(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -439,7 +445,7 @@ impl Engine {
             events: EventSink::new(writer),
             scope: req.scope.clone(),
             client_tools: ClientTools {
-                broker: req.scope.client_tools().clone(),
+                broker: lease.session.client_tools.clone(),
                 ids: self.inner.ids.clone(),
                 ack_timeout: req.agent.ack_timeout,
                 result_timeout: req.agent.client_tool_timeout,
@@ -547,6 +553,7 @@ impl Engine {
                     window,
                     appending: Arc::default(),
                     log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
+                    client_tools: ClientToolBroker::new(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -565,6 +572,7 @@ impl Engine {
                     window,
                     appending: Arc::default(),
                     log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
+                    client_tools: ClientToolBroker::new(),
                     record: SessionRecord {
                         id: id.clone(),
                         agent: agent.name.clone(),
@@ -661,6 +669,12 @@ impl SessionLease {
                 drop(self);
             });
         }
+    }
+
+    /// Client tool calls pending on the session's turns: a connection on
+    /// the session delivers its client's answers here.
+    pub fn client_tools(&self) -> &Arc<ClientToolBroker> {
+        &self.session.client_tools
     }
 
     /// Whether this lease is the only one on its session (the live map

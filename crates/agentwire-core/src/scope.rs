@@ -1,6 +1,7 @@
-//! State that lives as long as one client connection: its pending client
-//! tool calls, and whatever handlers cache for it (such as open MCP sessions,
-//! reused across the connection's turns and closed with it).
+//! State that lives as long as one client connection: whatever handlers
+//! cache for it (such as open MCP sessions, reused across the connection's
+//! turns and closed with it). Pending client tool calls belong to the
+//! session (`SessionLease::client_tools`), so a rejoined socket answers them.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -8,22 +9,14 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::tools::ClientToolBroker;
-
 #[derive(Default)]
 pub struct ConnectionScope {
-    client_tools: Arc<ClientToolBroker>,
     slots: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl ConnectionScope {
     pub fn new() -> Arc<ConnectionScope> {
         Arc::new(ConnectionScope::default())
-    }
-
-    /// Client tool calls pending on this connection, and only this one.
-    pub fn client_tools(&self) -> &Arc<ClientToolBroker> {
-        &self.client_tools
     }
 
     /// The connection's `T`, made by `init` on first use.

@@ -1,9 +1,9 @@
 //! Client-side tool calls: the broker between a turn that waits for a
 //! client's answer and the connection that receives it.
 //!
-//! One broker per connection, so a call can be answered only on the socket
-//! that received it; ids are minted by the engine's `IdSource`, so they cannot
-//! be guessed. A call is answered by the client (`tool_result`, or
+//! One broker per live session, so a call can be answered only on a socket
+//! on that session (its own, or one its owner rejoined with); ids are minted
+//! by the engine's `IdSource`, so they cannot be guessed. A call is answered by the client (`tool_result`, or
 //! `tool_call_nack`) or expires: unacknowledged within `ack_timeout`, or
 //! acknowledged but unanswered within `client_tool_timeout`. An expired call
 //! is denied and the turn goes on.
@@ -28,7 +28,7 @@ pub enum ClientAnswer {
     Result(Result<serde_json::Value, String>),
 }
 
-/// Pending client tool calls of one connection.
+/// Pending client tool calls of one session.
 #[derive(Default)]
 pub struct ClientToolBroker {
     pending: Mutex<HashMap<String, mpsc::Sender<ClientAnswer>>>,
@@ -43,7 +43,7 @@ impl ClientToolBroker {
     }
 
     /// Delivers `answer` to the call `call_id`. `false` when no such call is
-    /// pending on this connection (unknown, answered, or expired).
+    /// pending on this session (unknown, answered, or expired).
     pub fn answer(&self, call_id: &str, answer: ClientAnswer) -> bool {
         let pending = self.pending.lock();
         match pending.get(call_id) {

@@ -217,7 +217,9 @@ impl Dialect for Gnosari {
             && call.side == ToolSide::Client
         {
             let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
-            self.scope.client_tools().answer(&call.id, denial);
+            if let Some(lease) = &self.lease {
+                lease.client_tools().answer(&call.id, denial);
+            }
         }
         let replaying = entry.seq <= turn.send_after;
         if let TurnEvent::Failed(failure) = event

@@ -282,6 +282,14 @@ impl Omnia {
         self.in_delegation = false;
     }
 
+    /// Delivers a client's answer to a call pending on the connection's
+    /// session; `false` when there is no such call.
+    fn answer_call(&self, call_id: &str, answer: ClientAnswer) -> bool {
+        self.lease
+            .as_ref()
+            .is_some_and(|lease| lease.client_tools().answer(call_id, answer))
+    }
+
     /// Cancels the running turn of the connection's session; idempotent,
     /// and nothing to do when no turn runs. Its terminal says the rest.
     fn cancel(&self, link: &Link) {
@@ -397,11 +405,7 @@ impl Omnia {
                     Some(error) => Err(error),
                     None => Ok(result.unwrap_or(serde_json::Value::Null)),
                 };
-                if self
-                    .scope
-                    .client_tools()
-                    .answer(&call_id, ClientAnswer::Result(answer))
-                {
+                if self.answer_call(&call_id, ClientAnswer::Result(answer)) {
                     return Ok(());
                 }
                 send_error(
@@ -414,15 +418,11 @@ impl Omnia {
             }
             // Unknown call ids are ignored, as for an ack that lost a race with a timeout.
             ClientFrame::ToolCallAck { call_id } => {
-                self.scope
-                    .client_tools()
-                    .answer(&call_id, ClientAnswer::Ack);
+                self.answer_call(&call_id, ClientAnswer::Ack);
                 Ok(())
             }
             ClientFrame::ToolCallNack { call_id, reason } => {
-                self.scope
-                    .client_tools()
-                    .answer(&call_id, ClientAnswer::Nack(reason));
+                self.answer_call(&call_id, ClientAnswer::Nack(reason));
                 Ok(())
             }
             ClientFrame::CredentialRefresh { token } => {

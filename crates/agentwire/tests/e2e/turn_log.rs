@@ -722,3 +722,38 @@ tools:
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_pending_client_tool_call_is_answered_from_the_rejoined_socket() {
+    let server = server_with_owners().await;
+    let (mut client, _) = connect_as(&server, POSITIONED, ALICE).await;
+    client.script("client-tool", "where am I?").await;
+    let started = client.recv().await;
+    let call = client.recv().await;
+    assert_eq!(call["type"], "tool_call", "{call}");
+    let id = call["tool_call"]["id"].as_str().unwrap().to_owned();
+    // Lost before it could answer; back from just after the turn's start,
+    // so the call comes again.
+    drop(client);
+    let (mut back, connected) = connect_as(&server, &rejoin_query(&started, &started), ALICE).await;
+    assert_eq!(
+        connected["connected"]["capabilities"]["event_log"]["replayed"],
+        true
+    );
+    let again = back.recv().await;
+    assert_eq!(again["type"], "tool_call");
+    assert_eq!(again["tool_call"]["id"], id.as_str());
+    assert_eq!(again["seq"], call["seq"]);
+    let answer = json!({"type": "tool_result", "tool_result": {"call_id": id, "result": {"city": "Lisbon"}}});
+    back.send_json(answer.clone()).await;
+    let done = until_done(&mut back).await.pop().unwrap();
+    assert_eq!(done["content"], "Tool result received", "{done}");
+    // The first answer won; another finds no call.
+    back.send_json(answer).await;
+    crate::support::assert_error(
+        &back.recv().await,
+        "INVALID_MESSAGE",
+        "no pending tool call",
+    );
+    server.stop().await;
+}
