@@ -19,17 +19,18 @@
 //! terminal event; the due time reaches the connection through
 //! [`TurnHandle::summary`]. [`Engine::delete_session`] removes a session
 //! that no turn is running on.
+//!
+//! The turn's own task is `turn_task`; what stops a turn and what a
+//! cancelled turn owes its client calls, `cancel`; a connection coming back
+//! to a session's log, and the grace that keeps a session for it, `rejoin`.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::assets::MediaResolver;
@@ -43,14 +44,17 @@ use crate::store::{SessionStore, StoreError};
 use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
 use crate::tools::ClientToolBroker;
+mod cancel;
 mod records;
+mod rejoin;
+mod turn_task;
 
-use records::{Ending, record, terminal_record, tool_records};
+pub use cancel::{CancelOutcome, TURN_CANCELLED};
+use records::record;
+pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
+use turn_task::run_turn;
 
-use crate::turn::{
-    ClientTools, EventSink, Handler, Reply, ToolOutcome, ToolSide, TurnContext, TurnEvent,
-    TurnFailure, TurnInput,
-};
+use crate::turn::{ClientTools, EventSink, Handler, TurnContext, TurnInput};
 
 /// An agent as the engine sees it: its rules and the handler that answers.
 pub struct Agent {
@@ -163,17 +167,6 @@ pub enum SubmitError {
     Store(#[from] StoreError),
 }
 
-/// What [`SessionLease::cancel_turn`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelOutcome {
-    /// This turn is being cancelled (or already was).
-    Cancelled(TurnId),
-    /// No turn runs, or not the one named.
-    NothingRunning,
-    /// The caller does not own the session.
-    NotYours,
-}
-
 /// A running turn, as its connection sees it.
 pub struct TurnHandle {
     pub session: SessionLease,
@@ -184,34 +177,6 @@ pub struct TurnHandle {
     /// When the session's summary is due after this turn: set before a
     /// `Completed` event is sent, so it can be read as soon as that arrives.
     pub summary: SummaryNotice,
-}
-
-/// A connection coming back to a session it followed before, at the log
-/// position it had read up to.
-pub struct RejoinRequest<'a> {
-    pub agent: &'a Agent,
-    pub namespace: &'a str,
-    /// The caller's pseudonymous owner: anonymous callers never rejoin.
-    pub owner: Option<&'a str>,
-    pub session: &'a str,
-    /// The log's epoch and the seq of the last entry the client had; `None`
-    /// when it could not say (nothing can be replayed then).
-    pub position: Option<(Epoch, u64)>,
-}
-
-/// Where a rejoined connection reads its session's log.
-pub struct Rejoined {
-    pub session: SessionLease,
-    /// The log's epoch and head now, for the client's next rejoin.
-    pub epoch: Epoch,
-    pub head: u64,
-    /// From the start of the turn that holds the client's next entry
-    /// ([`SessionLog::rejoin_reader`]) when `replayed`; else from the head,
-    /// live only: the log does not reach back to the client's position
-    /// (another epoch, or trimmed), so it reloads the history from the
-    /// store instead.
-    pub reader: LogReader,
-    pub replayed: bool,
 }
 
 /// When a completed turn scheduled its session's summary.
@@ -468,34 +433,6 @@ impl Engine {
         })
     }
 
-    /// Attaches a connection to a session it followed before (issue #13):
-    /// the same checks as a resume (agent, owner, `context_ttl`), and never
-    /// for an anonymous caller, whose sessions nobody can prove are theirs.
-    pub async fn rejoin(&self, req: RejoinRequest<'_>) -> Result<Rejoined, SubmitError> {
-        let id = SessionId::parse(req.session)?;
-        if req.owner.is_none() {
-            return Err(SubmitError::Expired { requested: id });
-        }
-        let lease = self
-            .attach(&id, req.agent, req.namespace, req.owner, false)
-            .await?;
-        let log = &lease.session.log;
-        let replay = match req.position {
-            Some((epoch, after)) if epoch == log.epoch() => log.rejoin_reader(after),
-            _ => None,
-        };
-        let replayed = replay.is_some();
-        let head = log.head();
-        let reader = replay.unwrap_or_else(|| log.reader_after(head));
-        Ok(Rejoined {
-            epoch: log.epoch(),
-            head,
-            reader,
-            replayed,
-            session: lease,
-        })
-    }
-
     /// Records an event on the connection's current session (such as the
     /// client's `disclosure_ack`), creating the session if it has no record.
     pub async fn record_event(
@@ -645,30 +582,9 @@ impl Engine {
     }
 }
 
-/// How long a session whose client went away before reading the end of its
-/// turn stays in memory after that (with its log), so the client can rejoin
-/// and read it.
-pub const REJOIN_GRACE: Duration = Duration::from_secs(120);
-
 impl SessionLease {
     pub fn id(&self) -> &SessionId {
         &self.session.record.id
-    }
-
-    /// Keeps the session, and so its log, in memory for [`REJOIN_GRACE`]
-    /// more, when its owner could rejoin it; anonymous sessions never
-    /// rejoin, so theirs go at once. Needs a tokio runtime; without one (a
-    /// runtime shutting down) the session goes at once.
-    pub fn keep_for_rejoin(self) {
-        if self.session.record.owner.is_none() {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                tokio::time::sleep(REJOIN_GRACE).await;
-                drop(self);
-            });
-        }
     }
 
     /// Client tool calls pending on the session's turns: a connection on
@@ -718,24 +634,6 @@ impl SessionLease {
         state.turn_running = false;
         state.turn_cancel = None;
         finish();
-    }
-
-    /// Cancels the session's running turn (`turn`: only if it is still
-    /// that one; `None`: whatever runs) for `owner`, the caller. The turn
-    /// then ends `Cancelled` with what it had streamed; running again is
-    /// harmless, so is a cancel with nothing running.
-    pub fn cancel_turn(&self, owner: Option<&str>, turn: Option<TurnId>) -> CancelOutcome {
-        if self.session.record.owner.as_deref() != owner {
-            return CancelOutcome::NotYours;
-        }
-        let state = self.session.state.lock();
-        match &state.turn_cancel {
-            Some((running, token)) if turn.is_none_or(|t| t == *running) => {
-                token.cancel();
-                CancelOutcome::Cancelled(*running)
-            }
-            _ => CancelOutcome::NothingRunning,
-        }
     }
 
     /// Stores `messages` (their `seq` is assigned here).
@@ -887,101 +785,3 @@ impl Drop for Hold<'_> {
         }
     }
 }
-
-async fn run_turn(
-    handler: Arc<dyn Handler>,
-    turn: TurnContext,
-    lease: SessionLease,
-    user_write: JoinHandle<Result<(), StoreError>>,
-    summary: oneshot::Sender<Timestamp>,
-) {
-    let cancel = turn.cancel.clone();
-    let run = AssertUnwindSafe(handler.run(&turn)).catch_unwind();
-    // Cancelled, the handler's future is dropped where it waits: the
-    // provider's response (so its HTTP stream closes), a tool call (an MCP
-    // request sends `notifications/cancelled` as it drops), a client call.
-    let finished = tokio::select! {
-        finished = run => Some(finished),
-        () = cancel.cancelled() => None,
-    };
-    let ending = match finished {
-        _ if cancel.is_cancelled() => {
-            withdraw_client_calls(&turn).await;
-            Ending::Cancelled(Reply::text(turn.events().streamed()))
-        }
-        Some(Ok(result)) => Ending::Ran(result),
-        Some(Err(_)) | None => {
-            tracing::error!(session = %turn.session_id, "handler panicked");
-            Ending::Ran(Err(TurnFailure::internal()))
-        }
-    };
-    // The whole context goes now, not at the end of this function: while the
-    // turn's history snapshot lives, appending the reply would copy the
-    // session's entire history.
-    let events = turn.into_events();
-    let now = lease.inner.clock.now();
-    let mut records = tool_records(
-        lease.id(),
-        std::mem::take(&mut *events.tool_log.lock()),
-        now,
-    );
-    records.push(terminal_record(lease.id(), &ending, now));
-    let stored = match user_write.await {
-        Ok(Ok(())) => lease.store_messages(records).await,
-        Ok(Err(e)) => Err(e),
-        Err(e) => Err(StoreError::Unavailable(format!(
-            "the write task ended: {e}"
-        ))),
-    };
-    let terminal = match (stored, ending) {
-        (Ok(_), Ending::Ran(Ok(reply))) => {
-            lease.schedule_summary(summary).await;
-            TurnEvent::Completed(reply)
-        }
-        (Ok(_), Ending::Ran(Err(failure))) => TurnEvent::Failed(failure),
-        (Ok(_), Ending::Cancelled(partial)) => TurnEvent::Cancelled(partial),
-        (Err(e), _) => {
-            tracing::error!(session = %lease.id(), error = %e, "storing the turn failed");
-            TurnEvent::Failed(TurnFailure::internal())
-        }
-    };
-    // The session is free once the terminal is in the log, at the same
-    // moment: a reader that sees it may send the next message at once, and
-    // that next turn's start must come after this terminal.
-    lease.end_turn_then(|| events.finish(terminal));
-    // No connection is on the session: its client went away mid-turn and
-    // may come back for the end.
-    if lease.is_sole() {
-        lease.keep_for_rejoin();
-    }
-}
-
-/// A cancelled turn's client calls still waiting for an answer: the client
-/// is told each one is over (`tool_result` "turn cancelled", the frame a
-/// timed-out call gets) and a late answer finds nothing to answer.
-async fn withdraw_client_calls(turn: &TurnContext) {
-    let pending: Vec<String> = {
-        let log = turn.events().tool_log.lock();
-        let asked = log.iter().filter_map(|event| match event {
-            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => Some(&call.id),
-            _ => None,
-        });
-        asked
-            .filter(|id| {
-                !log.iter().any(
-                    |event| matches!(event, TurnEvent::ToolResult { id: done, .. } if done == *id),
-                )
-            })
-            .cloned()
-            .collect()
-    };
-    for id in pending {
-        turn.client_tools.broker.forget(&id);
-        turn.events()
-            .tool_result_of_client(id, ToolOutcome::Denied(TURN_CANCELLED.to_owned()))
-            .await;
-    }
-}
-
-/// Why a cancelled turn's pending client calls ended.
-pub const TURN_CANCELLED: &str = "turn cancelled";

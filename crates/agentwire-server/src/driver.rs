@@ -160,7 +160,11 @@ pub(crate) async fn run<D: Dialect>(
 }
 
 async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
-    if dialect.greet(link).await.is_err() || socket::flush(&mut link.socket).await.is_err() {
+    // Boxed like the loop's handlers: a rejoin's greeting (a store load)
+    // would otherwise size every idle connection's task.
+    if Box::pin(dialect.greet(link)).await.is_err()
+        || socket::flush(&mut link.socket).await.is_err()
+    {
         return Exit::Gone;
     }
     let lifecycle = &link.state.lifecycle;

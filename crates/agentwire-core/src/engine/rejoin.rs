@@ -1,0 +1,90 @@
+//! Rejoin: a connection comes back to a session it followed, at the log
+//! position it had read up to; and the grace that keeps a session (with its
+//! log) in memory a while for a client that went away.
+
+use std::time::Duration;
+
+use super::{Agent, Engine, SessionLease, SubmitError};
+use crate::ids::SessionId;
+use crate::log::{Epoch, LogReader};
+
+/// A connection coming back to a session it followed before, at the log
+/// position it had read up to.
+pub struct RejoinRequest<'a> {
+    pub agent: &'a Agent,
+    pub namespace: &'a str,
+    /// The caller's pseudonymous owner: anonymous callers never rejoin.
+    pub owner: Option<&'a str>,
+    pub session: &'a str,
+    /// The log's epoch and the seq of the last entry the client had; `None`
+    /// when it could not say (nothing can be replayed then).
+    pub position: Option<(Epoch, u64)>,
+}
+
+/// Where a rejoined connection reads its session's log.
+pub struct Rejoined {
+    pub session: SessionLease,
+    /// The log's epoch and head now, for the client's next rejoin.
+    pub epoch: Epoch,
+    pub head: u64,
+    /// From the start of the turn that holds the client's next entry
+    /// ([`crate::log::SessionLog::rejoin_reader`]) when `replayed`; else from the head,
+    /// live only: the log does not reach back to the client's position
+    /// (another epoch, or trimmed), so it reloads the history from the
+    /// store instead.
+    pub reader: LogReader,
+    pub replayed: bool,
+}
+
+/// How long a session whose client went away before reading the end of its
+/// turn stays in memory after that (with its log), so the client can rejoin
+/// and read it.
+pub const REJOIN_GRACE: Duration = Duration::from_secs(120);
+
+impl Engine {
+    /// Attaches a connection to a session it followed before (issue #13):
+    /// the same checks as a resume (agent, owner, `context_ttl`), and never
+    /// for an anonymous caller, whose sessions nobody can prove are theirs.
+    pub async fn rejoin(&self, req: RejoinRequest<'_>) -> Result<Rejoined, SubmitError> {
+        let id = SessionId::parse(req.session)?;
+        if req.owner.is_none() {
+            return Err(SubmitError::Expired { requested: id });
+        }
+        let lease = self
+            .attach(&id, req.agent, req.namespace, req.owner, false)
+            .await?;
+        let log = &lease.session.log;
+        let replay = match req.position {
+            Some((epoch, after)) if epoch == log.epoch() => log.rejoin_reader(after),
+            _ => None,
+        };
+        let replayed = replay.is_some();
+        let head = log.head();
+        let reader = replay.unwrap_or_else(|| log.reader_after(head));
+        Ok(Rejoined {
+            epoch: log.epoch(),
+            head,
+            reader,
+            replayed,
+            session: lease,
+        })
+    }
+}
+
+impl SessionLease {
+    /// Keeps the session, and so its log, in memory for [`REJOIN_GRACE`]
+    /// more, when its owner could rejoin it; anonymous sessions never
+    /// rejoin, so theirs go at once. Needs a tokio runtime; without one (a
+    /// runtime shutting down) the session goes at once.
+    pub fn keep_for_rejoin(self) {
+        if self.session.record.owner.is_none() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep(REJOIN_GRACE).await;
+                drop(self);
+            });
+        }
+    }
+}

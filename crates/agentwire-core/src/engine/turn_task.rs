@@ -1,0 +1,84 @@
+//! A turn's own task: the handler, raced against the turn's cancellation;
+//! then the turn's records stored, and its one terminal appended.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::SessionLease;
+use super::cancel::withdraw_client_calls;
+use super::records::{Ending, terminal_record, tool_records};
+use crate::store::StoreError;
+use crate::time::Timestamp;
+use crate::turn::{Handler, Reply, TurnContext, TurnEvent, TurnFailure};
+
+pub(super) async fn run_turn(
+    handler: Arc<dyn Handler>,
+    turn: TurnContext,
+    lease: SessionLease,
+    user_write: JoinHandle<Result<(), StoreError>>,
+    summary: oneshot::Sender<Timestamp>,
+) {
+    let cancel = turn.cancel.clone();
+    let run = AssertUnwindSafe(handler.run(&turn)).catch_unwind();
+    // Cancelled, the handler's future is dropped where it waits: the
+    // provider's response (so its HTTP stream closes), a tool call (an MCP
+    // request sends `notifications/cancelled` as it drops), a client call.
+    let finished = tokio::select! {
+        finished = run => Some(finished),
+        () = cancel.cancelled() => None,
+    };
+    let ending = match finished {
+        _ if cancel.is_cancelled() => {
+            withdraw_client_calls(&turn).await;
+            Ending::Cancelled(Reply::text(turn.events().streamed()))
+        }
+        Some(Ok(result)) => Ending::Ran(result),
+        Some(Err(_)) | None => {
+            tracing::error!(session = %turn.session_id, "handler panicked");
+            Ending::Ran(Err(TurnFailure::internal()))
+        }
+    };
+    // The whole context goes now, not at the end of this function: while the
+    // turn's history snapshot lives, appending the reply would copy the
+    // session's entire history.
+    let events = turn.into_events();
+    let now = lease.inner.clock.now();
+    let mut records = tool_records(
+        lease.id(),
+        std::mem::take(&mut *events.tool_log.lock()),
+        now,
+    );
+    records.push(terminal_record(lease.id(), &ending, now));
+    let stored = match user_write.await {
+        Ok(Ok(())) => lease.store_messages(records).await,
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "the write task ended: {e}"
+        ))),
+    };
+    let terminal = match (stored, ending) {
+        (Ok(_), Ending::Ran(Ok(reply))) => {
+            lease.schedule_summary(summary).await;
+            TurnEvent::Completed(reply)
+        }
+        (Ok(_), Ending::Ran(Err(failure))) => TurnEvent::Failed(failure),
+        (Ok(_), Ending::Cancelled(partial)) => TurnEvent::Cancelled(partial),
+        (Err(e), _) => {
+            tracing::error!(session = %lease.id(), error = %e, "storing the turn failed");
+            TurnEvent::Failed(TurnFailure::internal())
+        }
+    };
+    // The session is free once the terminal is in the log, at the same
+    // moment: a reader that sees it may send the next message at once, and
+    // that next turn's start must come after this terminal.
+    lease.end_turn_then(|| events.finish(terminal));
+    // No connection is on the session: its client went away mid-turn and
+    // may come back for the end.
+    if lease.is_sole() {
+        lease.keep_for_rejoin();
+    }
+}
