@@ -211,11 +211,9 @@ impl Fixture {
         self.turn_on(&self.session, text).await
     }
 
-    /// Runs a turn on session `id` (resuming it when it is not live), as the
-    /// fixture's connection, and returns its terminal event.
-    async fn turn_on(&self, id: &SessionId, text: &str) -> TurnEvent {
-        let handle = self
-            .engine
+    /// Starts a turn on session `id` as the fixture's connection.
+    async fn submit(&self, id: &SessionId, text: &str) -> agentwire_core::TurnHandle {
+        self.engine
             .submit(SubmitRequest {
                 agent: &self.agent,
                 namespace: "default",
@@ -229,7 +227,13 @@ impl Fixture {
                 scope: &self.scope,
             })
             .await
-            .expect("accepted");
+            .expect("accepted")
+    }
+
+    /// Runs a turn on session `id` (resuming it when it is not live), as the
+    /// fixture's connection, and returns its terminal event.
+    async fn turn_on(&self, id: &SessionId, text: &str) -> TurnEvent {
+        let handle = self.submit(id, text).await;
         let mut events = handle.events;
         let terminal = loop {
             let entry = events.next().await.expect("the turn's entries");
@@ -403,22 +407,7 @@ async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal() {
     // Every moment of the turn, in steps of half a word, and past its end.
     for half_steps in 0..(2 * WORDS.len() as u32 + 3) {
         let fixture = Fixture::with_handler(Arc::new(Words));
-        let handle = fixture
-            .engine
-            .submit(SubmitRequest {
-                agent: &fixture.agent,
-                namespace: "default",
-                owner: None,
-                current: &fixture.session,
-                minted: &fixture.session,
-                requested: None,
-                content: Some("go".to_owned()),
-                parts: Vec::new(),
-                metadata: Metadata::new(),
-                scope: &fixture.scope,
-            })
-            .await
-            .expect("accepted");
+        let handle = fixture.submit(&fixture.session, "go").await;
         let mut events = handle.events;
         tokio::time::sleep(WORD_STEP / 2 * half_steps).await;
         let outcome = handle.session.cancel_turn(None, None);
