@@ -37,6 +37,10 @@ SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp)
 # generator's bare baseline).
 AXUM_ALLOWED=(agentwire-server agentwire agentwire-loadgen)
 
+# The terminal client is a client of the wire alone, so it works against
+# any server that speaks the Omnia dialect: none of our crates.
+CLIENT=agentwire-chat
+
 # The binary is the one place that knows every adapter, and the one crate
 # that picks (and installs, in `main`) rustls' crypto provider.
 BINARY=agentwire
@@ -138,6 +142,12 @@ done
 for dep in ${tree[$SERVER]}; do
     if in_list "$dep" "${SERVER_FORBIDDEN[@]}"; then
         fail "$SERVER depends on $dep (the server never constructs a backend)"
+    fi
+done
+
+for dep in ${direct[$CLIENT]}; do
+    if [[ $dep == agentwire* ]]; then
+        fail "$CLIENT depends on $dep (the chat client knows the wire, not our crates)"
     fi
 done
 

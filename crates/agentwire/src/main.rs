@@ -50,6 +50,26 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Talk to an agent from the terminal (any server speaking the Omnia
+    /// dialect). Exit status with `--once`: 0 when the turn ended with
+    /// `done`, 1 when it ended with an error or was cancelled; 69 when the
+    /// server cannot be reached.
+    Chat {
+        /// The server: ws://HOST:PORT (wss://, http(s):// and a path prefix work too).
+        #[arg(long, default_value = "ws://127.0.0.1:8080")]
+        url: String,
+        #[arg(long, default_value = "demo")]
+        agent: String,
+        /// A credential (API key or JWT), sent as `Authorization: Bearer`.
+        #[arg(long, env = "AGENTWIRE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Resume this session from the first message.
+        #[arg(long)]
+        session: Option<String>,
+        /// Send this one message, print the reply, and exit.
+        #[arg(long)]
+        once: Option<String>,
+    },
     /// Print the SHA-256 hex digest of an API key read from standard input,
     /// for `auth.api_keys[].sha256`.
     HashKey,
@@ -66,6 +86,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     match cli.command {
+        Command::Chat {
+            url,
+            agent,
+            token,
+            session,
+            once,
+        } => chat(
+            agentwire_chat::ChatOptions {
+                url,
+                agent,
+                token,
+                session,
+            },
+            once,
+        ),
         Command::HashKey => print_from_stdin(|key| Ok(agentwire_auth::sha256_hex(key))),
         Command::HashPassword => print_from_stdin(agentwire_auth::hash_password),
         Command::CheckConfig { config } => match config::load(&config) {
@@ -131,6 +166,43 @@ fn serve(config: Config) -> ExitCode {
         Err(StartupError::Run(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// BSD `EX_UNAVAILABLE`: `chat` cannot reach the server.
+const EXIT_UNAVAILABLE: u8 = 69;
+
+fn chat(options: agentwire_chat::ChatOptions, once: Option<String>) -> ExitCode {
+    use std::io::IsTerminal;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let input = tokio::io::BufReader::new(tokio::io::stdin());
+    let output = tokio::io::stdout();
+    let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let outcome = runtime.block_on(async move {
+        match once {
+            Some(text) => agentwire_chat::once(options, &text, input, output).await,
+            None if interactive => agentwire_chat::run_interactive(options, input, output).await,
+            None => agentwire_chat::run(options, input, output).await,
+        }
+    });
+    // Standard input's reader may be parked in a read that never returns.
+    runtime.shutdown_background();
+    match outcome {
+        agentwire_chat::Outcome::Finished => ExitCode::SUCCESS,
+        agentwire_chat::Outcome::TurnFailed => ExitCode::FAILURE,
+        agentwire_chat::Outcome::Unreachable(why) => {
+            eprintln!("error: {why}");
+            ExitCode::from(EXIT_UNAVAILABLE)
         }
     }
 }

@@ -10,6 +10,7 @@ mod attachments;
 mod auth;
 mod binary;
 mod binary_frames;
+mod chat;
 mod client_tools;
 mod close_rules;
 mod config_errors;
