@@ -4,11 +4,17 @@
 #
 #   - @modelcontextprotocol/server-everything, the reference MCP server, into
 #     target/npm (for crates/agentwire-tools/tests/tools.rs).
+#   - playwright-core, into target/npm, and Debian's chromium
+#     (/usr/bin/chromium, `apt-get install -y chromium` when it is missing),
+#     for the web console's browser test (crates/agentwire/tests/e2e/console.rs).
 #
 # Prints the path of server-everything's JS entry point on stdout (run it as
 # `node <path> stdio`); progress goes to stderr. The tests find it there, or
-# wherever AGENTWIRE_TEST_MCP_EVERYTHING points. Needs node and npm, and the
-# npm registry on first use.
+# wherever AGENTWIRE_TEST_MCP_EVERYTHING points; they find playwright-core in
+# target/npm/node_modules/playwright-core and chromium at /usr/bin/chromium,
+# or wherever AGENTWIRE_TEST_PLAYWRIGHT and AGENTWIRE_TEST_CHROMIUM point.
+# Needs node and npm, the npm registry on first use, and apt-get (as root)
+# when chromium is missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prefix="$root/target/npm"
@@ -16,10 +22,18 @@ package="@modelcontextprotocol/server-everything"
 version="2026.8.31"
 pkg_dir="$prefix/node_modules/$package"
 entry="$pkg_dir/dist/index.js"
+playwright_version="1.64.1"
+playwright_dir="$prefix/node_modules/playwright-core"
+chromium="${AGENTWIRE_TEST_CHROMIUM:-/usr/bin/chromium}"
+
+# The version in the package.json under $1 (a package folder), or nothing.
+version_of() {
+    [ -f "$1/package.json" ] || return 0
+    node -e 'process.stdout.write(require(process.argv[1]).version)' "$1/package.json" 2>/dev/null || true
+}
 
 installed_version() {
-    [ -f "$pkg_dir/package.json" ] || return 0
-    node -e 'process.stdout.write(require(process.argv[1]).version)' "$pkg_dir/package.json" 2>/dev/null || true
+    version_of "$pkg_dir"
 }
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -37,5 +51,37 @@ fi
 if [ ! -f "$entry" ]; then
     echo "install-test-deps.sh: $entry missing after install" >&2
     exit 1
+fi
+
+if [ "$(version_of "$playwright_dir")" != "$playwright_version" ]; then
+    echo "install-test-deps.sh: installing playwright-core@$playwright_version into $prefix" >&2
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error --save-exact \
+        "playwright-core@$playwright_version" >&2
+fi
+if [ "$(version_of "$playwright_dir")" != "$playwright_version" ]; then
+    echo "install-test-deps.sh: $playwright_dir missing after install" >&2
+    exit 1
+fi
+
+if [ ! -x "$chromium" ]; then
+    if [ "$chromium" != /usr/bin/chromium ]; then
+        echo "install-test-deps.sh: AGENTWIRE_TEST_CHROMIUM=$chromium is not an executable" >&2
+        exit 1
+    fi
+    if ! command -v apt-get >/dev/null; then
+        echo "install-test-deps.sh: /usr/bin/chromium is missing and there is no apt-get to install it; install Chromium and set AGENTWIRE_TEST_CHROMIUM" >&2
+        exit 1
+    fi
+    if [ "$(id -u)" != 0 ]; then
+        echo "install-test-deps.sh: /usr/bin/chromium is missing; run as root (or: sudo apt-get install -y chromium)" >&2
+        exit 1
+    fi
+    echo "install-test-deps.sh: installing chromium with apt-get" >&2
+    # The package lists may be stale or absent on a fresh machine.
+    { apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; } >&2
+    if [ ! -x "$chromium" ]; then
+        echo "install-test-deps.sh: $chromium missing after apt-get install chromium" >&2
+        exit 1
+    fi
 fi
 echo "$entry"

@@ -32,6 +32,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
@@ -369,6 +370,16 @@ impl Engine {
             .attach(&target, req.agent, req.namespace, req.owner, own)
             .await?;
         lease.begin_turn()?;
+        // The caller's span (the connection's) is the parent.
+        let span = tracing::debug_span!(
+            target: crate::trace::TARGET,
+            "turn",
+            agentwire.agent = %req.agent.name,
+            agentwire.session_id = %lease.id(),
+            agentwire.turn_id = tracing::field::Empty,
+            agentwire.outcome = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
         let now = self.inner.clock.now();
         let input = TurnInput {
             text: crate::content::into_effective_text(req.content, &req.parts),
@@ -388,7 +399,11 @@ impl Engine {
         // The message is in the live history at once and its write runs
         // beside the turn: the model is not kept waiting for a commit. The
         // turn's own records wait for it, so `done` still means stored.
-        let (history, user_write) = match lease.append(vec![user_message]).await {
+        let appended = lease
+            .append(vec![user_message])
+            .instrument(span.clone())
+            .await;
+        let (history, user_write) = match appended {
             Ok(appended) => appended,
             Err(e) => {
                 lease.end_turn();
@@ -398,6 +413,7 @@ impl Engine {
         let user_write = tokio::spawn(user_write);
         let log = &lease.session.log;
         let writer = log.start_turn(&req.agent.name);
+        span.record("agentwire.turn_id", writer.turn().0);
         let reader = log.reader_after(writer.turn().0 - 1);
         let cancel = self.inner.turns_cancel.child_token();
         lease.session.state.lock().turn_cancel = Some((writer.turn(), cancel.clone()));
@@ -419,13 +435,16 @@ impl Engine {
         };
         drop(history);
         let turn_lease = lease.clone_lease();
-        tokio::spawn(run_turn(
-            req.agent.handler.clone(),
-            turn,
-            turn_lease,
-            user_write,
-            summary_tx,
-        ));
+        tokio::spawn(
+            run_turn(
+                req.agent.handler.clone(),
+                turn,
+                turn_lease,
+                user_write,
+                summary_tx,
+            )
+            .instrument(span),
+        );
         Ok(TurnHandle {
             session: lease,
             events: reader,
@@ -685,6 +704,13 @@ impl SessionLease {
         };
         let store = self.inner.store.clone();
         let session = self.session.clone();
+        let span = tracing::debug_span!(
+            target: crate::trace::TARGET,
+            "store.write",
+            db.operation.name = if was_persisted { "append_messages" } else { "create_session" },
+            agentwire.messages = messages.len(),
+            error.type = tracing::field::Empty,
+        );
         let write = async move {
             let _appending = appending;
             let result = match was_persisted {
@@ -703,6 +729,7 @@ impl SessionLease {
                     }
                 }
                 Err(_) => {
+                    tracing::Span::current().record("error.type", "store_error");
                     let history = Arc::make_mut(&mut state.history);
                     let ours = history
                         .iter()
@@ -715,7 +742,8 @@ impl SessionLease {
             }
             drop(state);
             result
-        };
+        }
+        .instrument(span);
         Ok((history, write))
     }
 

@@ -21,6 +21,7 @@
 //!   [`TurnWriter`] per turn, any number of [`LogReader`]s.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
 //!   rule, resumption and persistence of every accepted message.
+//! - [`trace`]: the spans a trace is made of (names, attributes, target).
 //! - [`summary`]: the [`Summarizer`] port and the [`SummaryScheduler`], which
 //!   writes a session's summary once it has been idle.
 //!
@@ -48,6 +49,7 @@ pub mod summary;
 pub mod testing;
 pub mod time;
 pub mod tools;
+pub mod trace;
 pub mod turn;
 
 pub use assets::MediaResolver;

@@ -83,6 +83,13 @@ pub trait TextSink: Send + Sync {
 /// A language model behind some wire format.
 #[async_trait]
 pub trait ModelProvider: Send + Sync + 'static {
+    /// The wire format, as traces name it (`gen_ai.provider.name`):
+    /// `openai`, `anthropic`, `mock`.
+    fn provider_name(&self) -> &'static str;
+
+    /// The model asked for (`gen_ai.request.model`).
+    fn model(&self) -> &str;
+
     /// Runs one completion, streaming its text to `text` as it arrives.
     /// Retries, backoff and timeouts happen inside; an `Err` is final.
     async fn complete(
@@ -161,6 +168,10 @@ pub trait ToolBox: Send + Sync {
 pub trait ToolSource: Send + Sync + 'static {
     /// A short name for logs and errors (the config's tool name).
     fn name(&self) -> &str;
+
+    /// What kind of source it is, as traces name it
+    /// (`agentwire.tool.side`): `http`, `mcp`.
+    fn kind(&self) -> &'static str;
 
     async fn open(&self) -> Result<std::sync::Arc<dyn ToolBox>, String>;
 }

@@ -80,6 +80,14 @@ impl AnthropicProvider {
 
 #[async_trait]
 impl ModelProvider for AnthropicProvider {
+    fn provider_name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn model(&self) -> &str {
+        &self.http.policy.model
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -121,6 +121,14 @@ async fn stream(text: &str, sink: &dyn TextSink) {
 
 #[async_trait]
 impl ModelProvider for MockProvider {
+    fn provider_name(&self) -> &'static str {
+        "mock"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -71,6 +71,14 @@ impl OpenAiProvider {
 
 #[async_trait]
 impl ModelProvider for OpenAiProvider {
+    fn provider_name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn model(&self) -> &str {
+        &self.http.policy.model
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -24,11 +24,12 @@ mod toolbox;
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientToolRequest, ErrorCode, Handler, ModelMessage, ModelProvider, ModelRequest,
-    ModelToolCall, Reply, TextSink, ToolCall, ToolOutcome, ToolSide, ToolSource, ToolSpec,
-    TurnContext, TurnFailure,
+    ClientToolRequest, ErrorCode, Handler, ModelMessage, ModelProvider, ModelReply, ModelRequest,
+    ModelToolCall, ProviderError, Reply, TextSink, ToolCall, ToolOutcome, ToolSide, ToolSource,
+    ToolSpec, TurnContext, TurnFailure,
 };
 use async_trait::async_trait;
+use tracing::Instrument;
 
 pub use context::MetadataTemplate;
 pub use summary::{ModelSummarizer, SUMMARY_INSTRUCTIONS, SUMMARY_SCENARIO};
@@ -149,14 +150,11 @@ impl RuntimeHandler {
             tools: tools.specs(),
             scenario: turn.input.metadata.get("mock_scenario").cloned(),
         };
-        let sink = StreamToClient(turn);
         loop {
             // Stored media is resolved for this call alone (fresh URLs,
             // bytes dropped after it); `request` keeps only the references.
             let call = turn.resolve_media(&request).await;
-            let reply = settings
-                .provider
-                .complete(&call, &sink)
+            let reply = model_call(settings.provider.as_ref(), &call, turn)
                 .await
                 .map_err(|e| TurnFailure::new(e.code(), e.message))?;
             drop(call);
@@ -190,12 +188,27 @@ impl RuntimeHandler {
             });
             let mut handoff = None;
             for call in calls {
+                let span = tracing::debug_span!(
+                    target: agentwire_core::trace::TARGET,
+                    "execute_tool",
+                    gen_ai.tool.name = %call.name,
+                    agentwire.tool.side = tools.side(&call.name),
+                    agentwire.tool.outcome = tracing::field::Empty,
+                );
                 let outcome = match tools.team.handoff(&call.name) {
                     Some(target) => {
-                        team::hand_off(turn, settings, &call, target, &mut handoff).await
+                        team::hand_off(turn, settings, &call, target, &mut handoff)
+                            .instrument(span.clone())
+                            .await
                     }
-                    None => tools.run(turn, settings, &call).await,
+                    None => {
+                        tools
+                            .run(turn, settings, &call)
+                            .instrument(span.clone())
+                            .await
+                    }
                 };
+                span.record("agentwire.tool.outcome", outcome_label(&outcome));
                 request
                     .messages
                     .push(context::tool_message(&call.id, &call.name, &outcome));
@@ -218,6 +231,21 @@ struct Tools<'a> {
 }
 
 impl Tools<'_> {
+    /// Who runs `name`, as traces name it: `client`, `team`, or the kind
+    /// of the server tool's source (`http`, `mcp`).
+    fn side(&self, name: &str) -> &'static str {
+        if self.team.delegates(name) || self.team.handoff(name).is_some() {
+            return "team";
+        }
+        if self.client.iter().any(|c| c.spec.name == name) {
+            return "client";
+        }
+        self.server
+            .iter()
+            .find(|b| b.tool_box.specs().iter().any(|s| s.name == name))
+            .map_or("unknown", |b| b.kind)
+    }
+
     fn specs(&self) -> Vec<ToolSpec> {
         let client = self.client.iter().map(|c| c.spec.clone());
         let server = self
@@ -303,12 +331,70 @@ pub(crate) async fn announce(turn: &TurnContext, call: &ModelToolCall) {
         .await;
 }
 
-/// Streams the model's text to the client as it arrives.
-struct StreamToClient<'a>(&'a TurnContext);
+/// One model call, in its `chat` span: usage and the time to the first
+/// token recorded when it ends.
+async fn model_call(
+    provider: &dyn ModelProvider,
+    request: &ModelRequest,
+    turn: &TurnContext,
+) -> Result<ModelReply, ProviderError> {
+    let span = tracing::debug_span!(
+        target: agentwire_core::trace::TARGET,
+        "chat",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider.provider_name(),
+        gen_ai.request.model = provider.model(),
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        agentwire.time_to_first_token_ms = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    let sink = StreamToClient {
+        turn,
+        started: std::time::Instant::now(),
+        first_token: std::sync::OnceLock::new(),
+    };
+    let reply = provider
+        .complete(request, &sink)
+        .instrument(span.clone())
+        .await;
+    if let Some(first) = sink.first_token.get() {
+        span.record("agentwire.time_to_first_token_ms", first.as_millis() as u64);
+    }
+    match &reply {
+        Ok(reply) => {
+            if let Some(usage) = reply.usage {
+                span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            }
+        }
+        Err(e) => {
+            span.record("error.type", e.code().as_str());
+        }
+    }
+    reply
+}
+
+fn outcome_label(outcome: &ToolOutcome) -> &'static str {
+    match outcome {
+        ToolOutcome::Ok(_) => "ok",
+        ToolOutcome::Error(_) => "error",
+        ToolOutcome::Denied(_) => "denied",
+    }
+}
+
+/// Streams the model's text to the client as it arrives, noting when the
+/// first of it came.
+struct StreamToClient<'a> {
+    turn: &'a TurnContext,
+    started: std::time::Instant,
+    first_token: std::sync::OnceLock<std::time::Duration>,
+}
 
 #[async_trait]
 impl TextSink for StreamToClient<'_> {
     async fn text(&self, delta: &str) {
-        self.0.events().text_delta(delta).await;
+        self.first_token.get_or_init(|| self.started.elapsed());
+        self.turn.events().text_delta(delta).await;
     }
 }

@@ -163,6 +163,14 @@ mod summary_tests {
 
     #[async_trait]
     impl ModelProvider for Recorder {
+        fn provider_name(&self) -> &'static str {
+            "mock"
+        }
+
+        fn model(&self) -> &str {
+            "recorder"
+        }
+
         async fn complete(
             &self,
             request: &ModelRequest,

@@ -46,6 +46,14 @@ impl Scripted {
 
 #[async_trait]
 impl ModelProvider for Scripted {
+    fn provider_name(&self) -> &'static str {
+        "mock"
+    }
+
+    fn model(&self) -> &str {
+        "scripted"
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -12,6 +12,8 @@ use tokio::sync::OnceCell;
 /// An opened tool set.
 pub(crate) struct OpenBox {
     pub(crate) tool_box: Arc<dyn ToolBox>,
+    /// [`ToolSource::kind`], for traces.
+    pub(crate) kind: &'static str,
 }
 
 /// A tool set opened at most once, by whichever turn needs it first.
@@ -43,6 +45,7 @@ pub(crate) async fn open_for_connection(
         match cell.get_or_try_init(|| source.open()).await {
             Ok(tool_box) => boxes.push(OpenBox {
                 tool_box: tool_box.clone(),
+                kind: source.kind(),
             }),
             Err(error) => {
                 tracing::warn!(tool = source.name(), %error, "tool source unavailable for this turn");

@@ -17,7 +17,9 @@
 //!   `assets` (`POST /assets`).
 //! - `routes`: `sessions` (`/api/v1/sessions*`, the caller's sessions of
 //!   both dialects), `media` (`/media/*`, on the [`MediaStore`] port in
-//!   [`MediaService`]), `ops` (`/healthz`, `/readyz`, `/metrics`).
+//!   [`MediaService`]), `ops` (`/healthz`, `/readyz`, `/metrics`),
+//!   `agents` (`/api/v1/agents`), `console` (the web console's embedded
+//!   files at `/` and `/console/*`, and `/console/ws`).
 //! - `driver`: the connection driver, one task per socket whatever the
 //!   dialect: the loop over turn events, frames, keepalive, credential
 //!   deadline, drain and force-close, one flush per wake-up, the close; a
@@ -47,6 +49,7 @@ mod query;
 mod rate;
 mod routes;
 mod socket;
+mod trace;
 mod upgrade;
 mod websocket;
 
@@ -79,6 +82,8 @@ pub struct ServerSettings {
     /// Prompt-injection screening of visitor messages; `None` is off. Only
     /// the Gnosari endpoint screens (the Omnia contract has no rejection).
     pub screening: Option<PromptScreen>,
+    /// Serve the web console at `/` and `/console/*` (`server.console`).
+    pub console: bool,
 }
 
 /// Per-server and per-connection limits (`server.limits.*`).
@@ -220,6 +225,7 @@ impl AppState {
 /// `/ws/team/{team}/agent/{agent}` (Gnosari), the media routes and the
 /// operational routes.
 pub fn router(state: Arc<AppState>) -> Router {
+    let console = state.settings.console;
     Router::new()
         .route("/ws", get(omnia::upgrade::ws_upgrade))
         .route("/ws/agent/{agent}", get(gnosari::upgrade::ws_upgrade))
@@ -234,6 +240,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::media::routes())
         .merge(gnosari::assets::routes())
         .merge(routes::sessions::routes())
+        .merge(routes::agents::routes())
+        .merge(routes::console::routes(console))
         .with_state(state)
 }
 

@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 use tungstenite::protocol::WebSocketConfig;
 
 use crate::AppState;
 use crate::lifecycle::{self, ConnectionSlot};
 use crate::socket;
+use crate::trace;
 use crate::websocket::{WebSocket, WebSocketUpgrade, WebSocketUpgradeRejection};
 
 /// Initial read buffer per socket. Small on purpose: idle sockets are the
@@ -25,6 +27,7 @@ const READ_BUFFER_BYTES: usize = 4 * 1024;
 pub(crate) fn open_socket<F, Fut>(
     state: &Arc<AppState>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade_span: &tracing::Span,
     serve: F,
 ) -> Response
 where
@@ -46,7 +49,8 @@ where
         .write_buffer_size(socket::WRITE_BUFFER_BYTES)
         .max_message_size(Some(max_payload))
         .max_frame_size(Some(max_payload));
-    upgrade.on_upgrade(config, move |socket| serve(socket, slot))
+    let span = trace::connection_span(upgrade_span);
+    upgrade.on_upgrade(config, move |socket| serve(socket, slot).instrument(span))
 }
 
 /// The first checks of every upgrade: a server that has shut down, or one

@@ -103,6 +103,10 @@ impl ToolSource for HttpToolSource {
         &self.0.name
     }
 
+    fn kind(&self) -> &'static str {
+        "http"
+    }
+
     /// Cheap: every box is the same stateless tool.
     async fn open(&self) -> Result<Arc<dyn ToolBox>, String> {
         Ok(self.0.clone())

@@ -324,6 +324,10 @@ impl ToolSource for McpSource {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "mcp"
+    }
+
     async fn open(&self) -> Result<Arc<dyn ToolBox>, String> {
         let started = Instant::now();
         // On timeout the half-made session is dropped, which kills the child.

@@ -103,6 +103,7 @@ pub async fn build(config: Config) -> anyhow::Result<App> {
             drain_timeout: limits.drain_timeout,
         },
         screening: config.screening.screen(),
+        console: config.console,
     };
     let mut state = AppState::new(engine, agents, settings, media, identity);
     state.teams = teams;

@@ -13,19 +13,24 @@ mod duration;
 mod env;
 mod media;
 mod mock;
+mod print;
+pub mod reference;
 mod runtime;
 mod screening;
 mod summary;
 mod team;
 mod team_file;
+mod telemetry;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use media::{MediaBackend, MediaConfig};
+pub use print::{REDACTED, effective_yaml, load_effective_yaml};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
 pub use summary::{DEFAULT_SUMMARY_AFTER_IDLE, SummaryConfig};
 pub use team::{FileAgent, FileTool, TeamConfig, TeamFile, TeamMembers};
+pub use telemetry::{OtlpProtocol, TracesConfig};
 
 /// The built-in configuration served when no `--config` is given: three
 /// scripted agents on an SQLite file under `./data/`.
@@ -38,6 +43,8 @@ pub struct Config {
     pub public_url: Option<String>,
     pub allowed_origins: Vec<String>,
     pub allow_unauthenticated: bool,
+    /// `server.console`: serve the web console (default true).
+    pub console: bool,
     pub limits: LimitsConfig,
     pub sessions: SessionStorage,
     /// `storage.media`.
@@ -51,6 +58,8 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// `teams[]`: `/ws/team/{team}` and its members.
     pub teams: Vec<TeamConfig>,
+    /// `telemetry.traces`; `None` when traces are off.
+    pub traces: Option<TracesConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -87,7 +96,9 @@ pub enum SessionStorage {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum HandlerKind {
     Test,
@@ -183,6 +194,7 @@ fn validate(
     let limits = validate_limits(server.limits)?;
     let sessions = parse_session_storage(&raw.storage.sessions, raw.storage.memory_max_sessions)?;
     let media = media::validate(raw.storage.media)?;
+    let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
     let allow_unauthenticated = server
@@ -233,6 +245,7 @@ fn validate(
         public_url: server.public_url,
         allowed_origins: server.allowed_origins,
         allow_unauthenticated,
+        console: server.console,
         limits,
         sessions,
         media,
@@ -242,6 +255,7 @@ fn validate(
         tools,
         agents,
         teams,
+        traces,
     })
 }
 
@@ -398,37 +412,64 @@ fn validate_agent(
 /// The file's shape, exactly as written. Defaults live here; meaning lives in
 /// the validated types above.
 mod raw {
-    use serde::Deserialize;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
 
     use super::HandlerKind;
     use super::duration::ConfigDuration;
 
-    #[derive(Deserialize)]
+    /// The configuration file.
+    #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub(super) struct File {
+        /// The listener, origins and per-connection limits.
         #[serde(default)]
         pub(super) server: Server,
+        /// Where sessions and media live.
         #[serde(default)]
         pub(super) storage: Storage,
+        /// Caller identity: API keys, JWTs, the pseudonym key. Default: none
+        /// (every agent public unless it has a password).
         pub(super) auth: Option<super::auth::RawAuth>,
+        /// Prompt-injection screening on the Gnosari endpoints. Default: on,
+        /// with the built-in phrase list.
         pub(super) screening: Option<super::screening::RawScreening>,
+        /// The models runtime agents and summarizers use. Default: none.
         #[serde(default)]
         pub(super) providers: Vec<super::runtime::RawProvider>,
+        /// Tools, declared once and named by agents. Default: none.
         #[serde(default)]
         pub(super) tools: Vec<super::runtime::RawTool>,
+        /// The agents served; at least one.
         #[serde(default)]
         pub(super) agents: Vec<Agent>,
+        /// Teams of agents on `/ws/team/{team}`. Default: none.
         #[serde(default)]
         pub(super) teams: Vec<super::team::RawTeam>,
+        /// OpenTelemetry export. Default: off.
+        pub(super) telemetry: Option<super::telemetry::RawTelemetry>,
     }
 
-    #[derive(Deserialize)]
+    /// `server`: the listener and what it admits.
+    #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields, default)]
     pub(super) struct Server {
+        /// The address to listen on, `HOST:PORT`; `--listen` overrides it.
         pub(super) listen: String,
+        /// The server's public base URL (`http://` or `https://`), for URLs
+        /// handed to clients (media upload URLs); set it behind a proxy.
+        /// Default: `http://` and the bound address.
         pub(super) public_url: Option<String>,
+        /// Origins allowed to open a socket (`https://app.example.com`).
+        /// Empty: the same-origin check (the Origin's host is the Host); a
+        /// request without Origin is allowed.
         pub(super) allowed_origins: Vec<String>,
+        /// Whether callers without a credential are admitted. Default: `true`
+        /// without `auth`, `false` with it.
         pub(super) allow_unauthenticated: Option<bool>,
+        /// Serve the web console at `/` and `/console/*`. Default: `true`.
+        pub(super) console: bool,
+        /// Per-connection and server-wide limits.
         pub(super) limits: Limits,
     }
 
@@ -439,23 +480,40 @@ mod raw {
                 public_url: None,
                 allowed_origins: Vec::new(),
                 allow_unauthenticated: None,
+                console: true,
                 limits: Limits::default(),
             }
         }
     }
 
-    #[derive(Deserialize)]
+    /// `server.limits`.
+    #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields, default)]
     pub(super) struct Limits {
+        /// Open sockets; beyond, upgrades answer 503 `connection limit reached`.
         pub(super) max_connections: usize,
+        /// Client frames per second per connection, sustained; beyond:
+        /// `RATE_LIMITED`.
         pub(super) messages_per_second: u32,
+        /// Client frames per connection in a burst.
         pub(super) message_burst: u32,
+        /// Binary (media) bytes per second per connection, sustained.
         pub(super) media_bytes_per_second: u64,
+        /// Binary (media) bytes per connection in a burst.
         pub(super) media_burst_bytes: u64,
+        /// The largest client frame in bytes; a larger one closes the socket
+        /// with 1009.
         pub(super) max_payload_bytes: usize,
+        /// Client bytes held server-wide, from read to the end of their turn;
+        /// beyond: `RATE_LIMITED`. At least `max_payload_bytes`. Default: 256
+        /// MiB, or 4 × `max_payload_bytes` if that is more.
         pub(super) inbound_bytes_in_flight: Option<usize>,
+        /// How often the server pings an idle socket.
         pub(super) ping_interval: ConfigDuration,
+        /// Silence (no frame of any kind) after which a socket closes with
+        /// 1001; longer than `ping_interval`.
         pub(super) pong_timeout: ConfigDuration,
+        /// How long running turns get after SIGTERM before they are cancelled.
         pub(super) drain_timeout: ConfigDuration,
     }
 
@@ -476,11 +534,17 @@ mod raw {
         }
     }
 
-    #[derive(Deserialize)]
+    /// `storage`.
+    #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields, default)]
     pub(super) struct Storage {
+        /// The session store: `sqlite://PATH` (a file, created if missing)
+        /// or `memory` (lost on restart).
         pub(super) sessions: String,
+        /// With `memory`: the most sessions kept; ignored with SQLite.
+        /// Default: 10000.
         pub(super) memory_max_sessions: Option<usize>,
+        /// Media storage for uploads.
         pub(super) media: super::media::RawMedia,
     }
 
@@ -494,30 +558,66 @@ mod raw {
         }
     }
 
-    #[derive(Deserialize)]
+    /// One entry of `agents[]`.
+    #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub(super) struct Agent {
+        /// The agent's name in URLs (`/ws?agent=NAME`, `/ws/agent/NAME`): 1
+        /// to 128 ASCII letters, digits, `.`, `_` or `-`; unique.
         pub(super) name: String,
+        /// What answers: `test` (the scripted flows, by
+        /// `metadata.mock_scenario`), `echo`, `demo` (keyword replies) or
+        /// `runtime` (a model from `providers[]`, with tools).
         pub(super) handler: HandlerKind,
+        /// How long after its last message a session can be resumed.
         #[serde(default = "default_context_ttl")]
         pub(super) context_ttl: ConfigDuration,
+        /// A client tool call not acknowledged in time is denied.
         #[serde(default = "default_ack_timeout")]
         pub(super) ack_timeout: ConfigDuration,
+        /// An acknowledged client tool call not answered in time is denied.
         #[serde(default = "default_client_tool_timeout")]
         pub(super) client_tool_timeout: ConfigDuration,
+        /// `runtime`: the system prompt. Default: none.
         pub(super) instructions: Option<String>,
+        /// `runtime`: the `providers[]` entry that answers; required.
         pub(super) provider: Option<String>,
+        /// `runtime`: names from `tools[]` the model may call. Default: none.
         pub(super) tools: Option<Vec<String>>,
+        /// `runtime`: tool-call rounds per turn; then `MAX_ROUNDS_EXCEEDED`.
+        /// Default: `10`.
         pub(super) max_rounds: Option<u32>,
+        /// `runtime`: the latest stored messages the model sees, cut at a
+        /// user message. Default: `100`.
         pub(super) context_messages: Option<usize>,
+        /// `runtime`: a template (`{{ metadata.plan }}`) rendered with the
+        /// message's metadata and appended to the user's text for the model.
+        /// Default: none.
         pub(super) message_metadata_template: Option<String>,
+        /// `runtime`: agents it may ask through the `delegate_agent` tool.
+        /// Default: none.
         pub(super) delegations: Option<Vec<String>>,
+        /// `runtime`: runtime agents it may hand the turn to. Default: none.
         pub(super) handoffs: Option<Vec<String>>,
+        /// `public` (no credential needed) or `private`. Default: `private`
+        /// with a password, else `public` when unauthenticated callers are
+        /// allowed, else `private`.
         pub(super) access_level: Option<super::auth::RawAccessLevel>,
+        /// An Argon2id PHC hash of the agent's password (`agentwire
+        /// hash-password`), for Gnosari password access. Default: none.
         pub(super) password_argon2: Option<String>,
+        /// The memory facet the agent's sessions are scoped to: used when a
+        /// connection names none (`?memory_facet=` on `/ws`), and a
+        /// connection naming another answers 403. Default: none (any facet).
         pub(super) memory_facet: Option<String>,
+        /// Announced to clients as `connected.ai_disclosure`. Default: not
+        /// announced.
         pub(super) requires_ai_disclosure: Option<bool>,
+        /// How long after its last completed turn a session's summary is
+        /// written. Default: `10m`.
         pub(super) summary_after_idle: Option<ConfigDuration>,
+        /// The `providers[]` entry that writes summaries. Default: a runtime
+        /// agent's own provider, else an extractive summary.
         pub(super) summarizer: Option<String>,
     }
 

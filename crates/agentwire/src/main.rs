@@ -26,7 +26,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[derive(Parser)]
 #[command(
     name = "agentwire",
-    version,
+    // The version, the git commit and the cargo features (build.rs).
+    version = env!("AGENTWIRE_LONG_VERSION"),
     about = "Hosts AI agents and streams them to clients over WebSocket"
 )]
 struct Cli {
@@ -49,6 +50,10 @@ enum Command {
     CheckConfig {
         #[arg(long)]
         config: PathBuf,
+        /// Print the effective configuration (after `${VAR}` substitution,
+        /// with every default filled in) as YAML, secrets as "<redacted>".
+        #[arg(long)]
+        print: bool,
     },
     /// Talk to an agent from the terminal (any server speaking the Omnia
     /// dialect). Exit status with `--once`: 0 when the turn ended with
@@ -84,7 +89,11 @@ const EXIT_CONFIG: u8 = 64;
 fn main() -> ExitCode {
     install_tls_provider();
     let cli = Cli::parse();
-    init_tracing();
+    // `serve` starts its logs once its config has said whether traces are
+    // exported too.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        init_tracing(None);
+    }
     match cli.command {
         Command::Chat {
             url,
@@ -103,7 +112,20 @@ fn main() -> ExitCode {
         ),
         Command::HashKey => print_from_stdin(|key| Ok(agentwire_auth::sha256_hex(key))),
         Command::HashPassword => print_from_stdin(agentwire_auth::hash_password),
-        Command::CheckConfig { config } => match config::load(&config) {
+        Command::CheckConfig {
+            config,
+            print: true,
+        } => match config::load_effective_yaml(&config) {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => config_error(&e),
+        },
+        Command::CheckConfig {
+            config,
+            print: false,
+        } => match config::load(&config) {
             Ok(_) => {
                 println!("{}: ok", config.display());
                 ExitCode::SUCCESS
@@ -138,6 +160,21 @@ fn serve(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The trace pipeline's batch task runs on the runtime.
+    let traces = match &config.traces {
+        Some(traces) => {
+            let _entered = runtime.enter();
+            match agentwire::telemetry::Traces::start(traces) {
+                Ok(traces) => Some(traces),
+                Err(e) => {
+                    eprintln!("config error: {e:#}");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            }
+        }
+        None => None,
+    };
+    init_tracing(traces.as_ref());
     let result = runtime.block_on(async move {
         let listen = config.listen;
         let agents: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
@@ -157,6 +194,9 @@ fn serve(config: Config) -> ExitCode {
             .await
             .map_err(StartupError::Run)
     });
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(StartupError::Build(e)) => {
@@ -256,12 +296,39 @@ fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-fn init_tracing() {
+/// Logs to standard error, filtered by `RUST_LOG` (`info` by default), and
+/// with `traces` the trace spans to their exporter, filtered on their own.
+/// `AGENTWIRE_LOG_FORMAT=json` writes one JSON object per line (`timestamp`,
+/// `level`, `fields`, `target`, `span`, `spans`) instead of text; colours
+/// only when standard error is a terminal and `NO_COLOR` is unset.
+fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) {
+    use std::io::IsTerminal as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let format = std::env::var("AGENTWIRE_LOG_FORMAT").unwrap_or_default();
+    let logs: Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync> =
+        if format.trim().eq_ignore_ascii_case("json") {
+            Box::new(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(true)
+                    .with_writer(std::io::stderr),
+            )
+        } else {
+            let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            Box::new(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(ansi)
+                    .with_writer(std::io::stderr),
+            )
+        };
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(traces.map(|traces| traces.layer()))
         .init();
 }
 

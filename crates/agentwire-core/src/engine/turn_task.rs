@@ -22,6 +22,7 @@ pub(super) async fn run_turn(
     user_write: JoinHandle<Result<(), StoreError>>,
     summary: oneshot::Sender<Timestamp>,
 ) {
+    let started = tokio::time::Instant::now();
     let cancel = turn.cancel.clone();
     let run = AssertUnwindSafe(handler.run(&turn)).catch_unwind();
     // Cancelled, the handler's future is dropped where it waits: the
@@ -72,6 +73,8 @@ pub(super) async fn run_turn(
             TurnEvent::Failed(TurnFailure::internal())
         }
     };
+    record_outcome(&terminal);
+    log_finished(&lease, &terminal, started.elapsed());
     // The session is free once the terminal is in the log, at the same
     // moment: a reader that sees it may send the next message at once, and
     // that next turn's start must come after this terminal.
@@ -81,4 +84,49 @@ pub(super) async fn run_turn(
     if lease.is_sole() {
         lease.keep_for_rejoin();
     }
+}
+
+/// One log line per finished turn, for operators: who, how long, how it
+/// ended; never what was said.
+fn log_finished(lease: &SessionLease, terminal: &TurnEvent, took: std::time::Duration) {
+    let record = &lease.session.record;
+    let duration_ms = took.as_millis() as u64;
+    match terminal {
+        TurnEvent::Failed(failure) => tracing::info!(
+            agent = %record.agent,
+            session = %record.id,
+            duration_ms,
+            outcome = "failed",
+            code = failure.code.as_str(),
+            "turn finished"
+        ),
+        TurnEvent::Cancelled(_) => tracing::info!(
+            agent = %record.agent,
+            session = %record.id,
+            duration_ms,
+            outcome = "cancelled",
+            "turn finished"
+        ),
+        _ => tracing::info!(
+            agent = %record.agent,
+            session = %record.id,
+            duration_ms,
+            outcome = "completed",
+            "turn finished"
+        ),
+    }
+}
+
+/// The turn's outcome on its span (the current one: the task is
+/// instrumented with it).
+fn record_outcome(terminal: &TurnEvent) {
+    let span = tracing::Span::current();
+    match terminal {
+        TurnEvent::Completed(_) => span.record("agentwire.outcome", "completed"),
+        TurnEvent::Cancelled(_) => span.record("agentwire.outcome", "cancelled"),
+        TurnEvent::Failed(failure) => span
+            .record("agentwire.outcome", "failed")
+            .record("error.type", failure.code.as_str()),
+        _ => &span,
+    };
 }

@@ -13,11 +13,13 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 
 use super::connection::{self, GnosariParams};
 use crate::driver::RejoinAt;
 use crate::identity::{self, Gate};
 use crate::query::QueryParams;
+use crate::trace;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
 use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
 use crate::{AgentEntry, AppState, TeamEntry, TeamMember};
@@ -38,7 +40,16 @@ pub(crate) async fn ws_upgrade(
     // A path segment that does not decode names no agent.
     let agent = agent.map(|Path(agent)| agent).unwrap_or_default();
     let target = Target::Agent(&agent);
-    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+    let span = trace::upgrade_span("gnosari", "/ws/agent/{agent}", &headers);
+    upgrade_to(
+        &state,
+        target,
+        raw_query.as_deref(),
+        &headers,
+        upgrade,
+        span,
+    )
+    .await
 }
 
 /// `/ws/team/{team}`: the team's orchestrator answers.
@@ -51,7 +62,16 @@ pub(crate) async fn team_upgrade(
 ) -> Response {
     let team = team.map(|Path(team)| team).unwrap_or_default();
     let target = Target::Team(&team);
-    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+    let span = trace::upgrade_span("gnosari", "/ws/team/{team}", &headers);
+    upgrade_to(
+        &state,
+        target,
+        raw_query.as_deref(),
+        &headers,
+        upgrade,
+        span,
+    )
+    .await
 }
 
 /// `/ws/team/{team}/agent/{agent}`: one member of the team answers.
@@ -67,7 +87,16 @@ pub(crate) async fn team_member_upgrade(
         team: &team,
         agent: &agent,
     };
-    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+    let span = trace::upgrade_span("gnosari", "/ws/team/{team}/agent/{agent}", &headers);
+    upgrade_to(
+        &state,
+        target,
+        raw_query.as_deref(),
+        &headers,
+        upgrade,
+        span,
+    )
+    .await
 }
 
 /// What a Gnosari path names.
@@ -84,13 +113,19 @@ async fn upgrade_to(
     raw_query: Option<&str>,
     headers: &HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    span: tracing::Span,
 ) -> Response {
-    match admit(state, target, raw_query, headers).await {
-        Ok(params) => open_socket(state, upgrade, move |socket, slot| {
+    let admitted = admit(state, target, raw_query, headers)
+        .instrument(span.clone())
+        .await;
+    let response = match admitted {
+        Ok(params) => open_socket(state, upgrade, &span, move |socket, slot| {
             connection::run(socket, slot, params)
         }),
         Err(refusal) => refusal.into_response(),
-    }
+    };
+    span.record("http.response.status_code", response.status().as_u16());
+    response
 }
 
 async fn admit(

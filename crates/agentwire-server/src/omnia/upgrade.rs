@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 
 use agentwire_core::Credentials;
 
@@ -13,6 +14,7 @@ use super::connection::{self, ConnectionParams};
 use crate::driver::RejoinAt;
 use crate::identity;
 use crate::query::QueryParams;
+use crate::trace;
 use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
 use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
 use crate::{AgentEntry, AppState};
@@ -23,12 +25,18 @@ pub(crate) async fn ws_upgrade(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    match admit(&state, raw_query.as_deref(), &headers).await {
-        Ok(admitted) => open_socket(&state, upgrade, move |socket, slot| {
+    let span = trace::upgrade_span("omnia", "/ws", &headers);
+    let admitted = admit(&state, raw_query.as_deref(), &headers)
+        .instrument(span.clone())
+        .await;
+    let response = match admitted {
+        Ok(admitted) => open_socket(&state, upgrade, &span, move |socket, slot| {
             connection::run(socket, slot, admitted)
         }),
         Err(refusal) => refusal.into_response(),
-    }
+    };
+    span.record("http.response.status_code", response.status().as_u16());
+    response
 }
 
 /// The checks in the Omnia reference's order (§2.2), then ours.

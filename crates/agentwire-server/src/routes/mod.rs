@@ -1,7 +1,10 @@
 //! The HTTP routes beside the sockets: the caller's sessions
-//! (`/api/v1/sessions*`), the media routes (`/media/*`) and the operator's
+//! (`/api/v1/sessions*`), the agents (`/api/v1/agents`), the media routes
+//! (`/media/*`), the web console (`/`, `/console/*`) and the operator's
 //! (`/healthz`, `/readyz`, `/metrics`).
 
+pub(crate) mod agents;
+pub(crate) mod console;
 pub(crate) mod media;
 pub(crate) mod ops;
 pub(crate) mod sessions;

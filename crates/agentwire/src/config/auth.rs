@@ -2,7 +2,8 @@
 
 use agentwire_auth::{ApiKeyEntry, AuthSettings, JwtKeys, JwtSettings, Secret};
 use agentwire_core::Timestamp;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 use super::duration::ConfigDuration;
@@ -22,37 +23,64 @@ impl AuthConfig {
     }
 }
 
-#[derive(Deserialize)]
+/// `auth`: who callers are. With any validator configured,
+/// `server.allow_unauthenticated` defaults to false and agents to private.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAuth {
+    /// API keys, checked by their SHA-256 (on `/ws` as `Authorization: Bearer`;
+    /// on the Gnosari endpoints also `X-AUTH-TOKEN` or `?api_key=`).
     #[serde(default)]
     api_keys: Vec<RawApiKey>,
+    /// JWT validation: issuer, audience and exactly one key source.
     jwt: Option<RawJwt>,
+    /// The key of the owner pseudonyms (HMAC-SHA-256 of subject and session
+    /// claim); at least 16 characters; keep it stable, or sessions lose
+    /// their owners. Default: none (pseudonyms are then an unkeyed
+    /// SHA-256). A secret: use `${VAR}`.
     pseudonym_key: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// One API key of `auth.api_keys`.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawApiKey {
+    /// Names the key in logs; unique. The key itself is never stored.
     id: String,
+    /// The SHA-256 hex of the key (`echo -n "$KEY" | agentwire hash-key`).
     sha256: String,
+    /// Who the key speaks for: the subject its sessions are owned by.
     subject: String,
+    /// The agents the key may use; others answer 403. Default: every agent.
     agents: Option<Vec<String>>,
-    /// RFC 3339, `2027-01-01T00:00:00Z`.
+    /// When the key stops working, RFC 3339 UTC (`2027-01-01T00:00:00Z`).
+    /// Default: never.
     expires_at: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// `auth.jwt`: JWTs checked for `iss`, `aud`, `exp` and `nbf`.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawJwt {
+    /// The required `iss` claim.
     issuer: String,
+    /// The required `aud` claim.
     audience: String,
+    /// Key source: an HS256 shared secret. A secret: use `${VAR}`.
     hs256_secret: Option<String>,
+    /// Key source: a JWKS JSON file on disk.
     jwks_file: Option<String>,
+    /// Key source: a JWKS URL (cached; refetched on an unknown `kid` at most
+    /// every 30 s).
     jwks_url: Option<String>,
+    /// Key source: an OIDC issuer URL whose discovery document names the JWKS.
     oidc_discovery: Option<String>,
+    /// The claim that names the subject. Default: `sub`.
     subject_claim: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`. Default: `30s`.
     leeway: Option<ConfigDuration>,
+    /// A claim whose value binds sessions: a session resumes only under the
+    /// same value. Default: none.
     session_claim: Option<String>,
 }
 
@@ -183,7 +211,7 @@ fn parse_rfc3339(text: &str) -> Option<Timestamp> {
 }
 
 /// An agent's access fields, as written.
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum RawAccessLevel {
     Public,

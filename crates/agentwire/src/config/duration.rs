@@ -3,10 +3,48 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConfigDuration(pub(crate) Duration);
+
+/// Written back as it would be read: the largest unit that divides it.
+impl Serialize for ConfigDuration {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_duration(self.0))
+    }
+}
+
+/// A string `<digits><unit>`; the reference shows it as `duration`.
+impl schemars::JsonSchema for ConfigDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "duration",
+            "pattern": "^[0-9]+(ms|s|m|h)$",
+        })
+    }
+}
+
+/// `duration` in the config's own notation: `24h`, `90s`, `1500ms`.
+pub fn format_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    match millis {
+        0 => "0s".to_owned(),
+        m if m % 3_600_000 == 0 => format!("{}h", m / 3_600_000),
+        m if m % 60_000 == 0 => format!("{}m", m / 60_000),
+        m if m % 1_000 == 0 => format!("{}s", m / 1_000),
+        m => format!("{m}ms"),
+    }
+}
 
 impl ConfigDuration {
     pub(crate) const fn secs(s: u64) -> ConfigDuration {
@@ -58,6 +96,13 @@ mod tests {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn formats_what_it_reads() {
+        for text in ["500ms", "30s", "5m", "24h", "90s", "1500ms", "0s"] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
     }
 
     #[test]

@@ -38,6 +38,48 @@ impl Written {
     }
 }
 
+impl Written {
+    /// The substituted values whose reference names a variable that reads
+    /// like a secret (a name with `KEY`, `SECRET`, `TOKEN`, `PASSWORD`,
+    /// `PASSWD`, `CREDENTIAL` or `AUTH` in it), for `check-config --print`.
+    pub(super) fn secret_values(&self) -> Vec<&str> {
+        const MARKERS: [&str; 7] = [
+            "KEY",
+            "SECRET",
+            "TOKEN",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "AUTH",
+        ];
+        self.by_path
+            .values()
+            .filter(|(written, value)| {
+                !value.is_empty()
+                    && referenced_names(written).any(|name| {
+                        let name = name.to_ascii_uppercase();
+                        MARKERS.iter().any(|marker| name.contains(marker))
+                    })
+            })
+            .map(|(_, value)| value.as_str())
+            .collect()
+    }
+}
+
+/// The variable names `${NAME}` and `${NAME:default}` in `text` refer to
+/// (`$${` is no reference).
+fn referenced_names(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("${").filter_map(move |(i, _)| {
+        if i > 0 && text.as_bytes()[i - 1] == b'$' {
+            return None;
+        }
+        let body = &text[i + 2..];
+        let end = body.find('}')?;
+        let reference = &body[..end];
+        Some(reference.split(':').next().unwrap_or(reference))
+    })
+}
+
 /// Why a file cannot be loaded.
 pub(super) enum LoadError {
     /// Not YAML: the parser's message.

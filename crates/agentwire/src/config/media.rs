@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 use super::duration::ConfigDuration;
@@ -49,16 +50,23 @@ pub enum MediaBackend {
     },
 }
 
-/// The file's shape.
-#[derive(Deserialize)]
+/// `storage.media`: where uploaded media lives, how big and how long.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawMedia {
+    /// Media storage: `none` (off: uploads answer `MEDIA_NOT_ENABLED`), `local` (a directory) or `s3` (an S3-compatible bucket; cargo feature `s3`).
     backend: BackendKind,
+    /// `local`: the directory media is stored in; required, created if missing. An error with `s3`.
     path: Option<String>,
+    /// `s3`: the S3-compatible endpoint URL (`http://` or `https://`); omit for AWS. An error with `local`.
     endpoint: Option<String>,
+    /// `s3`: the bucket; required, and it must exist. Credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`), never from this file.
     bucket: Option<String>,
+    /// `s3`: the region. Default: `AWS_REGION`, then `AWS_DEFAULT_REGION`, then `us-east-1`.
     region: Option<String>,
+    /// The largest upload in bytes; larger ones answer 413 / `UPLOAD_FAILED`.
     max_bytes: u64,
+    /// How long an item lives after its upload; then 410 `media expired`.
     ttl: ConfigDuration,
 }
 
@@ -76,7 +84,7 @@ impl Default for RawMedia {
     }
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 enum BackendKind {
     None,

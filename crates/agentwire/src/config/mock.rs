@@ -13,9 +13,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use agentwire_providers::{MockScenario, MockTurn};
+use schemars::JsonSchema;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::{Deserialize, de::IgnoredAny};
+use serde::ser::SerializeMap as _;
+use serde::{Deserialize, Serialize, Serializer, de::IgnoredAny};
 
 use super::ConfigError;
 
@@ -23,11 +25,16 @@ use super::ConfigError;
 const TURN_FORMS: &str = "a text, or a mapping with `content` (a text) and/or \
     `tool_calls` (a list of {name, arguments}), optionally with `type: text` or `type: tool_calls`";
 
-#[derive(Deserialize)]
+/// One scenario of a mock provider's scripts.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawScenario {
+    /// The scripted turns by number: turn `n` is one plus the assistant
+    /// messages so far. Default: none.
     #[serde(default)]
     turns: BTreeMap<u32, RawTurn>,
+    /// The reply of a turn `turns` does not script (alias
+    /// `defaultResponse`). Default: the provider's `default_response`.
     #[serde(alias = "defaultResponse")]
     default_response: Option<String>,
 }
@@ -47,6 +54,48 @@ struct RawMockFile {
 /// One scripted answer, checked as it is read so that the error carries the
 /// turn's key path.
 pub(super) struct RawTurn(MockTurn);
+
+/// Written back in the mapping form (a text stays a text).
+impl Serialize for RawTurn {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            MockTurn::Text(text) => serializer.serialize_str(text),
+            MockTurn::ToolCalls {
+                content,
+                tool_calls,
+            } => {
+                let calls: Vec<serde_json::Value> = tool_calls
+                    .iter()
+                    .map(|(name, arguments)| {
+                        serde_json::json!({"name": name, "arguments": arguments})
+                    })
+                    .collect();
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "tool_calls")?;
+                if let Some(content) = content {
+                    map.serialize_entry("content", content)?;
+                }
+                map.serialize_entry("tool_calls", &calls)?;
+                map.end()
+            }
+        }
+    }
+}
+
+/// A text, or the mapping [`StructuredTurn`] reads.
+impl JsonSchema for RawTurn {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MockTurn".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mapping = generator.subschema_for::<StructuredTurn>();
+        schemars::json_schema!({
+            "description": TURN_FORMS,
+            "anyOf": [{"type": "string"}, mapping],
+        })
+    }
+}
 
 impl<'de> Deserialize<'de> for RawTurn {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RawTurn, D::Error> {
@@ -75,20 +124,26 @@ impl<'de> Deserialize<'de> for RawTurn {
     }
 }
 
-#[derive(Deserialize, PartialEq, Eq)]
+#[derive(Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 enum TurnType {
     Text,
     ToolCalls,
 }
 
-#[derive(Deserialize)]
+/// A scripted turn in the mapping form.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct StructuredTurn {
+    /// `text` or `tool_calls`; tool calls make a tool-call turn whatever the
+    /// type. Default: from the other keys.
     #[serde(rename = "type")]
     kind: Option<TurnType>,
+    /// The reply's text (aliases `text`, `response`); `{{last_tool_result}}`
+    /// stands for the latest tool result. Required without `tool_calls`.
     #[serde(alias = "text", alias = "response")]
     content: Option<String>,
+    /// The tool calls the model makes in this turn. Default: none.
     tool_calls: Option<Vec<RawMockCall>>,
 }
 
@@ -115,10 +170,13 @@ impl StructuredTurn {
     }
 }
 
-#[derive(Deserialize)]
+/// One scripted tool call.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMockCall {
+    /// The tool called.
     name: String,
+    /// Its arguments, a JSON object. Default: null.
     #[serde(default)]
     arguments: serde_json::Value,
 }

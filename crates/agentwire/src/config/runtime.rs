@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use agentwire_core::ToolSpec;
 use agentwire_providers::{ApiKey, ProviderKind, ProviderSettings};
 use agentwire_tools::{ArgumentSchema, HttpToolSettings, McpSettings, McpTransport};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 use super::duration::ConfigDuration;
@@ -59,7 +60,7 @@ pub struct RuntimeAgentConfig {
     pub handoffs: Vec<String>,
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum ProviderType {
     Openai,
@@ -67,27 +68,55 @@ pub(super) enum ProviderType {
     Mock,
 }
 
-#[derive(Deserialize)]
+/// One entry of `providers[]`: a model a runtime agent (or a summarizer)
+/// talks to.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProvider {
+    /// The name agents use in `provider` and `summarizer`: 1 to 64 ASCII
+    /// letters, digits, `_` or `-`; unique.
     name: String,
+    /// `openai` (the Chat Completions API: OpenAI, Ollama, vLLM, llama.cpp,
+    /// LM Studio), `anthropic` (the Messages API) or `mock` (scripted replies).
     #[serde(rename = "type")]
     kind: ProviderType,
+    /// The model name sent to the API (`gpt-4o-mini`, `llama3.2`); required
+    /// for `openai` and `anthropic`. Default for `mock`: `mock`.
     model: Option<String>,
+    /// The API's base URL (`http://localhost:11434/v1` for Ollama). Default:
+    /// `https://api.openai.com/v1` (`openai`), `https://api.anthropic.com`
+    /// (`anthropic`). Not for `mock`.
     base_url: Option<String>,
+    /// The API key, sent as a bearer token (`x-api-key` for Anthropic).
+    /// Default: none (Ollama needs none). A secret: use `${VAR}`. Not with
+    /// `api_key_env`; not for `mock`.
     api_key: Option<String>,
+    /// The name of an environment variable holding the API key (it must be
+    /// set). Not with `api_key`; not for `mock`.
     api_key_env: Option<String>,
+    /// How long to wait for the first streamed token; then
+    /// `PROVIDER_TIMEOUT`. Default: `90s`.
     first_token_timeout: Option<ConfigDuration>,
+    /// How long a started stream may stay silent; then `PROVIDER_STALLED`.
+    /// Default: `30s`.
     idle_timeout: Option<ConfigDuration>,
+    /// Retries of a request answered 429, 502, 503 or 504, or not answered
+    /// at all. Default: `2`.
     max_retries: Option<u32>,
+    /// `mock`: the reply of a turn no scenario scripts (alias
+    /// `defaultResponse`). Not with `mock_config`.
     #[serde(alias = "defaultResponse")]
     default_response: Option<String>,
+    /// `mock`: scripts by scenario id, chosen by a message's
+    /// `metadata.mock_scenario` (`default` without one). Not with
+    /// `mock_config`.
     scenarios: Option<BTreeMap<String, super::mock::RawScenario>>,
-    /// A PromptKit mock file, instead of `default_response` and `scenarios`.
+    /// `mock`: a PromptKit mock file (read as it is, relative to the working
+    /// directory, no `${VAR}`), instead of `default_response` and `scenarios`.
     mock_config: Option<String>,
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum ToolType {
     Client,
@@ -95,32 +124,61 @@ pub(super) enum ToolType {
     Mcp,
 }
 
-#[derive(Deserialize)]
+/// One entry of `tools[]`: a tool agents name in their `tools`.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTool {
+    /// The tool's name, as the model sees it (for `mcp`, the server's name
+    /// in `agents[].tools`): 1 to 64 ASCII letters, digits, `_` or `-`;
+    /// unique.
     name: String,
+    /// `client` (run by the client: `tool_call` / `tool_result`), `http`
+    /// (an HTTP request made by the server) or `mcp` (the tools of an MCP
+    /// server, over stdio or streamable HTTP).
     #[serde(rename = "type")]
     kind: ToolType,
+    /// What the tool does, for the model. Default: empty.
     description: Option<String>,
+    /// `client`, `http`: the JSON Schema of the arguments, checked before the
+    /// tool runs. Default: `{type: object, properties: {}}`.
     parameters: Option<serde_json::Value>,
+    /// `client`: the question the client shows before running the tool.
     consent_message: Option<String>,
+    /// `client`: categories sent with the call (`location`). Default: none.
     categories: Option<Vec<String>>,
+    /// `http`: the request to make; required.
     request: Option<RawRequest>,
+    /// `http`, `mcp`: how long a call may take; then an error result for the
+    /// model. Default: `30s`.
     timeout: Option<ConfigDuration>,
+    /// `mcp` over stdio: the program to start (`npx`). Exactly one of
+    /// `command` and `url`.
     command: Option<String>,
+    /// `mcp` over stdio: the program's arguments. Default: none.
     args: Option<Vec<String>>,
+    /// `mcp` over stdio: environment variables for the program. Default: none.
     env: Option<BTreeMap<String, String>>,
+    /// `mcp` over streamable HTTP: the server's URL. Exactly one of `command`
+    /// and `url`.
     url: Option<String>,
+    /// `mcp` over streamable HTTP: headers sent with every request (such as
+    /// `Authorization`). Default: none.
     headers: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize)]
+/// `tools[].request`: the HTTP request an `http` tool makes.
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawRequest {
+    /// The HTTP method (`GET`, `POST`).
     method: String,
+    /// The URL; `{{name}}` placeholders (in its path and query) are replaced
+    /// by the model's arguments.
     url: String,
+    /// Request headers (placeholders allowed). Default: none.
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The request body template (placeholders allowed). Default: none.
     body: Option<String>,
 }
 

@@ -1,6 +1,7 @@
 //! `screening`: prompt-injection screening of visitor messages.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 
@@ -37,12 +38,16 @@ fn default_phrases() -> Vec<String> {
         .collect()
 }
 
-/// The file's shape.
-#[derive(Deserialize)]
+/// `screening`: prompt-injection screening of visitor messages on the
+/// Gnosari endpoints (a match answers `message_rejected`).
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawScreening {
+    /// Whether messages are screened. Default: `true`.
     enabled: Option<bool>,
-    /// Replaces the built-in list.
+    /// The phrases screened for (case- and whitespace-insensitive, whole
+    /// words); replaces the built-in list. Default: the built-in list
+    /// (`DEFAULT_PHRASES` in agentwire-core's `screening.rs`).
     phrases: Option<Vec<String>>,
 }
 

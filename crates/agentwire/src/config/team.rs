@@ -10,7 +10,8 @@ use agentwire_core::AccessLevel;
 use agentwire_providers::ProviderSettings;
 use agentwire_runtime::{Delegation, Handoff};
 use agentwire_tools::McpSettings;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::auth::RawAccessLevel;
 use super::runtime::NamedTool;
@@ -86,15 +87,32 @@ pub enum FileTool {
     Mcp(McpSettings),
 }
 
-#[derive(Deserialize)]
+/// One entry of `teams[]`: `/ws/team/{name}` (answered by its orchestrator)
+/// and `/ws/team/{name}/agent/{member}`. Either configured agents
+/// (`orchestrator`, `agents`) or a Gnosari team file (`file`, `provider`).
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTeam {
+    /// The team's name in its URLs; unique. Required without `file`; with
+    /// `file` default: the file's `id`.
     name: Option<String>,
+    /// The agent of `agents[]` that answers on the team's endpoint; required
+    /// without `file`.
     orchestrator: Option<String>,
+    /// The other members, names from `agents[]`. Default: none. Not with
+    /// `file`.
     agents: Option<Vec<String>>,
+    /// A Gnosari team file (YAML; `${VAR}` substituted) whose agents make up
+    /// the team.
     file: Option<String>,
+    /// With `file`: the `providers[]` entry every agent of the file runs on,
+    /// each with its own `model`; required with `file`.
     provider: Option<String>,
+    /// `public` or `private`. Default: `private` with a password, else
+    /// `public` when unauthenticated callers are allowed, else `private`.
     access_level: Option<RawAccessLevel>,
+    /// An Argon2id PHC hash of the team's password (`agentwire
+    /// hash-password`), for Gnosari password access.
     password_argon2: Option<String>,
 }
 

@@ -63,6 +63,45 @@ async fn a_client_that_stops_reading_is_closed_4008_while_others_stay_fast() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn a_gnosari_client_that_stops_reading_is_closed_4008_too() {
+    let server = TestServer::start().await;
+    let mut flooded = server.connect_gnosari("test-agent").await;
+    let flood_sent = Instant::now();
+    flooded
+        .send_json(json!({"message": "go", "metadata": {"mock_scenario": "flood"}}))
+        .await;
+
+    let mut other = server.connect_gnosari("test-agent").await;
+    for i in 0..3 {
+        let started = Instant::now();
+        other
+            .send_json(
+                json!({"message": format!("turn {i}"), "metadata": {"mock_scenario": "echo"}}),
+            )
+            .await;
+        let turn = other.recv_gnosari_turn().await;
+        let done = turn.last().unwrap();
+        assert_eq!(done["type"], "agent_completed", "{turn:?}");
+        assert_eq!(done["full_response"], format!("echo: turn {i}"));
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(1), "turn {i} took {took:?}");
+    }
+
+    tokio::time::sleep_until(flood_sent + Duration::from_secs(12)).await;
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(15), flooded.ws.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("expected events, then a close frame: {other:?}"),
+        }
+    };
+    let close = close.expect("a close frame");
+    assert_eq!(u16::from(close.code), 4008, "{close:?}");
+    assert_eq!(close.reason.as_str(), "slow consumer");
+    server.stop().await;
+}
+
 const ALICE: &str = "ak_turnlog_alice_0123456789";
 const BOB: &str = "ak_turnlog_bob_0123456789";
 

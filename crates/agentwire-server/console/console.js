@@ -1,0 +1,791 @@
+// The agentwire web console: an Omnia client in the browser. It connects to
+// `/ws?agent=…&stream=2` like any client (with a credential, to
+// `/console/ws?…&access_token=…`, since a browser cannot set headers on a
+// WebSocket), tracks the log position `(epoch, seq)` of what it has shown,
+// and after a connection it did not close itself rejoins with
+// `resume`/`after`/`epoch`, so a reply continues where it stopped.
+//
+// Model text reaches the page only through markdown.js, which builds text
+// nodes; nothing here hands a string to an HTML parser.
+
+import { renderMarkdown } from "./markdown.js";
+import { browserTools, consentCard, toolCard } from "./tools.js";
+import { MediaStreams, renderParts, uploadFile, uploadedPart } from "./media.js";
+
+/** A tool call without a consent message whose result does not follow within this is a client tool. */
+const SERVER_RESULT_GRACE_MS = 300;
+/** Waits before each rejoin attempt after a dropped connection. */
+const REJOIN_DELAYS_MS = [150, 400, 1000, 2000, 4000];
+const UPLOAD_READY_TIMEOUT_MS = 10000;
+const HISTORY_PAGES = 20;
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  agent: $("agent"),
+  credential: $("credential"),
+  newChat: $("new-chat"),
+  status: $("status"),
+  sessions: $("sessions"),
+  sessionsError: $("sessions-error"),
+  sessionsRefresh: $("sessions-refresh"),
+  sessionId: $("session-id"),
+  transcript: $("transcript"),
+  composer: $("composer"),
+  input: $("input"),
+  send: $("send"),
+  stop: $("stop"),
+  fileInput: $("file-input"),
+  attachLabel: $("attach-label"),
+  attachments: $("attachments"),
+  metadata: $("metadata"),
+};
+
+const state = {
+  agents: [],
+  ws: null,
+  /** Bumped for every socket; events of an older socket are ignored. */
+  socketId: 0,
+  /** The session messages go to. */
+  sessionId: null,
+  /** The log position of the last frame shown. */
+  epoch: null,
+  lastSeq: 0,
+  canCancel: false,
+  /** The assistant reply being built: {el, tools, body, media, note, streamed}. */
+  turn: null,
+  running: false,
+  rejoinAttempt: 0,
+  rejoinTimer: null,
+  /** Frames that wait for a socket (a consent answered while rejoining). */
+  outbox: [],
+  /** Tool calls not yet settled: id → {card, consent, timer, call}. */
+  calls: new Map(),
+  uploads: [],
+  uploadWaiters: [],
+  mediaStreams: new MediaStreams(),
+};
+
+// ---------------------------------------------------------------- helpers
+
+function credential() {
+  return ui.credential.value.trim();
+}
+
+function authHeaders() {
+  const token = credential();
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+function setStatus(name, text) {
+  ui.status.dataset.state = name;
+  ui.status.textContent = text;
+}
+
+function scrollDown() {
+  ui.transcript.scrollTop = ui.transcript.scrollHeight;
+}
+
+function element(tag, className, testid, text) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (testid) el.dataset.testid = testid;
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function showError(code, message) {
+  const box = element("div", "error", "error");
+  box.dataset.code = code ?? "";
+  box.append(element("span", "error-code", "error-code", code ?? "ERROR"));
+  box.append(element("span", "error-message", "error-message", message ?? ""));
+  ui.transcript.append(box);
+  scrollDown();
+}
+
+function notice(text) {
+  ui.transcript.append(element("div", "notice", "notice", text));
+  scrollDown();
+}
+
+function setRunning(running) {
+  state.running = running;
+  ui.stop.hidden = !running || !state.canCancel;
+  ui.stop.disabled = false;
+  ui.send.disabled = running;
+}
+
+function currentAgent() {
+  return state.agents.find((a) => a.name === ui.agent.value);
+}
+
+function sendFrame(frame) {
+  if (state.ws?.readyState === WebSocket.OPEN) {
+    state.ws.send(JSON.stringify(frame));
+  } else {
+    state.outbox.push(frame);
+  }
+}
+
+// ------------------------------------------------------------- the socket
+
+function socketUrl(resume) {
+  const token = credential();
+  const params = new URLSearchParams({ agent: ui.agent.value, stream: "2" });
+  if (resume) {
+    params.set("resume", resume.session);
+    if (resume.epoch) {
+      params.set("after", String(resume.after));
+      params.set("epoch", resume.epoch);
+    }
+  }
+  if (token) params.set("access_token", token);
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}${token ? "/console/ws" : "/ws"}?${params}`;
+}
+
+/** Opens a socket; `opts.resume` names a session to attach to, `opts.rejoin` marks a reconnect. */
+function openSocket(opts = {}) {
+  closeSocket();
+  const id = ++state.socketId;
+  let opened = false;
+  const ws = new WebSocket(socketUrl(opts.resume));
+  state.ws = ws;
+  setStatus(opts.rejoin ? "rejoining" : "connecting", opts.rejoin ? "reconnecting…" : "connecting…");
+  ws.addEventListener("open", () => {
+    opened = true;
+  });
+  ws.addEventListener("message", (event) => {
+    if (id === state.socketId && typeof event.data === "string") onFrame(event.data, opts);
+  });
+  ws.addEventListener("close", (event) => {
+    if (id === state.socketId) onClose(event, opened, opts);
+  });
+}
+
+/** Closes the socket on the user's behalf: no rejoin follows. */
+function closeSocket() {
+  clearTimeout(state.rejoinTimer);
+  state.socketId += 1;
+  if (state.ws && state.ws.readyState <= WebSocket.OPEN) state.ws.close(1000, "closed by the user");
+  state.ws = null;
+}
+
+function onClose(event, opened, opts) {
+  state.ws = null;
+  if (event.code === 4401) {
+    setStatus("error", "credential expired");
+    showError("CREDENTIAL_EXPIRED", "the credential expired; enter a new one to go on");
+    endTurnInterrupted("the connection closed: credential expired");
+    return;
+  }
+  const canRejoin = state.sessionId && (opened || opts.rejoin);
+  if (canRejoin && state.rejoinAttempt < REJOIN_DELAYS_MS.length) {
+    const delay = REJOIN_DELAYS_MS[state.rejoinAttempt];
+    state.rejoinAttempt += 1;
+    setStatus("rejoining", "connection lost, reconnecting…");
+    state.rejoinTimer = setTimeout(
+      () =>
+        openSocket({
+          rejoin: true,
+          resume: { session: state.sessionId, after: state.lastSeq, epoch: state.epoch },
+        }),
+      delay,
+    );
+    return;
+  }
+  setStatus("error", "disconnected");
+  endTurnInterrupted("the connection was lost");
+  if (!opened && !opts.rejoin) {
+    const agent = currentAgent();
+    const why = credential()
+      ? "the server refused the upgrade; is the credential valid for this agent?"
+      : agent?.credential_required
+        ? "this agent requires a credential: enter an API key or token above"
+        : "the server refused the upgrade or cannot be reached";
+    showError("CONNECT_FAILED", `cannot connect to "${ui.agent.value}": ${why}`);
+  } else {
+    showError("CONNECTION_LOST", `the connection closed (${event.code}${event.reason ? ` ${event.reason}` : ""})`);
+  }
+}
+
+function onFrame(raw, opts) {
+  let frame;
+  try {
+    frame = JSON.parse(raw);
+  } catch {
+    return;
+  }
+  if (frame.type === "turn_started" && frame.turn_started?.epoch !== state.epoch) {
+    state.epoch = frame.turn_started.epoch;
+    state.lastSeq = 0;
+  }
+  if (typeof frame.seq === "number") {
+    if (frame.seq <= state.lastSeq) return; // shown already
+    state.lastSeq = frame.seq;
+  }
+  switch (frame.type) {
+    case "connected":
+      return onConnected(frame, opts);
+    case "turn_started":
+      ensureTurn();
+      return;
+    case "chunk":
+      if (frame.role !== "user") appendChunk(frame.content ?? "");
+      return;
+    case "tool_call":
+      return onToolCall(frame.tool_call ?? {});
+    case "tool_result":
+      return onToolResult(frame.tool_result ?? {});
+    case "media_chunk": {
+      const media = state.mediaStreams.push(frame.media_chunk ?? {});
+      if (media) ensureTurn().media.append(media);
+      return;
+    }
+    case "done":
+      return finishTurn(frame);
+    case "error":
+      return onError(frame);
+    case "upload_ready":
+      state.uploadWaiters.shift()?.resolve(frame.upload_ready);
+      return;
+    case "going_away":
+      notice("the server is restarting; this reply will continue");
+      return;
+    default:
+      return;
+  }
+}
+
+function onConnected(frame, opts) {
+  const connected = frame.connected ?? {};
+  state.rejoinAttempt = 0;
+  state.canCancel = connected.capabilities?.cancel === true;
+  const log = connected.event_log;
+  if (opts.resume && connected.resumed) {
+    state.sessionId = frame.session_id;
+    if (log?.epoch && log.epoch !== state.epoch) {
+      state.epoch = log.epoch;
+      state.lastSeq = 0;
+    }
+    if (opts.rejoin && log?.replayed === false && state.running) {
+      // The log no longer reaches back: what was missed is in the history.
+      endTurnInterrupted("reconnected; part of this reply was missed");
+      reloadHistory(state.sessionId);
+    }
+  } else if (opts.resume) {
+    // Not attached (an anonymous caller, or the session is gone): messages
+    // still name the session, which resumes it by id if it can be.
+    state.sessionId = opts.resume.session;
+    state.epoch = null;
+    state.lastSeq = 0;
+    if (opts.rejoin) endTurnInterrupted("reconnected, but the rest of this reply could not be recovered");
+  } else {
+    state.sessionId = frame.session_id;
+    state.epoch = null;
+    state.lastSeq = 0;
+  }
+  ui.sessionId.textContent = state.sessionId ?? "–";
+  highlightSession();
+  setStatus("open", `connected to ${ui.agent.value}${opts.rejoin ? " (rejoined)" : ""}`);
+  setRunning(state.running);
+  const waiting = state.outbox.splice(0);
+  waiting.forEach(sendFrame);
+}
+
+// ------------------------------------------------------------------ turns
+
+function userBubble(text, attachments = []) {
+  const bubble = element("div", "msg user", "msg-user", text);
+  for (const name of attachments) bubble.append(element("div", "attachment-note", null, `attached: ${name}`));
+  ui.transcript.append(bubble);
+  scrollDown();
+  return bubble;
+}
+
+function assistantBubble(stateName) {
+  const el = element("article", "msg assistant", "msg-assistant");
+  el.dataset.state = stateName;
+  const tools = element("div", "tools");
+  const body = element("div", "body", "msg-body");
+  const media = element("div", "media-box");
+  const note = element("span", "note", "msg-note");
+  note.hidden = true;
+  el.append(tools, body, media, note);
+  ui.transcript.append(el);
+  return { el, tools, body, media, note, streamed: "" };
+}
+
+function ensureTurn() {
+  if (!state.turn) {
+    state.turn = assistantBubble("streaming");
+    setRunning(true);
+    scrollDown();
+  }
+  return state.turn;
+}
+
+function appendChunk(text) {
+  const turn = ensureTurn();
+  turn.streamed += text;
+  turn.body.replaceChildren(renderMarkdown(turn.streamed));
+  scrollDown();
+}
+
+function settleOpenCalls(reason) {
+  for (const [id, pending] of state.calls) {
+    clearTimeout(pending.timer);
+    if (pending.consent) pending.consent.settle({ error: reason });
+    else pending.card?.finish({ result: "(no result shown)" });
+    state.calls.delete(id);
+  }
+}
+
+function finishTurn(done) {
+  const turn = ensureTurn();
+  settleOpenCalls("the turn ended");
+  if (Array.isArray(done.parts) && done.parts.length) {
+    turn.body.replaceChildren(renderParts(done.parts));
+  } else if (typeof done.content === "string" && done.content) {
+    turn.body.replaceChildren(renderMarkdown(done.content));
+  }
+  if (done.cancelled) {
+    turn.el.dataset.state = "cancelled";
+    turn.note.textContent = "stopped";
+    turn.note.hidden = false;
+  } else {
+    turn.el.dataset.state = "done";
+  }
+  state.turn = null;
+  setRunning(false);
+  scrollDown();
+  refreshSessionsSoon();
+}
+
+function endTurnInterrupted(why) {
+  if (!state.turn && !state.running) return;
+  const turn = state.turn;
+  if (turn) {
+    turn.el.dataset.state = "interrupted";
+    turn.note.textContent = why;
+    turn.note.hidden = false;
+  }
+  settleOpenCalls(why);
+  state.turn = null;
+  setRunning(false);
+}
+
+function onError(frame) {
+  const code = frame.error?.code ?? "ERROR";
+  const message = frame.error?.message ?? "";
+  const aboutUpload =
+    code === "MEDIA_NOT_ENABLED" ||
+    code === "UPLOAD_FAILED" ||
+    (code === "INVALID_MESSAGE" && /upload_request|filename|mime_type|size_bytes/.test(message));
+  if (aboutUpload && state.uploadWaiters.length) {
+    state.uploadWaiters.shift().reject(Object.assign(new Error(message), { code }));
+    return;
+  }
+  const fromTheLog = typeof frame.seq === "number";
+  if (fromTheLog || (state.running && !state.turn)) {
+    // The turn's terminal, or the refusal of the message that would have
+    // started one.
+    if (state.turn) {
+      state.turn.el.dataset.state = "error";
+      if (!state.turn.streamed) state.turn.el.hidden = true;
+    }
+    settleOpenCalls("the turn failed");
+    state.turn = null;
+    setRunning(false);
+  }
+  showError(code, message);
+}
+
+// ------------------------------------------------------------ tool calls
+
+function onToolCall(call) {
+  // Acknowledged at once (the ack timeout is short and a person may take
+  // longer to decide); a server tool's id is ignored by the server.
+  sendFrame({ type: "tool_call_ack", tool_call_ack: { call_id: call.id } });
+  const turn = ensureTurn();
+  if (call.consent_message) {
+    askConsent(call);
+    return;
+  }
+  const card = toolCard(call, "server");
+  turn.tools.append(card.element);
+  const timer = setTimeout(() => {
+    // No result came: the client is expected to run it.
+    card.element.remove();
+    state.calls.delete(call.id);
+    askConsent(call);
+  }, SERVER_RESULT_GRACE_MS);
+  state.calls.set(call.id, { card, timer, call });
+  scrollDown();
+}
+
+function askConsent(call) {
+  const card = consentCard(call, (approved) => answerCall(call, approved, card));
+  ensureTurn().tools.append(card.element);
+  state.calls.set(call.id, { consent: card, call });
+  scrollDown();
+}
+
+async function answerCall(call, approved, card) {
+  if (!approved) {
+    sendFrame({ type: "tool_call_nack", tool_call_nack: { call_id: call.id, reason: "declined by the user" } });
+    card.settle({ error: "declined by the user", rejected: true });
+    state.calls.delete(call.id);
+    return;
+  }
+  const tool = browserTools[call.name];
+  try {
+    const result = tool ? await tool(call.arguments ?? {}) : { approved: true };
+    if (!state.calls.has(call.id)) return; // ended meanwhile
+    sendFrame({ type: "tool_result", tool_result: { call_id: call.id, result } });
+    card.settle({ result });
+  } catch (error) {
+    if (!state.calls.has(call.id)) return;
+    sendFrame({ type: "tool_result", tool_result: { call_id: call.id, error: error.message } });
+    card.settle({ error: error.message });
+  }
+  state.calls.delete(call.id);
+}
+
+function onToolResult(result) {
+  const pending = state.calls.get(result.id);
+  if (!pending) return;
+  clearTimeout(pending.timer);
+  state.calls.delete(result.id);
+  if (pending.consent) {
+    // The server ended a client call (a timeout, a cancelled turn).
+    pending.consent.settle({ error: result.error ?? "ended by the server" });
+  } else {
+    pending.card.finish(result);
+  }
+}
+
+// --------------------------------------------------------------- messages
+
+function readMetadata() {
+  const raw = ui.metadata.value.trim();
+  if (!raw) return null;
+  const value = JSON.parse(raw);
+  if (!value || typeof value !== "object" || Array.isArray(value)) {
+    throw new Error("metadata must be a JSON object");
+  }
+  // Omnia metadata values are strings.
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]),
+  );
+}
+
+function sendMessage() {
+  const text = ui.input.value.trim();
+  const uploads = state.uploads;
+  if (uploads.some((u) => u.status === "uploading")) {
+    showError("UPLOAD_PENDING", "wait for the upload to finish");
+    return;
+  }
+  const ready = uploads.filter((u) => u.status === "ready");
+  if ((!text && !ready.length) || state.running) return;
+  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+    showError("NOT_CONNECTED", "not connected; press New chat");
+    return;
+  }
+  let metadata;
+  try {
+    metadata = readMetadata();
+  } catch (error) {
+    showError("INVALID_METADATA", error.message);
+    return;
+  }
+  const frame = { type: "message" };
+  if (state.sessionId) frame.session_id = state.sessionId;
+  if (ready.length) {
+    frame.parts = [...(text ? [{ type: "text", text }] : []), ...ready.map(uploadedPart)];
+  } else {
+    frame.content = text;
+  }
+  if (metadata) frame.metadata = metadata;
+  userBubble(text, ready.map((u) => u.filename));
+  ui.input.value = "";
+  clearUploads();
+  setRunning(true);
+  sendFrame(frame);
+}
+
+// ---------------------------------------------------------------- uploads
+
+function clearUploads() {
+  state.uploads = [];
+  ui.attachments.replaceChildren();
+}
+
+function requestUpload(file) {
+  return new Promise((resolve, reject) => {
+    const waiter = { resolve, reject };
+    state.uploadWaiters.push(waiter);
+    setTimeout(() => {
+      const at = state.uploadWaiters.indexOf(waiter);
+      if (at >= 0) {
+        state.uploadWaiters.splice(at, 1);
+        reject(new Error("the server did not answer the upload request"));
+      }
+    }, UPLOAD_READY_TIMEOUT_MS);
+    sendFrame({
+      type: "upload_request",
+      upload_request: {
+        filename: file.name,
+        mime_type: file.type || "application/octet-stream",
+        size_bytes: file.size,
+      },
+    });
+  });
+}
+
+async function addUpload(file) {
+  const chip = element("div", "chip", "attachment");
+  chip.dataset.state = "uploading";
+  const progress = element("progress", null, "upload-progress");
+  progress.max = 1;
+  progress.value = 0;
+  const remove = element("button", null, "attachment-remove", "×");
+  remove.type = "button";
+  chip.append(element("span", null, null, file.name), progress, remove);
+  ui.attachments.append(chip);
+  const upload = { filename: file.name, mime_type: file.type || "application/octet-stream", status: "uploading" };
+  state.uploads.push(upload);
+  remove.addEventListener("click", () => {
+    state.uploads = state.uploads.filter((u) => u !== upload);
+    chip.remove();
+  });
+  try {
+    const ready = await requestUpload(file);
+    await uploadFile(file, ready, credential(), (fraction) => {
+      progress.value = fraction;
+      chip.dataset.progress = String(Math.round(fraction * 100));
+    });
+    upload.storage_ref = ready.storage_ref;
+    upload.status = "ready";
+    chip.dataset.state = "ready";
+    chip.dataset.storageRef = ready.storage_ref;
+  } catch (error) {
+    upload.status = "failed";
+    chip.dataset.state = "error";
+    state.uploads = state.uploads.filter((u) => u !== upload);
+    showError(error.code ?? "UPLOAD_FAILED", error.message);
+  }
+}
+
+// --------------------------------------------------------------- sessions
+
+let refreshTimer = null;
+function refreshSessionsSoon() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(loadSessions, 300);
+}
+
+async function apiGet(path) {
+  const response = await fetch(path, { headers: authHeaders(), cache: "no-store" });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    throw Object.assign(new Error(body.error ?? response.statusText), { status: response.status });
+  }
+  return body;
+}
+
+function when(timestamp) {
+  const date = new Date(timestamp);
+  if (Number.isNaN(date.getTime())) return "";
+  const same = date.toDateString() === new Date().toDateString();
+  return same
+    ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : date.toLocaleDateString([], { month: "short", day: "numeric" });
+}
+
+async function loadSessions() {
+  let listing;
+  try {
+    listing = await apiGet("/api/v1/sessions?limit=20");
+  } catch (error) {
+    ui.sessions.replaceChildren();
+    ui.sessionsError.textContent = `sessions: ${error.status ?? ""} ${error.message}`.trim();
+    ui.sessionsError.hidden = false;
+    return;
+  }
+  ui.sessionsError.hidden = true;
+  const items = (listing.sessions ?? []).map((session) => {
+    const li = element("li", "session", "session-item");
+    li.dataset.sessionId = session.id;
+    li.title = session.id;
+    li.append(element("span", "session-time", null, when(session.last_active_at)));
+    li.append(element("div", "session-agent", null, session.agent));
+    const summary = session.summary?.text ?? `${session.id.slice(0, 8)}…`;
+    li.append(element("div", "session-summary", "session-summary", summary));
+    li.addEventListener("click", () => resumeSession(session));
+    return li;
+  });
+  if (!items.length) {
+    const empty = credential()
+      ? "No sessions yet."
+      : "No sessions listed: anonymous sessions are not listed; enter a credential to see yours.";
+    items.push(element("li", "sessions-empty", "sessions-empty", empty));
+  }
+  ui.sessions.replaceChildren(...items);
+  highlightSession();
+}
+
+function highlightSession() {
+  for (const li of ui.sessions.querySelectorAll("[data-session-id]")) {
+    li.classList.toggle("current", li.dataset.sessionId === state.sessionId);
+  }
+}
+
+async function resumeSession(session) {
+  closeSocket();
+  if (![...ui.agent.options].some((o) => o.value === session.agent)) {
+    ui.agent.append(new Option(session.agent, session.agent));
+  }
+  ui.agent.value = session.agent;
+  resetConversation();
+  state.sessionId = session.id;
+  ui.sessionId.textContent = session.id;
+  highlightSession();
+  await reloadHistory(session.id);
+  openSocket({ resume: { session: session.id } });
+}
+
+async function reloadHistory(id) {
+  const messages = [];
+  try {
+    let after = null;
+    for (let page = 0; page < HISTORY_PAGES; page += 1) {
+      const query = after === null ? "" : `?after=${after}`;
+      const body = await apiGet(`/api/v1/sessions/${encodeURIComponent(id)}/messages${query}`);
+      messages.push(...(body.messages ?? []));
+      after = body.next_after;
+      if (after === null || after === undefined) break;
+    }
+  } catch (error) {
+    showError(`HTTP_${error.status ?? 0}`, `cannot load the session's history: ${error.message}`);
+    return;
+  }
+  ui.transcript.replaceChildren();
+  renderHistory(messages);
+  notice(`resumed session ${id.slice(0, 8)}… (${messages.length} messages)`);
+}
+
+function renderHistory(messages) {
+  let open = null; // the assistant bubble tool steps collect in
+  const cards = new Map();
+  for (const message of messages) {
+    if (message.role === "user") {
+      open = null;
+      userBubble(typeof message.content === "string" ? message.content : "").classList.add("history");
+    } else if (message.role === "assistant") {
+      const bubble = open ?? assistantBubble("done");
+      bubble.el.classList.add("history");
+      bubble.body.replaceChildren(renderMarkdown(String(message.content ?? "")));
+      if (message.metadata?.cancelled === "true") {
+        bubble.el.dataset.state = "cancelled";
+        bubble.note.textContent = "stopped";
+        bubble.note.hidden = false;
+      }
+      open = message.metadata?.step === "interim" ? bubble : null;
+    } else if (message.role === "tool" && message.content?.call) {
+      const call = message.content.call;
+      open = open ?? assistantBubble("done");
+      const card = toolCard(call, call.side === "client" ? "client" : "server");
+      open.tools.append(card.element);
+      cards.set(call.id, card);
+    } else if (message.role === "tool" && message.content?.result) {
+      const result = message.content.result;
+      const ok = result.status === "ok";
+      cards.get(result.id)?.finish(ok ? { result: result.value } : { error: result.value ?? result.status });
+    }
+  }
+  scrollDown();
+}
+
+// ------------------------------------------------------------- lifecycle
+
+function resetConversation() {
+  settleOpenCalls("closed");
+  state.turn = null;
+  state.sessionId = null;
+  state.epoch = null;
+  state.lastSeq = 0;
+  state.outbox = [];
+  setRunning(false);
+  clearUploads();
+  ui.transcript.replaceChildren();
+  ui.sessionId.textContent = "–";
+}
+
+function newChat() {
+  closeSocket();
+  resetConversation();
+  highlightSession();
+  openSocket();
+}
+
+async function loadAgents() {
+  let listing = { agents: [], media: false };
+  try {
+    listing = await apiGet("/api/v1/agents");
+  } catch (error) {
+    showError(`HTTP_${error.status ?? 0}`, `cannot list the agents: ${error.message}`);
+  }
+  state.agents = listing.agents ?? [];
+  ui.attachLabel.hidden = !listing.media;
+  const wanted = new URLSearchParams(location.search).get("agent") ?? localStorage.getItem("agentwire.agent");
+  ui.agent.replaceChildren(
+    ...state.agents.map((a) => new Option(a.credential_required ? `${a.name} (private)` : a.name, a.name)),
+  );
+  const names = state.agents.map((a) => a.name);
+  ui.agent.value = names.includes(wanted) ? wanted : names.includes("demo") ? "demo" : (names[0] ?? "");
+}
+
+function wire() {
+  ui.composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    sendMessage();
+  });
+  ui.input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      sendMessage();
+    }
+  });
+  ui.stop.addEventListener("click", () => {
+    ui.stop.disabled = true;
+    sendFrame({ type: "cancel" });
+  });
+  ui.newChat.addEventListener("click", newChat);
+  ui.agent.addEventListener("change", () => {
+    localStorage.setItem("agentwire.agent", ui.agent.value);
+    newChat();
+  });
+  ui.credential.addEventListener("change", () => {
+    sessionStorage.setItem("agentwire.credential", credential());
+    loadSessions();
+    newChat();
+  });
+  ui.sessionsRefresh.addEventListener("click", loadSessions);
+  ui.fileInput.addEventListener("change", () => {
+    for (const file of ui.fileInput.files) addUpload(file);
+    ui.fileInput.value = "";
+  });
+  window.addEventListener("pagehide", closeSocket);
+}
+
+async function main() {
+  ui.credential.value = sessionStorage.getItem("agentwire.credential") ?? "";
+  wire();
+  await loadAgents();
+  loadSessions();
+  if (ui.agent.value) openSocket();
+  document.body.dataset.ready = "true";
+}
+
+main();

@@ -1,0 +1,86 @@
+//! `GET /api/v1/agents`: the agents `/ws` serves, with what a client needs
+//! to pick one and connect, and nothing secret (no password, key, facet,
+//! provider or instructions):
+//!
+//! `{"agents": [{"name": "demo", "access_level": "public",
+//! "credential_required": false, "ai_disclosure": null}], "media": true}`
+//!
+//! sorted by name. `credential_required` is whether `/ws` refuses a caller
+//! without a credential (a private agent); `media` whether uploads
+//! (`upload_request`, `/media/*`) are enabled. Answers carry
+//! `Cache-Control: no-store`; other methods are 405.
+
+use std::sync::Arc;
+
+use agentwire_core::AccessLevel;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+
+use crate::AppState;
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new().route(
+        "/api/v1/agents",
+        get(list).fallback(|| async {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                [
+                    (header::ALLOW, "GET"),
+                    (header::CONTENT_TYPE, "application/json"),
+                ],
+                r#"{"error":"method not allowed"}"#,
+            )
+        }),
+    )
+}
+
+#[derive(Serialize)]
+struct Listing<'a> {
+    agents: Vec<AgentInfo<'a>>,
+    media: bool,
+}
+
+#[derive(Serialize)]
+struct AgentInfo<'a> {
+    name: &'a str,
+    access_level: &'static str,
+    credential_required: bool,
+    ai_disclosure: Option<bool>,
+}
+
+async fn list(State(state): State<Arc<AppState>>) -> Response {
+    let mut agents: Vec<AgentInfo<'_>> = state
+        .agents
+        .values()
+        .map(|entry| AgentInfo {
+            name: &entry.agent.name,
+            access_level: match entry.access_level {
+                AccessLevel::Public => "public",
+                AccessLevel::Private => "private",
+            },
+            credential_required: entry.access_level == AccessLevel::Private,
+            ai_disclosure: entry.requires_ai_disclosure,
+        })
+        .collect();
+    agents.sort_by(|a, b| a.name.cmp(b.name));
+    let body = serde_json::to_string(&Listing {
+        agents,
+        media: state.media.is_some(),
+    })
+    .expect("the listing serializes");
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        body,
+    )
+        .into_response()
+}

@@ -1,0 +1,481 @@
+// The web console in headless Chromium, against the real server the Rust
+// test `e2e::console::the_console_in_a_browser` started. One browser, the
+// scenarios in sequence; each asserts what a user sees. Exit status 0 when
+// every scenario passed.
+//
+// Environment: CONSOLE_URL (http://127.0.0.1:PORT), CONSOLE_API_KEY (a key
+// the server accepts), SCREENSHOT_DIR, AGENTWIRE_TEST_CHROMIUM (the
+// browser), AGENTWIRE_TEST_PLAYWRIGHT (the playwright-core package folder).
+
+import { createRequire } from "node:module";
+import net from "node:net";
+import path from "node:path";
+import fs from "node:fs";
+
+const require = createRequire(import.meta.url);
+const { chromium } = require(process.env.AGENTWIRE_TEST_PLAYWRIGHT);
+
+const BASE = process.env.CONSOLE_URL;
+const API_KEY = process.env.CONSOLE_API_KEY;
+const SHOTS = process.env.SCREENSHOT_DIR;
+const VIEWPORT = { width: 1280, height: 800 };
+/** A 4×4 red PNG. */
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAYAAACp8Z5+AAAAEklEQVR42mP4z8DwHxkzkC4AADxAH+Ea86VIAAAAAElFTkSuQmCC",
+  "base64",
+);
+
+function assert(condition, message) {
+  if (!condition) throw new Error(`assertion failed: ${message}`);
+}
+
+function assertEq(actual, expected, message) {
+  if (actual !== expected) {
+    throw new Error(`assertion failed: ${message}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
+  }
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.AGENTWIRE_TEST_CHROMIUM,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu"],
+});
+const context = await browser.newContext({
+  viewport: VIEWPORT,
+  deviceScaleFactor: 1,
+  permissions: ["geolocation"],
+  geolocation: { latitude: 39.7392, longitude: -104.9903 },
+  timezoneId: "America/Denver",
+  locale: "en-US",
+});
+
+const dialogs = [];
+const pageErrors = [];
+
+async function openPage(url) {
+  const page = await context.newPage();
+  page.setDefaultTimeout(8000);
+  page.on("dialog", (dialog) => {
+    dialogs.push(dialog.message());
+    dialog.dismiss().catch(() => {});
+  });
+  page.on("pageerror", (error) => pageErrors.push(String(error)));
+  page.on("console", (message) => {
+    if (message.type() === "error") pageErrors.push(`console: ${message.text()}`);
+  });
+  await page.goto(url);
+  await page.waitForSelector("body[data-ready=true]");
+  return page;
+}
+
+const lastAssistant = (page) => page.locator("[data-testid=msg-assistant]").last();
+
+async function waitOpen(page) {
+  await page.waitForSelector("[data-testid=status][data-state=open]");
+}
+
+/** A new chat with `agent` (choosing it opens a new connection). */
+async function fresh(page, agent) {
+  const current = await page.locator("[data-testid=agent-select]").inputValue();
+  if (current === agent) {
+    await page.click("[data-testid=new-chat]");
+  } else {
+    await page.selectOption("[data-testid=agent-select]", agent);
+  }
+  await waitOpen(page);
+  assertEq(await page.locator("[data-testid=transcript] > *").count(), 0, "a new chat is empty");
+}
+
+async function setMetadata(page, value) {
+  await page.evaluate(() => {
+    document.querySelector("details.metadata").open = true;
+  });
+  await page.fill("[data-testid=metadata]", value ? JSON.stringify(value) : "");
+}
+
+async function setCredential(page, value) {
+  await page.fill("[data-testid=credential]", value);
+  await page.dispatchEvent("[data-testid=credential]", "change");
+}
+
+async function send(page, text) {
+  page.repliesBefore = await page.locator("[data-testid=msg-assistant]").count();
+  await page.fill("[data-testid=input]", text);
+  await page.click("[data-testid=send]");
+}
+
+/** Waits for the last reply to end in `state` and returns its text. */
+async function reply(page, state = "done") {
+  await page.waitForFunction(
+    ([before, wanted]) => {
+      const bubbles = document.querySelectorAll("[data-testid=msg-assistant]");
+      return bubbles.length > before && bubbles[bubbles.length - 1].dataset.state === wanted;
+    },
+    [page.repliesBefore ?? 0, state],
+  );
+  return (await lastAssistant(page).locator("[data-testid=msg-body]").innerText()).trim();
+}
+
+/** Records the text of the last reply and its state at every change. */
+async function recordSnapshots(page) {
+  await page.evaluate(() => {
+    window.__snapshots = [];
+    const transcript = document.querySelector("[data-testid=transcript]");
+    const observer = new MutationObserver(() => {
+      const bubbles = transcript.querySelectorAll("[data-testid=msg-assistant]");
+      const last = bubbles[bubbles.length - 1];
+      if (!last) return;
+      const text = last.querySelector("[data-testid=msg-body]").textContent;
+      const previous = window.__snapshots[window.__snapshots.length - 1];
+      if (!previous || previous.text !== text || previous.state !== last.dataset.state) {
+        window.__snapshots.push({ text, state: last.dataset.state });
+      }
+    });
+    observer.observe(transcript, { subtree: true, childList: true, characterData: true, attributes: true });
+  });
+}
+
+const snapshots = (page) => page.evaluate(() => window.__snapshots);
+
+async function screenshot(page, name) {
+  if (!SHOTS) return;
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
+/** Counts the frames the page's sockets receive, by type. */
+function frameLog(page) {
+  const log = { sockets: [], frames: [] };
+  page.on("websocket", (ws) => {
+    log.sockets.push(ws.url());
+    ws.on("framereceived", (event) => {
+      try {
+        log.frames.push(JSON.parse(event.payload));
+      } catch {
+        // a binary frame
+      }
+    });
+  });
+  return log;
+}
+
+// -------------------------------------------------------------- scenarios
+
+const scenarios = [];
+const scenario = (name, run) => scenarios.push({ name, run });
+
+const page = await openPage(`${BASE}/`);
+const frames = frameLog(page);
+
+scenario("the demo agent's reply streams before done", async () => {
+  await fresh(page, "demo");
+  await recordSnapshots(page);
+  await send(page, "hello");
+  const text = await reply(page);
+  assert(text.startsWith("Hello! I'm the agentwire demo agent."), `greeting: ${text}`);
+  const seen = await snapshots(page);
+  const partial = seen.filter((s) => s.state === "streaming" && s.text && s.text.length < text.length);
+  assert(partial.length >= 2, `intermediate text was shown while streaming: ${JSON.stringify(seen)}`);
+  for (const s of partial) assert(text.startsWith(s.text.trim()), `streamed text is a prefix: ${s.text}`);
+  assertEq(await page.locator("[data-testid=msg-user]").last().innerText(), "hello", "the user's message");
+});
+
+scenario("the weather flow shows its tool card", async () => {
+  await send(page, "what's the weather?");
+  const text = await reply(page);
+  assert(text.startsWith("Checking the weather for you..."), text);
+  assert(text.includes("72°F and sunny in Denver, CO"), text);
+  const card = lastAssistant(page).locator("[data-testid=tool-card][data-tool-name=weather]");
+  assertEq(await card.count(), 1, "one weather card");
+  assertEq(await card.getAttribute("data-state"), "ok", "the card has its result");
+  assertEq(await card.evaluate((d) => d.tagName), "DETAILS", "collapsible");
+  await card.locator("summary").click();
+  assert((await card.locator("[data-testid=tool-args]").innerText()).includes("Denver, CO"), "arguments");
+  assert((await card.locator("[data-testid=tool-result]").innerText()).includes("Sunny"), "result");
+  await screenshot(page, "chat");
+});
+
+scenario("an error is shown with its code", async () => {
+  await fresh(page, "test-agent");
+  await setMetadata(page, { mock_scenario: "error" });
+  await send(page, "please fail");
+  const error = page.locator("[data-testid=error]").last();
+  await error.waitFor();
+  assertEq(await error.locator("[data-testid=error-code]").innerText(), "TEST_ERROR", "the code");
+  assertEq(await error.locator("[data-testid=error-message]").innerText(), "something went wrong", "the message");
+  assert(await page.locator("[data-testid=send]").isEnabled(), "the composer is usable again");
+});
+
+scenario("done.parts media are rendered", async () => {
+  await fresh(page, "demo");
+  await send(page, "show image");
+  await reply(page);
+  const image = lastAssistant(page).locator("[data-testid=media-image] img");
+  await page.waitForFunction(() => {
+    const imgs = document.querySelectorAll("[data-testid=media-image] img");
+    return imgs.length && imgs[imgs.length - 1].complete && imgs[imgs.length - 1].naturalWidth === 4;
+  });
+  assert((await image.getAttribute("src")).startsWith("blob:"), "the image is decoded into a blob");
+  assert((await lastAssistant(page).innerText()).includes("Here's a test image for you:"), "the text part");
+  await send(page, "play audio");
+  await reply(page);
+  assertEq(await lastAssistant(page).locator("[data-testid=media-audio] audio[controls]").count(), 1, "audio");
+  await send(page, "play video");
+  await reply(page);
+  assertEq(await lastAssistant(page).locator("[data-testid=media-video] video").count(), 1, "video");
+  await send(page, "send pdf");
+  await reply(page);
+  const link = lastAssistant(page).locator("[data-testid=media-file] a[download]");
+  assertEq(await link.count(), 1, "a file link");
+  assert((await link.innerText()).includes("application/pdf"), "the link names the type");
+});
+
+scenario("markup in a model reply is text", async () => {
+  await fresh(page, "assistant");
+  await setMetadata(page, { mock_scenario: "xss" });
+  await send(page, "say something nasty");
+  const text = await reply(page);
+  await page.waitForTimeout(300);
+  assert(text.includes('<script>window.__pwned = 1; alert("xss")</script>'), `the script tag as text: ${text}`);
+  assert(text.includes('<img src=x onerror="alert(2)">'), `the img tag as text: ${text}`);
+  const body = lastAssistant(page).locator("[data-testid=msg-body]");
+  assertEq(await page.locator("[data-testid=transcript] script").count(), 0, "no script element");
+  assertEq(await page.locator("[data-testid=transcript] img").count(), 0, "no img element");
+  assertEq(await body.locator("strong").innerText(), "bold", "markdown still renders");
+  const links = await body.locator("a").evaluateAll((as) => as.map((a) => [a.href, a.rel, a.textContent]));
+  assertEq(JSON.stringify(links), JSON.stringify([["https://example.com/docs", "noopener noreferrer", "docs"]]), "only the https link is a link");
+  assert(text.includes("[a link](javascript:alert(3))"), "the javascript: link stays text");
+  assertEq(await page.evaluate(() => window.__pwned), undefined, "no script ran");
+  assertEq(dialogs.length, 0, `no dialog: ${dialogs}`);
+});
+
+scenario("a client tool approved through the button", async () => {
+  await fresh(page, "assistant");
+  await setMetadata(page, { mock_scenario: "locate" });
+  await send(page, "where am I?");
+  const consent = page.locator("[data-testid=consent]").last();
+  await consent.waitFor();
+  assertEq(await consent.locator("[data-testid=consent-message]").innerText(), "Share your location?", "consent message");
+  await screenshot(page, "consent");
+  await consent.locator("[data-testid=approve]").click();
+  const text = await reply(page);
+  assert(text.includes("39.7392") && text.includes("-104.9903"), `the location reached the model: ${text}`);
+  const card = lastAssistant(page).locator("[data-testid=tool-card][data-tool-name=get_location]");
+  assertEq(await card.getAttribute("data-state"), "ok", "the card shows the result");
+  assert((await card.locator("[data-testid=tool-result]").innerText()).includes("latitude"), "result shown");
+});
+
+scenario("a client tool rejected through the button", async () => {
+  await fresh(page, "assistant");
+  await setMetadata(page, { mock_scenario: "timezone" });
+  await send(page, "what's my time zone?");
+  const consent = page.locator("[data-testid=consent]").last();
+  await consent.waitFor();
+  assertEq(await consent.locator("[data-testid=consent-message]").innerText(), "Share your time zone?", "consent message");
+  await consent.locator("[data-testid=reject]").click();
+  const text = await reply(page);
+  assert(text.includes("declined by the user"), `the model heard the refusal: ${text}`);
+  const card = lastAssistant(page).locator("[data-testid=tool-card][data-tool-name=get_timezone]");
+  assertEq(await card.getAttribute("data-state"), "rejected", "the card says rejected");
+  assertEq(await consent.locator("[data-testid=approve]").isVisible(), false, "the buttons are gone");
+});
+
+scenario("a browser tool the console runs itself: get_timezone", async () => {
+  await fresh(page, "assistant");
+  await setMetadata(page, { mock_scenario: "timezone" });
+  await send(page, "what's my time zone?");
+  await page.locator("[data-testid=approve]").last().click();
+  const text = await reply(page);
+  assert(text.includes("America/Denver"), `Intl's time zone reached the model: ${text}`);
+});
+
+scenario("an uploaded image reaches the agent by storage_ref", async () => {
+  await fresh(page, "test-agent");
+  await setMetadata(page, { mock_scenario: "parts" });
+  await page.setInputFiles("[data-testid=file-input]", { name: "red.png", mimeType: "image/png", buffer: PNG });
+  const chip = page.locator("[data-testid=attachment]").last();
+  await page.waitForSelector("[data-testid=attachment][data-state=ready]");
+  assertEq(await chip.getAttribute("data-progress"), "100", "the progress reached 100%");
+  assertEq(await chip.locator("[data-testid=upload-progress]").evaluate((p) => p.value), 1, "progress bar full");
+  const ref = await chip.getAttribute("data-storage-ref");
+  const session = await page.locator("[data-testid=session-id]").innerText();
+  assert(ref.startsWith(`omnia://sessions/${session}/media/`), `storage_ref of this session: ${ref}`);
+  await send(page, "what is in this picture?");
+  const text = await reply(page);
+  assertEq(text, "I see your image", "the agent got the image part");
+  assert((await page.locator("[data-testid=msg-user]").last().innerText()).includes("red.png"), "the attachment is named");
+  assertEq(await page.locator("[data-testid=attachment]").count(), 0, "the attachment was sent");
+  console.log(`STORAGE_REF=${ref}`);
+});
+
+scenario("Stop ends a paced turn with exactly one terminal", async () => {
+  await fresh(page, "test-agent");
+  await setMetadata(page, { mock_scenario: "paced" });
+  const before = frames.frames.length;
+  await send(page, "count slowly");
+  await page.waitForFunction(() => {
+    const bubbles = document.querySelectorAll("[data-testid=msg-assistant]");
+    return bubbles.length && bubbles[bubbles.length - 1].textContent.includes("one");
+  });
+  assert(await page.locator("[data-testid=stop]").isVisible(), "Stop is shown during the turn");
+  await page.click("[data-testid=stop]");
+  const text = await reply(page, "cancelled");
+  await page.waitForTimeout(1200); // longer than the rest of the script
+  const terminals = frames.frames.slice(before).filter((f) => f.type === "done" || (f.type === "error" && f.seq));
+  assertEq(terminals.length, 1, `one terminal: ${JSON.stringify(terminals)}`);
+  assertEq(terminals[0].cancelled, true, "done{cancelled:true}");
+  assert(!text.includes("five"), `the turn stopped early: ${text}`);
+  assertEq(await lastAssistant(page).locator("[data-testid=msg-note]").innerText(), "stopped", "marked stopped");
+  assertEq(await page.locator("[data-testid=msg-assistant]").count(), 1, "one reply bubble");
+  assert(!(await page.locator("[data-testid=stop]").isVisible()), "Stop is gone after the turn");
+});
+
+scenario("a private agent needs a credential, and accepts one", async () => {
+  await setCredential(page, "");
+  await page.selectOption("[data-testid=agent-select]", "vault");
+  const error = page.locator("[data-testid=error]").last();
+  await error.waitFor();
+  assertEq(await error.locator("[data-testid=error-code]").innerText(), "CONNECT_FAILED", "refused");
+  assert((await error.innerText()).includes("requires a credential"), await error.innerText());
+  await setCredential(page, "not-a-valid-key");
+  await page.waitForSelector("[data-testid=error] >> text=refused the upgrade");
+  await setCredential(page, API_KEY);
+  await waitOpen(page);
+  await send(page, "hello");
+  const text = await reply(page);
+  assert(text.startsWith("Hello! I'm the agentwire demo agent."), text);
+});
+
+scenario("a session is listed, and resumed with its history after a reload", async () => {
+  await page.selectOption("[data-testid=agent-select]", "test-agent");
+  await waitOpen(page);
+  await setMetadata(page, null);
+  await send(page, "remember the blue door");
+  assertEq(await reply(page), "echo: remember the blue door", "echo");
+  const session = await page.locator("[data-testid=session-id]").innerText();
+  await page.waitForSelector(`[data-testid=session-item][data-session-id="${session}"]`);
+  // The session's summary is written 200 ms after the turn (the test
+  // config's summary_after_idle); wait for it so the list shows it.
+  await page.waitForFunction(
+    async ([id, key]) => {
+      const response = await fetch(`/api/v1/sessions/${id}`, { headers: { Authorization: `Bearer ${key}` } });
+      return (await response.json()).summary?.text;
+    },
+    [session, API_KEY],
+    { polling: 100, timeout: 5000 },
+  );
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assertEq(await page.locator("[data-testid=credential]").inputValue(), API_KEY, "the credential survives a reload");
+  const item = page.locator(`[data-testid=session-item][data-session-id="${session}"]`);
+  await item.waitFor();
+  assert(
+    (await item.locator("[data-testid=session-summary]").innerText()).includes("remember the blue door"),
+    "the list shows the session's summary",
+  );
+  await item.click();
+  await page.waitForSelector("[data-testid=notice] >> text=resumed session");
+  await waitOpen(page);
+  assertEq(await page.locator("[data-testid=session-id]").innerText(), session, "the same session");
+  assertEq(await page.locator("[data-testid=msg-user]").first().innerText(), "remember the blue door", "history: user");
+  assertEq(
+    (await page.locator("[data-testid=msg-assistant] [data-testid=msg-body]").first().innerText()).trim(),
+    "echo: remember the blue door",
+    "history: reply",
+  );
+  await setMetadata(page, { mock_scenario: "history" });
+  await send(page, "what did I say?");
+  const text = await reply(page);
+  assert(text.includes("user: remember the blue door"), `the server resumed the session: ${text}`);
+  await setMetadata(page, null);
+  await page.evaluate(() => {
+    document.querySelector("details.metadata").open = false;
+  });
+  await screenshot(page, "sessions");
+});
+
+scenario("a socket cut mid-reply: the reply completes without a duplicate", async () => {
+  const target = new URL(BASE);
+  const sockets = new Set();
+  let cut = 0;
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const gone = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("error", gone).on("close", gone);
+    upstream.on("error", gone).on("close", gone);
+  });
+  await new Promise((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  try {
+    const proxied = await openPage(`http://127.0.0.1:${proxy.address().port}/?agent=test-agent`);
+    const log = frameLog(proxied);
+    let armed = false;
+    proxied.on("websocket", (ws) =>
+      ws.on("framereceived", (event) => {
+        if (armed && String(event.payload).includes('"type":"chunk"')) {
+          // The first chunk is on screen: drop every connection.
+          armed = false;
+          cut = sockets.size;
+          for (const socket of sockets) socket.destroy();
+        }
+      }),
+    );
+    await setCredential(proxied, API_KEY);
+    await waitOpen(proxied);
+    await setMetadata(proxied, { mock_scenario: "paced" });
+    await recordSnapshots(proxied);
+    armed = true;
+    await send(proxied, "count slowly");
+    const text = await reply(proxied);
+    assertEq(text, "one two three four five", "the whole reply");
+    assert(cut > 0, "the connection was cut");
+    const rejoins = log.sockets.filter((url) => /resume=.*&after=\d+&epoch=[0-9a-f]{16}/.test(url));
+    assert(rejoins.length >= 1, `rejoined with resume/after/epoch: ${log.sockets}`);
+    for (const s of await snapshots(proxied)) {
+      assert("one two three four five".startsWith(s.text.trim()), `never a duplicate on screen: ${JSON.stringify(s.text)}`);
+    }
+    const words = log.frames.filter((f) => f.type === "chunk").map((f) => f.content);
+    assertEq(words.join(""), "one two three four five", "each word arrived once");
+    assertEq(await proxied.locator("[data-testid=msg-assistant]").count(), 1, "one reply bubble");
+    assertEq(await proxied.locator("[data-testid=error]").count(), 0, "no error shown");
+    await proxied.close();
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    proxy.close();
+  }
+});
+
+// -------------------------------------------------------------------- run
+
+let failed = 0;
+const started = Date.now();
+for (const { name, run } of scenarios) {
+  const at = Date.now();
+  try {
+    await run();
+    console.log(`ok   ${name} (${Date.now() - at} ms)`);
+  } catch (error) {
+    failed += 1;
+    console.log(`FAIL ${name}: ${error.stack ?? error}`);
+    await page.screenshot({ path: `/tmp/console-fail-${scenarios.findIndex((s) => s.name === name)}.png` }).catch(() => {});
+  }
+}
+const unexpected = pageErrors.filter((e) => !/WebSocket|status of 40[14]/.test(e));
+if (unexpected.length) {
+  failed += 1;
+  console.log(`FAIL page errors: ${unexpected.join("\n")}`);
+}
+if (dialogs.length) {
+  failed += 1;
+  console.log(`FAIL dialogs opened: ${dialogs.join(", ")}`);
+}
+await browser.close();
+console.log(`${scenarios.length - failed} of ${scenarios.length} scenarios passed in ${Date.now() - started} ms`);
+process.exit(failed ? 1 : 0);

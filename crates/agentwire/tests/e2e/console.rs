@@ -1,0 +1,344 @@
+//! The web console: its routes and switch, the `/console/ws` credential
+//! bridge, and the console itself in headless Chromium
+//! (`tests/console/console.test.mjs`, driven by playwright-core) against a
+//! real server.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::credentials::{ALICE_KEY, auth_yaml};
+use crate::support::{TestServer, install_tls_provider};
+
+/// How long the browser script may take, all scenarios together.
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[tokio::test]
+async fn the_console_is_served_with_its_security_headers() {
+    let server = TestServer::start().await;
+    let page = server.http("GET", "/", &[], b"").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("cache-control"), Some("no-cache"));
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    assert!(page.text().contains("data-testid=\"transcript\""));
+    let script = server.http("GET", "/console/console.js", &[], b"").await;
+    assert_eq!(script.status, 200);
+    assert_eq!(
+        script.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    let etag = script.header("etag").unwrap().to_owned();
+    let again = server
+        .http(
+            "GET",
+            "/console/console.js",
+            &[("If-None-Match", &etag)],
+            b"",
+        )
+        .await;
+    assert_eq!(again.status, 304);
+    assert_eq!(server.get("/console/missing.js").await.0, 404);
+    // The other routes are where they were.
+    assert_eq!(server.get("/healthz").await.0, 200);
+    let (mut client, _) = server.connect("agent=echo").await;
+    client.say("hi").await;
+    assert_eq!(client.recv().await["content"], "Echo: hi");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_agents_endpoint_lists_names_and_whether_a_credential_is_needed() {
+    let server = TestServer::start().await;
+    let response = server.http("GET", "/api/v1/agents", &[], b"").await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("cache-control"), Some("no-store"));
+    let body: Value = response.json();
+    let names: Vec<&str> = body["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "by name");
+    for agent in ["demo", "echo", "test-agent"] {
+        assert!(names.contains(&agent), "{agent} in {names:?}");
+    }
+    let by_name = |body: &Value, name: &str| -> Value {
+        body["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let demo = by_name(&body, "demo");
+    assert_eq!(demo["credential_required"], false);
+    assert_eq!(demo["access_level"], "public");
+    assert!(demo.get("password_argon2").is_none() && demo.get("handler").is_none());
+    assert_eq!(body["media"], false);
+    assert_eq!(
+        server.http("POST", "/api/v1/agents", &[], b"").await.status,
+        405
+    );
+    server.stop().await;
+
+    let private = TestServer::with_runtime(&auth_yaml(), "").await;
+    let body: Value = private.http("GET", "/api/v1/agents", &[], b"").await.json();
+    let demo = by_name(&body, "demo");
+    assert_eq!(demo["credential_required"], true, "{body}");
+    assert_eq!(demo["access_level"], "private");
+    private.stop().await;
+}
+
+#[tokio::test]
+async fn console_false_switches_it_off() {
+    let server = TestServer::with_server_yaml("  console: false").await;
+    for path in [
+        "/",
+        "/console/index.html",
+        "/console/console.js",
+        "/console/ws?agent=echo",
+    ] {
+        assert_eq!(server.get(path).await.0, 404, "{path}");
+    }
+    assert_eq!(server.get("/api/v1/sessions").await.0, 200);
+    let (mut client, _) = server.connect("agent=echo").await;
+    client.say("still here").await;
+    assert_eq!(client.recv().await["content"], "Echo: still here");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn console_ws_takes_the_credential_from_access_token() {
+    let server = TestServer::with_runtime(&auth_yaml(), "").await;
+    let url = |path: &str| format!("ws://{}{path}", server.addr);
+    let refused = |result: Result<_, tokio_tungstenite::tungstenite::Error>| match result {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
+        Err(e) => panic!("connect failed: {e}"),
+        Ok(_) => 101,
+    };
+    let bridged = format!("/console/ws?agent=echo&access_token={ALICE_KEY}");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url(&bridged))
+        .await
+        .unwrap();
+    use futures_util::StreamExt;
+    let connected: Value = match ws.next().await.unwrap().unwrap() {
+        tokio_tungstenite::tungstenite::Message::Text(text) => serde_json::from_str(&text).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(connected["type"], "connected");
+    assert_eq!(
+        refused(tokio_tungstenite::connect_async(url("/console/ws?agent=echo")).await),
+        401,
+        "no credential on a private agent"
+    );
+    assert_eq!(
+        refused(
+            tokio_tungstenite::connect_async(url("/console/ws?agent=echo&access_token=wrong"))
+                .await
+        ),
+        401,
+        "a bad credential"
+    );
+    assert_eq!(
+        refused(
+            tokio_tungstenite::connect_async(url(&format!(
+                "/ws?agent=echo&access_token={ALICE_KEY}"
+            )))
+            .await
+        ),
+        401,
+        "/ws itself takes no credential from the query"
+    );
+    server.stop().await;
+}
+
+/// Chromium and playwright-core, from `AGENTWIRE_TEST_CHROMIUM` and
+/// `AGENTWIRE_TEST_PLAYWRIGHT`, else where `scripts/install-test-deps.sh`
+/// puts them. `None` skips the browser test, except under CI.
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let chromium = std::env::var_os("AGENTWIRE_TEST_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    let playwright = std::env::var_os("AGENTWIRE_TEST_PLAYWRIGHT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/npm/node_modules/playwright-core"));
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if chromium.is_file() && playwright.join("package.json").is_file() && node {
+        return Some((chromium, playwright));
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set and the browser test's tools are missing (chromium at {}, playwright-core at {}, node: {node}); run scripts/install-test-deps.sh",
+        chromium.display(),
+        playwright.display()
+    );
+    eprintln!(
+        "skipped: chromium or playwright-core not installed (run scripts/install-test-deps.sh)"
+    );
+    None
+}
+
+/// The browser scenarios' server: the demo and test agents, a runtime agent
+/// on a scripted model with two client tools, a private agent, media on a
+/// local directory, and API keys.
+fn browser_config(db: &Path, media: &Path) -> String {
+    format!(
+        r#"
+server:
+  listen: 127.0.0.1:0
+  allow_unauthenticated: true
+storage:
+  sessions: sqlite://{db}
+  media:
+    backend: local
+    path: {media}
+{auth}
+providers:
+  - name: scripted
+    type: mock
+    model: mock-1
+    default_response: "I only know scripts."
+    scenarios:
+      xss:
+        turns:
+          1: 'Here: <script>window.__pwned = 1; alert("xss")</script> and <img src=x onerror="alert(2)"> **bold** and [a link](javascript:alert(3)) and [docs](https://example.com/docs)'
+      locate:
+        turns:
+          1: {{tool_calls: [{{name: get_location, arguments: {{precision: high}}}}]}}
+          2: "You are at {{{{last_tool_result}}}}."
+      timezone:
+        turns:
+          1: {{tool_calls: [{{name: get_timezone, arguments: {{}}}}]}}
+          2: "Time zone: {{{{last_tool_result}}}}"
+tools:
+  - name: get_location
+    type: client
+    description: The user's location
+    parameters: {{type: object, properties: {{precision: {{type: string}}}}}}
+    consent_message: Share your location?
+    categories: [location]
+  - name: get_timezone
+    type: client
+    description: The user's time zone
+    parameters: {{type: object, properties: {{}}}}
+    consent_message: Share your time zone?
+agents:
+  - name: demo
+    handler: demo
+    access_level: public
+  - name: test-agent
+    handler: test
+    access_level: public
+    summary_after_idle: 200ms
+  - name: assistant
+    handler: runtime
+    provider: scripted
+    tools: [get_location, get_timezone]
+    access_level: public
+  - name: vault
+    handler: demo
+    access_level: private
+    summary_after_idle: 200ms
+"#,
+        db = db.display(),
+        media = media.display(),
+        auth = auth_yaml(),
+    )
+}
+
+/// The `parts` of every stored user message that has some.
+fn user_parts(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT parts FROM messages WHERE role = 'user' AND parts IS NOT NULL")
+        .unwrap();
+    stmt.query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_a_browser() {
+    let Some((chromium, playwright)) = browser() else {
+        return;
+    };
+    install_tls_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("agentwire.db");
+    let yaml = browser_config(&db, &dir.path().join("media"));
+    let config = agentwire::config::parse(&yaml, |_| None).expect("the browser config is valid");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(agentwire::run(listener, config, async move {
+        let _ = stopped.await;
+    }));
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("tests/console/console.test.mjs");
+    let screenshots = root.join("../../docs/screenshots");
+    let output = tokio::time::timeout(
+        BROWSER_TIMEOUT,
+        tokio::process::Command::new("node")
+            .arg(&script)
+            .env("CONSOLE_URL", format!("http://{addr}"))
+            .env("CONSOLE_API_KEY", ALICE_KEY)
+            .env("SCREENSHOT_DIR", &screenshots)
+            .env("AGENTWIRE_TEST_CHROMIUM", &chromium)
+            .env("AGENTWIRE_TEST_PLAYWRIGHT", &playwright)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser scenarios finished in time")
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "browser scenarios failed: {}",
+        output.status
+    );
+
+    // The uploaded image's storage_ref is in the message the agent got.
+    let storage_ref = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("STORAGE_REF="))
+        .expect("the upload scenario printed its storage_ref");
+    let parts = user_parts(&db);
+    assert!(
+        parts.iter().any(|p| p.contains(storage_ref)),
+        "a stored user message's parts name {storage_ref}: {parts:?}"
+    );
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(40), server)
+        .await
+        .expect("server stopped in time")
+        .expect("server task did not panic")
+        .expect("server returned Ok");
+}
