@@ -53,7 +53,7 @@ mod turn_task;
 pub use cancel::{CancelOutcome, TURN_CANCELLED};
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
-use turn_task::run_turn;
+use turn_task::{run_turn, turn_span};
 
 use crate::turn::{ClientTools, EventSink, Handler, TurnContext, TurnInput};
 
@@ -370,16 +370,7 @@ impl Engine {
             .attach(&target, req.agent, req.namespace, req.owner, own)
             .await?;
         lease.begin_turn()?;
-        // The caller's span (the connection's) is the parent.
-        let span = tracing::debug_span!(
-            target: crate::trace::TARGET,
-            "turn",
-            agentwire.agent = %req.agent.name,
-            agentwire.session_id = %lease.id(),
-            agentwire.turn_id = tracing::field::Empty,
-            agentwire.outcome = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-        );
+        let span = turn_span(&req.agent.name, lease.id());
         let now = self.inner.clock.now();
         let input = TurnInput {
             text: crate::content::into_effective_text(req.content, &req.parts),
@@ -704,13 +695,7 @@ impl SessionLease {
         };
         let store = self.inner.store.clone();
         let session = self.session.clone();
-        let span = tracing::debug_span!(
-            target: crate::trace::TARGET,
-            "store.write",
-            db.operation.name = if was_persisted { "append_messages" } else { "create_session" },
-            agentwire.messages = messages.len(),
-            error.type = tracing::field::Empty,
-        );
+        let span = records::write_span(was_persisted, messages.len());
         let write = async move {
             let _appending = appending;
             let result = match was_persisted {

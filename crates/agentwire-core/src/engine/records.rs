@@ -85,3 +85,15 @@ pub(super) fn record(
         created_at: at,
     }
 }
+
+/// The `store.write` span (`crate::trace`) of one append of `messages`
+/// messages, the session's first write when it was not `persisted`.
+pub(super) fn write_span(persisted: bool, messages: usize) -> tracing::Span {
+    tracing::debug_span!(
+        target: crate::trace::TARGET,
+        "store.write",
+        db.operation.name = if persisted { "append_messages" } else { "create_session" },
+        agentwire.messages = messages,
+        error.type = tracing::field::Empty,
+    )
+}

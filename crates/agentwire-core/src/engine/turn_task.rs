@@ -15,6 +15,20 @@ use crate::store::StoreError;
 use crate::time::Timestamp;
 use crate::turn::{Handler, Reply, TurnContext, TurnEvent, TurnFailure};
 
+/// The `turn` span (`crate::trace`); its parent is the caller's span, the
+/// connection's. The turn id and the outcome are recorded later.
+pub(super) fn turn_span(agent: &str, session: &crate::ids::SessionId) -> tracing::Span {
+    tracing::debug_span!(
+        target: crate::trace::TARGET,
+        "turn",
+        agentwire.agent = %agent,
+        agentwire.session_id = %session,
+        agentwire.turn_id = tracing::field::Empty,
+        agentwire.outcome = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
 pub(super) async fn run_turn(
     handler: Arc<dyn Handler>,
     turn: TurnContext,
