@@ -73,8 +73,7 @@ where
     I: AsyncBufRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin,
 {
-    let interactive = false;
-    Chat::start(options, input, output, interactive)
+    Chat::start(options, input, output, false)
         .await
         .repl()
         .await
@@ -86,11 +85,7 @@ where
     I: AsyncBufRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin,
 {
-    let interactive = true;
-    Chat::start(options, input, output, interactive)
-        .await
-        .repl()
-        .await
+    Chat::start(options, input, output, true).await.repl().await
 }
 
 /// Sends `text` as one message, prints the reply and returns whether the

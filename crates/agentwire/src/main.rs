@@ -150,15 +150,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(config: Config) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match start_runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(exit) => return exit,
     };
     // The trace pipeline's batch task runs on the runtime.
     let traces = match &config.traces {
@@ -210,20 +204,25 @@ fn serve(config: Config) -> ExitCode {
     }
 }
 
+/// The runtime `builder` describes, with IO and time; a failure is told
+/// and becomes the exit status.
+fn start_runtime(
+    mut builder: tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("error: cannot start the async runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 /// BSD `EX_UNAVAILABLE`: `chat` cannot reach the server.
 const EXIT_UNAVAILABLE: u8 = 69;
 
 fn chat(options: agentwire_chat::ChatOptions, once: Option<String>) -> ExitCode {
     use std::io::IsTerminal;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match start_runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(exit) => return exit,
     };
     let input = tokio::io::BufReader::new(tokio::io::stdin());
     let output = tokio::io::stdout();

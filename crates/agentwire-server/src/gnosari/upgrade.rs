@@ -40,16 +40,7 @@ pub(crate) async fn ws_upgrade(
     // A path segment that does not decode names no agent.
     let agent = agent.map(|Path(agent)| agent).unwrap_or_default();
     let target = Target::Agent(&agent);
-    let span = trace::upgrade_span("gnosari", "/ws/agent/{agent}", &headers);
-    upgrade_to(
-        &state,
-        target,
-        raw_query.as_deref(),
-        &headers,
-        upgrade,
-        span,
-    )
-    .await
+    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
 }
 
 /// `/ws/team/{team}`: the team's orchestrator answers.
@@ -62,16 +53,7 @@ pub(crate) async fn team_upgrade(
 ) -> Response {
     let team = team.map(|Path(team)| team).unwrap_or_default();
     let target = Target::Team(&team);
-    let span = trace::upgrade_span("gnosari", "/ws/team/{team}", &headers);
-    upgrade_to(
-        &state,
-        target,
-        raw_query.as_deref(),
-        &headers,
-        upgrade,
-        span,
-    )
-    .await
+    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
 }
 
 /// `/ws/team/{team}/agent/{agent}`: one member of the team answers.
@@ -87,16 +69,7 @@ pub(crate) async fn team_member_upgrade(
         team: &team,
         agent: &agent,
     };
-    let span = trace::upgrade_span("gnosari", "/ws/team/{team}/agent/{agent}", &headers);
-    upgrade_to(
-        &state,
-        target,
-        raw_query.as_deref(),
-        &headers,
-        upgrade,
-        span,
-    )
-    .await
+    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
 }
 
 /// What a Gnosari path names.
@@ -107,14 +80,25 @@ enum Target<'a> {
     Member { team: &'a str, agent: &'a str },
 }
 
+impl Target<'_> {
+    /// The route that names it, for the upgrade's span.
+    fn route(self) -> &'static str {
+        match self {
+            Target::Agent(_) => "/ws/agent/{agent}",
+            Target::Team(_) => "/ws/team/{team}",
+            Target::Member { .. } => "/ws/team/{team}/agent/{agent}",
+        }
+    }
+}
+
 async fn upgrade_to(
     state: &Arc<AppState>,
     target: Target<'_>,
     raw_query: Option<&str>,
     headers: &HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-    span: tracing::Span,
 ) -> Response {
+    let span = trace::upgrade_span("gnosari", target.route(), headers);
     let admitted = admit(state, target, raw_query, headers)
         .instrument(span.clone())
         .await;
