@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 # The core is the engine and its ports: no network, database, object
 # storage, TLS or WebSocket crate anywhere under it.
 CORE_FORBIDDEN=(axum hyper hyper-util h2 reqwest rusqlite libsqlite3-sys object_store
-    tungstenite tokio-tungstenite rustls ring mio socket2 rmcp process-wrap)
+    tungstenite tokio-tungstenite rustls ring mio socket2 rmcp process-wrap
+    tokio-postgres postgres-protocol deadpool-postgres)
 # tokio in the core: spawn (rt), sync, time and select! (macros); no net,
 # fs, process, signal, io-util, io-std or runtime flavour. `default` is
 # empty in tokio; `tokio-macros` is the crate behind `macros`.
@@ -31,11 +32,18 @@ ADAPTERS=(agentwire-store agentwire-media agentwire-providers agentwire-tools
 # The server speaks the dialects over axum; it receives backends built.
 SERVER=agentwire-server
 SERVER_WORKSPACE_ALLOWED=(agentwire-core agentwire-omnia agentwire-gnosari)
-SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp)
+SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp tokio-postgres deadpool-postgres)
 
 # Only these know axum (the binary through the server; the load
 # generator's bare baseline).
 AXUM_ALLOWED=(agentwire-server agentwire agentwire-loadgen)
+
+# The PostgreSQL driver and its pool: the session store's adapter alone
+# (agentwire-store, cargo feature `postgres`), which the binary gets through
+# that feature, never as a dependency of its own.
+POSTGRES_CRATES=(tokio-postgres deadpool-postgres postgres-protocol postgres-types)
+POSTGRES_ALLOWED=(agentwire-store agentwire)
+POSTGRES_OWNER=agentwire-store
 
 # The terminal client is a client of the wire alone, so it works against
 # any server that speaks the Omnia dialect: none of our crates.
@@ -169,6 +177,19 @@ for member in "${members[@]}"; do
         if in_list rustls ${direct[$member]}; then
             fail "$member depends on rustls directly (only $BINARY does: it installs the crypto provider in main)"
         fi
+    fi
+    # PostgreSQL: the store's adapter only; the binary through its feature.
+    for dep in ${tree[$member]}; do
+        if in_list "$dep" "${POSTGRES_CRATES[@]}" && ! in_list "$member" "${POSTGRES_ALLOWED[@]}"; then
+            fail "$member depends on $dep (only $POSTGRES_OWNER talks to PostgreSQL; ${POSTGRES_ALLOWED[*]} may have it)"
+        fi
+    done
+    if [[ $member != "$POSTGRES_OWNER" ]]; then
+        for dep in ${direct[$member]}; do
+            if in_list "$dep" "${POSTGRES_CRATES[@]}"; then
+                fail "$member depends on $dep directly (PostgreSQL comes through $POSTGRES_OWNER's \`postgres\` feature)"
+            fi
+        done
     fi
     for dep in ${tree[$member]}; do
         if in_list "$dep" "${NOWHERE[@]}"; then

@@ -45,6 +45,8 @@
 //! generate RSA keys); it never signs or decrypts here.
 
 mod api_key;
+#[doc(hidden)]
+pub mod fuzzing;
 mod jwk;
 mod jwks;
 mod jwt;

@@ -83,6 +83,6 @@ pub use summary::{Summarizer, SummaryPolicy, SummaryScheduler};
 pub use time::{Clock, Timestamp, UtcDateTime};
 pub use tools::{ClientAnswer, ClientToolBroker};
 pub use turn::{
-    AudioFormat, ClientToolRequest, EventSink, Handler, MediaChunk, Reply, ToolCall, ToolOutcome,
-    ToolSide, TurnContext, TurnEvent, TurnFailure, TurnInput,
+    AudioFormat, ClientToolRequest, EventSink, Handler, INTERNAL_ERROR_TEXT, MediaChunk, Reply,
+    ToolCall, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure, TurnInput,
 };

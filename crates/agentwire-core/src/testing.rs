@@ -111,3 +111,82 @@ pub fn png_info(storage_ref: &StorageRef) -> MediaInfo {
         owner: None,
     }
 }
+
+/// One turn with every kind of entry a dialect encodes differently: text,
+/// a server tool's call and result, a client tool answered and one the
+/// client let time out (its denial is shown), a delegation (the delegate's
+/// text and tool are not the reply's), media, and the reply. For the wire
+/// crates' rejoin tests: a client cut off after any entry must see the
+/// same frames as one that never was.
+pub fn multi_event_turn() -> (String, Vec<crate::turn::TurnEvent>) {
+    use crate::turn::{MediaChunk, Reply, ToolCall, ToolOutcome, ToolSide, TurnEvent};
+    let call = |id: &str, name: &str, side: ToolSide| {
+        TurnEvent::ToolCall(ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: serde_json::json!({ "q": id }),
+            side,
+            consent_message: None,
+            categories: Vec::new(),
+        })
+    };
+    let result = |id: &str, outcome: ToolOutcome, side: ToolSide| TurnEvent::ToolResult {
+        id: id.to_owned(),
+        outcome,
+        side,
+    };
+    let delta = |text: &str| TurnEvent::TextDelta(text.to_owned());
+    let switch = |name: &str, delegated: bool| TurnEvent::AgentSwitched {
+        name: name.to_owned(),
+        delegated,
+    };
+    let events = vec![
+        delta("Let me "),
+        delta("look. "),
+        call("s1", "weather", ToolSide::Server),
+        result(
+            "s1",
+            ToolOutcome::Ok(serde_json::json!({"c": 21})),
+            ToolSide::Server,
+        ),
+        call("c1", "get_location", ToolSide::Client),
+        result(
+            "c1",
+            ToolOutcome::Ok(serde_json::json!("Lisbon")),
+            ToolSide::Client,
+        ),
+        call("c2", "get_timezone", ToolSide::Client),
+        result(
+            "c2",
+            ToolOutcome::Denied("timed out".to_owned()),
+            ToolSide::Client,
+        ),
+        call("d1", "delegate_agent", ToolSide::Server),
+        switch("researcher", true),
+        delta("internal notes"),
+        call("s2", "search", ToolSide::Server),
+        result(
+            "s2",
+            ToolOutcome::Error("offline".to_owned()),
+            ToolSide::Server,
+        ),
+        delta(" more notes"),
+        switch("assistant", false),
+        result(
+            "d1",
+            ToolOutcome::Ok(serde_json::json!("21 C")),
+            ToolSide::Server,
+        ),
+        TurnEvent::Media(MediaChunk {
+            media_id: "m1".to_owned(),
+            mime_type: "audio/wav".to_owned(),
+            sequence: 0,
+            is_last: true,
+            data: b"RIFF".to_vec(),
+        }),
+        delta("It is "),
+        delta("21 C."),
+        TurnEvent::Completed(Reply::text("Let me look. It is 21 C.")),
+    ];
+    ("assistant".to_owned(), events)
+}

@@ -78,6 +78,10 @@ pub struct TurnFailure {
     pub message: String,
 }
 
+/// The text of the generic internal error, on every dialect: it says
+/// nothing about the cause, which only the server's log holds.
+pub const INTERNAL_ERROR_TEXT: &str = "internal server error";
+
 impl TurnFailure {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> TurnFailure {
         TurnFailure {
@@ -88,7 +92,7 @@ impl TurnFailure {
 
     /// The generic failure for anything the client cannot act on.
     pub fn internal() -> TurnFailure {
-        TurnFailure::new(ErrorCode::Internal, "internal server error")
+        TurnFailure::new(ErrorCode::Internal, INTERNAL_ERROR_TEXT)
     }
 }
 

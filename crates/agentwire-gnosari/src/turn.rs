@@ -582,4 +582,55 @@ mod tests {
             )
         );
     }
+
+    /// The frames of every entry `reader` yields, each turn on a fresh
+    /// encoder (as a connection makes one per turn); the entries up to
+    /// `after` are encoded and dropped, as a rejoin warms up.
+    fn frames_after(mut reader: agentwire_core::LogReader, after: u64) -> Vec<(u64, String)> {
+        let mut encoder = encoder();
+        let mut frames = Vec::new();
+        while let Some(entry) = reader.try_next().expect("not lagged") {
+            if let TurnEvent::TurnStarted { agent } = &*entry.event {
+                encoder = TurnEncoder::new(agent.as_str(), "s1", Some("c1".to_owned()));
+            }
+            for frame in encoder.encode(&entry.event) {
+                if entry.seq > after {
+                    frames.push((entry.seq, frame));
+                }
+            }
+        }
+        frames
+    }
+
+    #[test]
+    fn a_rejoin_after_any_entry_sees_exactly_the_events_it_had_not_seen() {
+        let log = agentwire_core::SessionLog::new(agentwire_core::Epoch(3));
+        for _ in 0..2 {
+            let (agent, events) = agentwire_core::testing::multi_event_turn();
+            let writer = log.start_turn(&agent);
+            let (terminal, events) = events.split_last().unwrap();
+            for event in events {
+                writer.append(event.clone());
+            }
+            writer.finish(terminal.clone());
+        }
+        let full = frames_after(log.reader_after(0), 0);
+        let text: String = full.iter().map(|(_, f)| f.as_str()).collect();
+        // The delegation is not streamed; its answer is the call's result.
+        assert!(!text.contains("internal notes"), "{text}");
+        assert!(text.contains(r#""tool_name":"delegate_agent""#), "{text}");
+        for after in 0..=log.head() {
+            let reader = log.rejoin_reader(after).expect("the log holds both turns");
+            let expected: Vec<_> = full
+                .iter()
+                .filter(|(seq, _)| *seq > after)
+                .cloned()
+                .collect();
+            assert_eq!(
+                frames_after(reader, after),
+                expected,
+                "rejoined after {after}"
+            );
+        }
+    }
 }

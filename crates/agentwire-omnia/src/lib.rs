@@ -12,6 +12,7 @@
 //! - [`rest`]: JSON bodies of the `/media/*` HTTP routes.
 //! - [`binary`]: the OMNI frame header, metadata and outbound chunking.
 //! - [`timestamp`]: the `timestamp` every server frame carries.
+//! - [`turn`]: a connection's turn events as frames, with the per-turn state.
 
 mod base64;
 pub mod binary;
@@ -20,6 +21,7 @@ mod json;
 pub mod outbound;
 pub mod rest;
 pub mod timestamp;
+pub mod turn;
 
 pub use binary::{
     BinaryDecodeError, BinaryFrame, BinaryMetadata, CHUNK_SIZE, CHUNKING_THRESHOLD, FLAG_CHUNKED,
@@ -37,3 +39,4 @@ pub use outbound::{
 };
 pub use rest::{encode_media_info, encode_upload_credentials};
 pub use timestamp::format_timestamp;
+pub use turn::{Encoded, EncoderOptions, TurnEncoder};

@@ -12,7 +12,7 @@ use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::http::{self, HttpSettings};
+use crate::http::{self, HttpSettings, SseStream};
 use crate::retry::{Failure, Fault, sanitize_label};
 
 pub(crate) const API_VERSION: &str = "2023-06-01";
@@ -40,42 +40,50 @@ impl AnthropicProvider {
         if let Some(key) = &self.key {
             request = request.header("x-api-key", key.clone());
         }
-        let mut stream = http::open(request, body, self.http.timeouts)
+        let stream = http::open(request, body, self.http.timeouts)
             .await
             .map_err(Failure::early)?;
-        let mut reply = Assembly::default();
-        loop {
-            let event = match stream.next().await {
-                Ok(Some(event)) => event,
-                Ok(None) => break,
-                Err(fault) => return Err(reply.failure(fault)),
-            };
-            if event.data.trim().is_empty() {
-                continue;
-            }
-            let parsed: Event = match serde_json::from_str(&event.data) {
-                Ok(parsed) => parsed,
-                Err(_) => return Err(reply.failure(Fault::Unreadable("invalid JSON event"))),
-            };
-            let kind = parsed.kind.clone().or(event.event).unwrap_or_default();
-            match kind.as_str() {
-                "message_stop" => {
-                    reply.done = true;
-                    break;
-                }
-                "error" => {
-                    let label = parsed.error.as_ref().and_then(|e| e.kind.as_deref());
-                    return Err(reply.failure(remote_fault(label)));
-                }
-                _ => reply.event(&kind, parsed, sink).await,
-            }
-        }
-        if !reply.done {
-            return Err(reply.failure(Fault::Interrupted));
-        }
-        stream.close();
-        Ok(reply.finish())
+        read_stream(stream, sink).await
     }
+}
+
+/// The reply in an opened body: events until `message_stop`.
+pub(crate) async fn read_stream(
+    mut stream: SseStream,
+    sink: &dyn TextSink,
+) -> Result<ModelReply, Failure> {
+    let mut reply = Assembly::default();
+    loop {
+        let event = match stream.next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(fault) => return Err(reply.failure(fault)),
+        };
+        if event.data.trim().is_empty() {
+            continue;
+        }
+        let parsed: Event = match serde_json::from_str(&event.data) {
+            Ok(parsed) => parsed,
+            Err(_) => return Err(reply.failure(Fault::Unreadable("invalid JSON event"))),
+        };
+        let kind = parsed.kind.clone().or(event.event).unwrap_or_default();
+        match kind.as_str() {
+            "message_stop" => {
+                reply.done = true;
+                break;
+            }
+            "error" => {
+                let label = parsed.error.as_ref().and_then(|e| e.kind.as_deref());
+                return Err(reply.failure(remote_fault(label)));
+            }
+            _ => reply.event(&kind, parsed, sink).await,
+        }
+    }
+    if !reply.done {
+        return Err(reply.failure(Fault::Interrupted));
+    }
+    stream.close();
+    Ok(reply.finish())
 }
 
 #[async_trait]

@@ -128,6 +128,20 @@ pub(crate) struct SseStream {
 }
 
 impl SseStream {
+    /// A body already in memory, delivered in `pieces`, under the same
+    /// timeouts: the stream decoders without a socket (`crate::fuzzing`).
+    pub(crate) fn from_pieces(pieces: Vec<Bytes>, timeouts: Timeouts) -> SseStream {
+        SseStream {
+            body: Box::pin(futures_util::stream::iter(pieces.into_iter().map(Ok))),
+            parser: SseParser::new(),
+            pending: VecDeque::new(),
+            deadline: Instant::now() + timeouts.first_token,
+            started: false,
+            ended: false,
+            timeouts,
+        }
+    }
+
     /// Takes what is already buffered after the stream's end marker without
     /// waiting, so that a body that has in fact ended frees its connection
     /// for the pool.

@@ -34,6 +34,9 @@ mod openai;
 mod retry;
 pub mod sse;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 /// The OpenAI API, the default `base_url` of [`ProviderKind::OpenAi`].
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// The Anthropic API, the default `base_url` of [`ProviderKind::Anthropic`].

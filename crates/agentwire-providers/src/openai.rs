@@ -13,7 +13,7 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::http::{self, HttpSettings};
+use crate::http::{self, HttpSettings, SseStream};
 use crate::retry::{Failure, Fault, sanitize_label};
 
 pub(crate) struct OpenAiProvider {
@@ -34,39 +34,48 @@ impl OpenAiProvider {
         if let Some(auth) = &self.auth {
             request = request.header(AUTHORIZATION, auth.clone());
         }
-        let mut stream = http::open(request, body, self.http.timeouts)
+        let stream = http::open(request, body, self.http.timeouts)
             .await
             .map_err(Failure::early)?;
-        let mut reply = Assembly::default();
-        loop {
-            let event = match stream.next().await {
-                Ok(Some(event)) => event,
-                Ok(None) => break,
-                Err(fault) => return Err(reply.failure(fault)),
-            };
-            let data = event.data.trim();
-            if data.is_empty() {
-                continue;
-            }
-            if data == "[DONE]" {
-                reply.done = true;
-                break;
-            }
-            let chunk: Chunk = match serde_json::from_str(data) {
-                Ok(chunk) => chunk,
-                Err(_) => return Err(reply.failure(Fault::Unreadable("invalid JSON chunk"))),
-            };
-            if let Some(error) = chunk.error {
-                return Err(reply.failure(remote_fault(&error)));
-            }
-            reply.chunk(chunk, sink).await;
-        }
-        if !reply.done && !reply.finished {
-            return Err(reply.failure(Fault::Interrupted));
-        }
-        stream.close();
-        Ok(reply.finish())
+        read_stream(stream, sink).await
     }
+}
+
+/// The reply in an opened body: chunks until `[DONE]`, or until the body
+/// ends after a `finish_reason`.
+pub(crate) async fn read_stream(
+    mut stream: SseStream,
+    sink: &dyn TextSink,
+) -> Result<ModelReply, Failure> {
+    let mut reply = Assembly::default();
+    loop {
+        let event = match stream.next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(fault) => return Err(reply.failure(fault)),
+        };
+        let data = event.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        if data == "[DONE]" {
+            reply.done = true;
+            break;
+        }
+        let chunk: Chunk = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(_) => return Err(reply.failure(Fault::Unreadable("invalid JSON chunk"))),
+        };
+        if let Some(error) = chunk.error {
+            return Err(reply.failure(remote_fault(&error)));
+        }
+        reply.chunk(chunk, sink).await;
+    }
+    if !reply.done && !reply.finished {
+        return Err(reply.failure(Fault::Interrupted));
+    }
+    stream.close();
+    Ok(reply.finish())
 }
 
 #[async_trait]

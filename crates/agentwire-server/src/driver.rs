@@ -26,6 +26,7 @@ use agentwire_core::{
 use tokio::time::Sleep;
 
 use crate::AppState;
+use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::socket::{
     self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS, classify_read_error,
@@ -93,6 +94,19 @@ impl Link {
         socket::queue_raw(&self.state, &mut self.socket, message).await
     }
 
+    /// Whether `caller` may start another turn now
+    /// (`server.limits.turns_per_minute_per_caller`); a refusal is counted.
+    pub(crate) fn turn_allowed(&self, caller: &Caller) -> bool {
+        let abuse = &self.state.abuse;
+        match abuse.take_turn(caller.owner.as_deref(), caller.address) {
+            Ok(()) => true,
+            Err(refused) => {
+                self.state.metrics.count_abuse_refusal(refused.limit);
+                false
+            }
+        }
+    }
+
     /// Counts a turn the engine accepted.
     pub(crate) fn count_turn(&self) {
         self.state
@@ -138,12 +152,16 @@ impl CredentialClock {
 
 /// Runs `dialect` on `socket` until the connection ends, then closes it as
 /// the exit says.
-pub(crate) async fn run<D: Dialect>(
+///
+/// Not an `async fn`: one would keep its arguments beside the moved copies
+/// for the life of the connection. The future holds each part once, and
+/// so does every idle connection's task.
+pub(crate) fn run<D: Dialect>(
     socket: WebSocket,
     slot: ConnectionSlot,
     credential: CredentialClock,
-    mut dialect: D,
-) {
+    dialect: D,
+) -> impl Future<Output = ()> {
     let state = slot.state().clone();
     socket::count_connection(&state);
     let mut link = Link {
@@ -151,12 +169,15 @@ pub(crate) async fn run<D: Dialect>(
         socket,
         credential,
     };
-    let exit = serve(&mut link, &mut dialect).await;
-    socket::close(&mut link.socket, exit).await;
-    if !link.socket.client_closed() {
-        dialect.on_lost();
+    let mut dialect = dialect;
+    async move {
+        let exit = serve(&mut link, &mut dialect).await;
+        socket::close(&mut link.socket, exit).await;
+        if !link.socket.client_closed() {
+            dialect.on_lost();
+        }
+        drop(slot);
     }
-    drop(slot);
 }
 
 async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
@@ -171,7 +192,9 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
     let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
     let mut keepalive = Keepalive::new(&link.state.settings.limits);
     let mut drain_noticed = false;
+    let mut following = Following::new(link.state.clone());
     loop {
+        following.set(dialect.turn().is_some());
         if dialect.turn().is_none() {
             match dialect.when_idle(link, drain.is_cancelled()).await {
                 Ok(None) => {}
@@ -224,6 +247,40 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
         if socket::flush(&mut link.socket).await.is_err() {
             return send_failed(link, dialect);
         }
+    }
+}
+
+/// The connection's share of the `agentwire_log_readers` gauge: counted
+/// while a turn's reader is held, and given back however the loop ends.
+struct Following {
+    state: Arc<AppState>,
+    counted: bool,
+}
+
+impl Following {
+    fn new(state: Arc<AppState>) -> Following {
+        Following {
+            state,
+            counted: false,
+        }
+    }
+
+    fn set(&mut self, following: bool) {
+        if following == self.counted {
+            return;
+        }
+        self.counted = following;
+        let gauge = &self.state.metrics.log_readers;
+        match following {
+            true => gauge.fetch_add(1, Ordering::Relaxed),
+            false => gauge.fetch_sub(1, Ordering::Relaxed),
+        };
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.set(false);
     }
 }
 
@@ -388,5 +445,8 @@ impl SubmitRefusal {
     }
 }
 
+/// What both dialects tell a caller past its turn rate (`RATE_LIMITED`).
+pub(crate) const TURN_RATE_LIMITED: &str = "turn rate limit exceeded";
+
 /// The text of an internal error, on both dialects.
-pub(crate) const INTERNAL: &str = "internal server error";
+pub(crate) const INTERNAL: &str = agentwire_core::INTERNAL_ERROR_TEXT;

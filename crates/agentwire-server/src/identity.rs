@@ -1,14 +1,16 @@
 //! Who is calling: the credentials a request carries, the authenticator's
 //! verdict, and the owner pseudonym sessions are recorded under.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use agentwire_core::{AccessLevel, AgentAuth, AuthError, Authenticator, Credentials, Identity};
 use axum::http::{HeaderMap, StatusCode, header};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use crate::upgrade::Refusal;
+use crate::upgrade::{ClientAddress, Refusal};
 use crate::{AgentEntry, AppState};
 
 /// Identity settings (`auth.*`).
@@ -29,6 +31,8 @@ pub(crate) struct Caller {
     /// `None` is anonymous.
     pub(crate) owner: Option<String>,
     pub(crate) identity: Option<Identity>,
+    /// Where the caller connects from, when known.
+    pub(crate) address: Option<IpAddr>,
 }
 
 /// The token of `Authorization: Bearer <token>`; the scheme is case-sensitive,
@@ -79,11 +83,13 @@ pub(crate) async fn identify(
     state: &AppState,
     credentials: &Credentials<'_>,
     agent: &AgentEntry,
+    address: ClientAddress,
 ) -> Result<Caller, Refusal> {
     admit(
         state,
         credentials,
         &Gate::agent(agent),
+        address,
         BadCredential::Refused,
     )
     .await
@@ -101,18 +107,46 @@ pub(crate) async fn identify_at(
     state: &AppState,
     credentials: &Credentials<'_>,
     gate: &Gate<'_>,
+    address: ClientAddress,
 ) -> Result<Caller, Refusal> {
-    admit(state, credentials, gate, BadCredential::IgnoredWhenPublic).await
+    admit(
+        state,
+        credentials,
+        gate,
+        address,
+        BadCredential::IgnoredWhenPublic,
+    )
+    .await
 }
 
+/// Whether `address` and `gate` may try a credential now (429 with
+/// `Retry-After` while either has spent its failed attempts), then the
+/// authenticator's verdict; a credential that does not validate is counted
+/// against both, unless it is ignored on a public gate (nothing is won by
+/// guessing there).
 async fn admit(
     state: &AppState,
     credentials: &Credentials<'_>,
     gate: &Gate<'_>,
+    ClientAddress(address): ClientAddress,
     bad_credential: BadCredential,
 ) -> Result<Caller, Refusal> {
-    let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
-    let forbidden = Refusal(StatusCode::FORBIDDEN, "forbidden");
+    let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
+    let forbidden = Refusal::new(StatusCode::FORBIDDEN, "forbidden");
+    if !credentials.is_empty()
+        && let Err(refused) = state.abuse.check_auth(address, gate.name)
+    {
+        state.metrics.count_abuse_refusal(refused.limit);
+        tracing::info!(agent = %gate.name, limit = refused.limit.as_str(), "authentication throttled");
+        return Err(Refusal::throttled(refused));
+    }
+    let failed = || {
+        state
+            .metrics
+            .auth_failures_total
+            .fetch_add(1, Ordering::Relaxed);
+        state.abuse.auth_failed(address, gate.name);
+    };
     let verdict = match &state.identity.authenticator {
         Some(authenticator) => {
             let agent_auth = AgentAuth {
@@ -124,6 +158,10 @@ async fn admit(
         None => Ok(None),
     };
     let public = gate.access_level == AccessLevel::Public;
+    let anonymous = Caller {
+        address,
+        ..Caller::default()
+    };
     match verdict {
         Err(reason)
             if public
@@ -131,22 +169,29 @@ async fn admit(
                 && reason != AuthError::Unavailable =>
         {
             tracing::info!(agent = %gate.name, %reason, "credential refused; admitted anonymously to a public agent");
-            Ok(Caller::default())
+            Ok(anonymous)
         }
         Err(AuthError::WrongPassword) => {
             tracing::info!(agent = %gate.name, "wrong password");
+            failed();
             Err(forbidden)
+        }
+        Err(AuthError::Unavailable) => {
+            tracing::info!(agent = %gate.name, "credential could not be checked");
+            Err(unauthorized)
         }
         Err(reason) => {
             tracing::info!(agent = %gate.name, %reason, "credential refused");
+            failed();
             Err(unauthorized)
         }
-        Ok(None) if public => Ok(Caller::default()),
+        Ok(None) if public => Ok(anonymous),
         Ok(None) => Err(unauthorized),
         Ok(Some(identity)) if !identity.may_use(gate.name) => Err(forbidden),
         Ok(Some(identity)) => Ok(Caller {
             owner: Some(pseudonym(&state.identity, &identity)),
             identity: Some(identity),
+            address,
         }),
     }
 }
@@ -179,7 +224,7 @@ pub(crate) async fn identify_owner(
     state: &AppState,
     credentials: &Credentials<'_>,
 ) -> Result<Option<String>, Refusal> {
-    let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+    let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
     if credentials.is_empty() {
         return if state.settings.allow_unauthenticated {
             Ok(None)

@@ -38,8 +38,11 @@
 //! This crate is the only one that knows axum. It never builds a backend: it
 //! receives the engine and agents ready-made from the binary.
 
+pub mod abuse;
 mod budget;
 mod driver;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gnosari;
 mod identity;
 mod lifecycle;
@@ -64,6 +67,7 @@ use axum::routing::get;
 use axum::serve::{ListenerExt, TapIo};
 use tokio::net::{TcpListener, TcpStream};
 
+pub use abuse::{AbuseGuard, AbuseLimits};
 pub use budget::InboundBudget;
 pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
@@ -111,6 +115,8 @@ pub struct Limits {
     pub pong_timeout: Duration,
     /// How long running turns get to finish after SIGTERM before they are cancelled.
     pub drain_timeout: Duration,
+    /// What one address, agent or caller may cost ([`abuse`]).
+    pub abuse: AbuseLimits,
 }
 
 /// How an agent is shown on the wire.
@@ -184,6 +190,8 @@ pub struct AppState {
     /// `None`: media storage is off (`storage.media.backend: none`).
     pub media: Option<MediaService>,
     pub identity: IdentitySettings,
+    /// Failed authentications, sockets per address, turns per caller.
+    pub abuse: Arc<AbuseGuard>,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -207,7 +215,9 @@ impl AppState {
         identity: IdentitySettings,
     ) -> AppState {
         let inbound = InboundBudget::new(settings.limits.inbound_bytes_in_flight);
+        let abuse = Arc::new(AbuseGuard::new(settings.limits.abuse));
         AppState {
+            abuse,
             engine,
             agents,
             teams: HashMap::new(),
@@ -261,6 +271,8 @@ pub async fn serve(
             lifecycle::drain(&state).await;
         }
     };
+    // The peer's address reaches the handlers for the per-address limits.
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(accepting(listener), app)
         .with_graceful_shutdown(drained)
         .await

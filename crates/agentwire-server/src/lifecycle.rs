@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
+use crate::abuse::AddressHold;
 
 /// Server-wide connection state.
 #[derive(Default)]
@@ -30,9 +31,11 @@ pub struct Lifecycle {
     drain_deadline: OnceLock<Instant>,
 }
 
-/// One counted connection; dropping it uncounts it.
+/// One counted connection; dropping it uncounts it, and its address's
+/// share of `server.limits.max_connections_per_address`.
 pub(crate) struct ConnectionSlot {
     state: Arc<AppState>,
+    _address: AddressHold,
 }
 
 impl Lifecycle {
@@ -56,8 +59,9 @@ impl Lifecycle {
     }
 }
 
-/// Counts a new connection unless `server.limits.max_connections` are open.
-pub(crate) fn try_open(state: &Arc<AppState>) -> Option<ConnectionSlot> {
+/// Counts a new connection unless `server.limits.max_connections` are open;
+/// `address` is its share of its address's limit.
+pub(crate) fn try_open(state: &Arc<AppState>, address: AddressHold) -> Option<ConnectionSlot> {
     let max = state.settings.limits.max_connections;
     state
         .lifecycle
@@ -68,6 +72,7 @@ pub(crate) fn try_open(state: &Arc<AppState>) -> Option<ConnectionSlot> {
         .ok()
         .map(|_| ConnectionSlot {
             state: state.clone(),
+            _address: address,
         })
 }
 

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentwire_core::{CancelOutcome, ErrorCode};
 
+use crate::abuse::Limit;
+
 #[derive(Default)]
 pub struct Metrics {
     pub connections_total: AtomicU64,
@@ -19,6 +21,13 @@ pub struct Metrics {
     /// Connections closed with 4008 because they fell too far behind their
     /// session's log.
     pub slow_consumer_closes_total: AtomicU64,
+    /// Connections following a running turn in their session's log now (a
+    /// gauge the connections move themselves).
+    pub log_readers: AtomicU64,
+    /// Credentials that did not validate (refused or a wrong password).
+    pub auth_failures_total: AtomicU64,
+    /// Requests and turns refused by an abuse limit, by [`Limit::ALL`].
+    abuse_refusals_total: [AtomicU64; 4],
     /// Text deltas read merged into another by readers far behind.
     pub coalesced_deltas_total: AtomicU64,
     /// Rejoins whose missed events followed (`served`) or could not
@@ -56,6 +65,12 @@ impl Metrics {
             .position(|known| *known == code)
             .unwrap_or(ErrorCode::KNOWN.len());
         self.errors_total[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a refusal by `limit`.
+    pub fn count_abuse_refusal(&self, limit: Limit) {
+        let index = Limit::ALL.iter().position(|l| *l == limit).unwrap_or(0);
+        self.abuse_refusals_total[index].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Renders every metric; `gauges` are sampled by the caller.
@@ -115,6 +130,13 @@ impl Metrics {
             "Client frames refused because the inbound byte budget was spent.",
             &self.inbound_refused_total,
         );
+        let readers = self.log_readers.load(Ordering::Relaxed);
+        gauge(
+            &mut out,
+            "agentwire_log_readers",
+            "Connections following a running turn in their session's log.",
+            readers,
+        );
         counter(
             &mut out,
             "agentwire_slow_consumer_closes_total",
@@ -150,6 +172,25 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "agentwire_cancels_total{{outcome=\"{outcome}\"}} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        counter(
+            &mut out,
+            "agentwire_auth_failures_total",
+            "Credentials that did not validate (refused, or a wrong password).",
+            &self.auth_failures_total,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_abuse_refusals_total Requests and turns refused by an abuse limit, by limit."
+        );
+        let _ = writeln!(out, "# TYPE agentwire_abuse_refusals_total counter");
+        for (limit, value) in Limit::ALL.iter().zip(&self.abuse_refusals_total) {
+            let _ = writeln!(
+                out,
+                "agentwire_abuse_refusals_total{{limit=\"{}\"}} {}",
+                limit.as_str(),
                 value.load(Ordering::Relaxed)
             );
         }

@@ -3,15 +3,20 @@
 //! payload limit and buffer sizes. Each dialect's own checks are in its
 //! `upgrade` module; every refusal happens before a socket exists.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 use tungstenite::protocol::WebSocketConfig;
 
 use crate::AppState;
+use crate::abuse::{self, Limit};
 use crate::lifecycle::{self, ConnectionSlot};
 use crate::socket;
 use crate::trace;
@@ -22,11 +27,13 @@ use crate::websocket::{WebSocket, WebSocketUpgrade, WebSocketUpgradeRejection};
 const READ_BUFFER_BYTES: usize = 4 * 1024;
 
 /// Completes an admitted upgrade: takes a connection slot (503 when the
-/// limit was reached meanwhile), applies the payload limit and the buffer
-/// sizes, and runs `serve` on the socket.
+/// limit was reached meanwhile; 429 when the client's address has its
+/// `max_connections_per_address` open), applies the payload limit and the
+/// buffer sizes, and runs `serve` on the socket.
 pub(crate) fn open_socket<F, Fut>(
     state: &Arc<AppState>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    address: ClientAddress,
     upgrade_span: &tracing::Span,
     serve: F,
 ) -> Response
@@ -35,10 +42,17 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let Ok(upgrade) = upgrade else {
-        return Refusal(StatusCode::BAD_REQUEST, "Bad Request").into_response();
+        return Refusal::new(StatusCode::BAD_REQUEST, "Bad Request").into_response();
     };
-    let Some(slot) = lifecycle::try_open(state) else {
-        return Refusal(StatusCode::SERVICE_UNAVAILABLE, "connection limit reached")
+    let hold = match state.abuse.open_connection(address.0) {
+        Ok(hold) => hold,
+        Err(refused) => {
+            state.metrics.count_abuse_refusal(refused.limit);
+            return Refusal::throttled(refused).into_response();
+        }
+    };
+    let Some(slot) = lifecycle::try_open(state, hold) else {
+        return Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "connection limit reached")
             .into_response();
     };
     let max_payload = state.settings.limits.max_payload_bytes;
@@ -58,13 +72,13 @@ where
 pub(crate) fn check_capacity(state: &AppState) -> Result<(), Refusal> {
     let lifecycle = &state.lifecycle;
     if lifecycle.is_shut_down() {
-        return Err(Refusal(
+        return Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "server is shutting down",
         ));
     }
     if lifecycle.open_connections() >= state.settings.limits.max_connections {
-        return Err(Refusal(
+        return Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "connection limit reached",
         ));
@@ -75,18 +89,54 @@ pub(crate) fn check_capacity(state: &AppState) -> Result<(), Refusal> {
 /// Why a request was refused: a status and a short plain-text reason. The
 /// upgrade and the media routes answer with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Refusal(pub(crate) StatusCode, pub(crate) &'static str);
+pub(crate) struct Refusal {
+    pub(crate) status: StatusCode,
+    pub(crate) message: &'static str,
+    /// `Retry-After` in seconds, for a 429 (RFC 9110 §10.2.3).
+    retry_after_secs: Option<u64>,
+}
+
+impl Refusal {
+    pub(crate) const fn new(status: StatusCode, message: &'static str) -> Refusal {
+        Refusal {
+            status,
+            message,
+            retry_after_secs: None,
+        }
+    }
+
+    /// 429: one of the abuse limits ([`crate::abuse`]) refused the caller.
+    pub(crate) fn throttled(refused: abuse::Refused) -> Refusal {
+        let message = match refused.limit {
+            Limit::AuthPerAddress | Limit::AuthPerAgent => {
+                "too many failed authentication attempts"
+            }
+            Limit::ConnectionsPerAddress => "too many connections from this address",
+            Limit::TurnsPerCaller => "too many turns",
+        };
+        Refusal {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message,
+            retry_after_secs: Some(refused.retry_after_secs),
+        }
+    }
+}
 
 impl IntoResponse for Refusal {
     /// The body as Go's `http.Error` writes it: plain text and a newline.
     fn into_response(self) -> Response {
-        let Refusal(status, message) = self;
-        (
-            status,
+        let mut response = (
+            self.status,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("{message}\n"),
+            format!("{}\n", self.message),
         )
-            .into_response()
+            .into_response();
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -145,5 +195,21 @@ mod tests {
             &allowed,
             &headers(Some("https://app.example.com:444"), "x")
         ));
+    }
+}
+
+/// The client's address as its TCP connection has it: the peer, which is
+/// the load balancer's address behind one (the per-address limits then
+/// apply to the balancer; see docs/security.md). `None` when the router
+/// runs without connect info (in-process tests): no per-address limit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientAddress(pub(crate) Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<ClientAddress, Infallible> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>();
+        Ok(ClientAddress(peer.map(|ConnectInfo(addr)| addr.ip())))
     }
 }

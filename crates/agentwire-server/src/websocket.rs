@@ -129,7 +129,9 @@ impl WebSocketUpgrade {
                 Some(config),
             )
             .await;
-            serve(WebSocket::new(stream)).await;
+            // A task of its own: awaited here, the connection would carry
+            // this task's spent captures (`serve`, `config`) for its life.
+            tokio::spawn(serve(WebSocket::new(stream)));
         });
         Response::builder()
             .status(StatusCode::SWITCHING_PROTOCOLS)

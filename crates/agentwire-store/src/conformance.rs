@@ -13,10 +13,18 @@ use agentwire_core::{
 
 /// Generates one `#[tokio::test]` per conformance check. `$make` is an async
 /// fn returning the store and a guard that must outlive it (e.g. a temp dir).
+/// With `optional`, `$make` returns an `Option` of them, and `None` (no
+/// server to test against) ends each test early.
 macro_rules! conformance_tests {
     ($make:path) => {
+        $crate::conformance::conformance_tests!(@checks [required] $make);
+    };
+    (optional $make:path) => {
+        $crate::conformance::conformance_tests!(@checks [optional] $make);
+    };
+    (@checks [$mode:ident] $make:path) => {
         $crate::conformance::conformance_tests!(
-            $make;
+            @tests [$mode] $make;
             create_and_load_round_trip,
             create_twice_keeps_the_first,
             messages_round_trip_in_seq_order,
@@ -34,14 +42,23 @@ macro_rules! conformance_tests {
             summaries_are_stored_and_due_times_survive_rescheduling,
         );
     };
-    ($make:path; $($check:ident),+ $(,)?) => {
+    (@tests [$mode:ident] $make:path; $($check:ident),+ $(,)?) => {
         $(
             #[tokio::test]
             async fn $check() {
-                let (store, _guard) = $make().await;
+                let made = $crate::conformance::conformance_tests!(@make [$mode] $make);
+                let Some((store, _guard)) = made else {
+                    return;
+                };
                 $crate::conformance::$check(&store).await;
             }
         )+
+    };
+    (@make [required] $make:path) => {
+        Some($make().await)
+    };
+    (@make [optional] $make:path) => {
+        $make().await
     };
 }
 pub(crate) use conformance_tests;

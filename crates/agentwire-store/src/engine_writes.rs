@@ -5,7 +5,13 @@
 //! A live session keeps only its window in memory, however many turns it
 //! has had, and a resume reads only its window from the store, however long
 //! the session is (counted in messages the store hands out, not in time).
+//!
+//! Written once against any store and instantiated per adapter with
+//! [`engine_write_tests!`]: here on [`MemoryStore`], in `postgres/tests.rs`
+//! on `PgStore`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -21,11 +27,64 @@ use async_trait::async_trait;
 
 use crate::MemoryStore;
 
-/// A [`MemoryStore`] whose appends fail while `failing` is set, and which
-/// counts the messages its loads hand out.
-#[derive(Default)]
+/// What a fixture's store must outlive (a database to drop, a temp dir).
+pub(crate) type Guard = Box<dyn Send + Sync>;
+
+/// A store for one fixture and its guard; `None` skips the test (no server
+/// to test against).
+pub(crate) type StoreFuture =
+    Pin<Box<dyn Future<Output = Option<(Arc<dyn SessionStore>, Guard)>> + Send>>;
+
+/// Makes a fresh, empty store for one fixture.
+pub(crate) type MakeStore = fn() -> StoreFuture;
+
+/// Generates one `#[tokio::test]` per write-rule check, each fixture on a
+/// store from `$make` (a [`MakeStore`]).
+macro_rules! engine_write_tests {
+    ($make:path) => {
+        $crate::engine_writes::engine_write_tests!(
+            @tests $make;
+            done_comes_after_the_user_message_and_the_reply_are_stored,
+            a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was,
+            thousands_of_turns_keep_only_the_window_live,
+            resuming_a_long_session_reads_what_resuming_a_short_one_does,
+        );
+        #[tokio::test(start_paused = true)]
+        async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal() {
+            $crate::engine_writes::a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal(
+                $make,
+            )
+            .await;
+        }
+    };
+    (@tests $make:path; $($check:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                $crate::engine_writes::$check($make).await;
+            }
+        )+
+    };
+}
+pub(crate) use engine_write_tests;
+
+mod memory {
+    use super::*;
+
+    fn make() -> StoreFuture {
+        Box::pin(async {
+            let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+            Some((store, Box::new(()) as Guard))
+        })
+    }
+
+    engine_write_tests!(make);
+}
+
+/// A store whose appends fail while `failing` is set, and which counts the
+/// messages its loads hand out.
 struct FlakyStore {
-    inner: MemoryStore,
+    inner: Arc<dyn SessionStore>,
     failing: AtomicBool,
     messages_read: AtomicUsize,
 }
@@ -165,6 +224,7 @@ fn seqs(history: &[StoredMessage]) -> String {
 
 struct Fixture {
     store: Arc<FlakyStore>,
+    _guard: Guard,
     engine: Engine,
     agent: Arc<Agent>,
     scope: Arc<ConnectionScope>,
@@ -175,14 +235,24 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new() -> Fixture {
-        Fixture::with_handler(Arc::new(HistoryEcho {
-            window: DEFAULT_HISTORY_WINDOW,
-        }))
+    /// `None`: `make` has no store to test against.
+    async fn new(make: MakeStore) -> Option<Fixture> {
+        Fixture::with_handler(
+            make,
+            Arc::new(HistoryEcho {
+                window: DEFAULT_HISTORY_WINDOW,
+            }),
+        )
+        .await
     }
 
-    fn with_handler(handler: Arc<dyn Handler>) -> Fixture {
-        let store = Arc::new(FlakyStore::default());
+    async fn with_handler(make: MakeStore, handler: Arc<dyn Handler>) -> Option<Fixture> {
+        let (inner, guard) = make().await?;
+        let store = Arc::new(FlakyStore {
+            inner,
+            failing: AtomicBool::new(false),
+            messages_read: AtomicUsize::new(0),
+        });
         let engine = Engine::new(
             store.clone(),
             Arc::new(FixedClock(Timestamp(1_000))),
@@ -196,14 +266,15 @@ impl Fixture {
             handler,
         });
         let session = engine.mint_session_id();
-        Fixture {
+        Some(Fixture {
             store,
+            _guard: guard,
             engine,
             agent,
             scope: ConnectionScope::new(),
             session,
             lease: parking_lot::Mutex::new(None),
-        }
+        })
     }
 
     /// Runs a turn on the fixture's session and returns its terminal event.
@@ -254,9 +325,10 @@ impl Fixture {
     }
 }
 
-#[tokio::test]
-async fn done_comes_after_the_user_message_and_the_reply_are_stored() {
-    let fixture = Fixture::new();
+pub(crate) async fn done_comes_after_the_user_message_and_the_reply_are_stored(make: MakeStore) {
+    let Some(fixture) = Fixture::new(make).await else {
+        return;
+    };
     let TurnEvent::Completed(reply) = fixture.turn("hello").await else {
         panic!("the turn completes");
     };
@@ -265,9 +337,12 @@ async fn done_comes_after_the_user_message_and_the_reply_are_stored() {
     assert_eq!(fixture.stored_texts().await, ["hello", "hello"]);
 }
 
-#[tokio::test]
-async fn a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was() {
-    let fixture = Fixture::new();
+pub(crate) async fn a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was(
+    make: MakeStore,
+) {
+    let Some(fixture) = Fixture::new(make).await else {
+        return;
+    };
     assert!(matches!(fixture.turn("one").await, TurnEvent::Completed(_)));
 
     fixture.store.failing.store(true, Ordering::SeqCst);
@@ -325,11 +400,13 @@ async fn stored_session(store: &FlakyStore, id: &str, turns: u64) -> SessionId {
     id
 }
 
-#[tokio::test]
-async fn thousands_of_turns_keep_only_the_window_live() {
+pub(crate) async fn thousands_of_turns_keep_only_the_window_live(make: MakeStore) {
     const WINDOW: usize = 9;
     const TURNS: usize = 3_000;
-    let fixture = Fixture::with_handler(Arc::new(SeqEcho { window: WINDOW }));
+    let handler = Arc::new(SeqEcho { window: WINDOW });
+    let Some(fixture) = Fixture::with_handler(make, handler).await else {
+        return;
+    };
     let mut longest = 0;
     for turn in 0..TURNS {
         let TurnEvent::Completed(reply) = fixture.turn(&format!("q{turn}")).await else {
@@ -356,9 +433,10 @@ async fn thousands_of_turns_keep_only_the_window_live() {
     assert!(stored.iter().enumerate().all(|(i, m)| m.seq == i as u64));
 }
 
-#[tokio::test]
-async fn resuming_a_long_session_reads_what_resuming_a_short_one_does() {
-    let fixture = Fixture::new();
+pub(crate) async fn resuming_a_long_session_reads_what_resuming_a_short_one_does(make: MakeStore) {
+    let Some(fixture) = Fixture::new(make).await else {
+        return;
+    };
     let short = stored_session(&fixture.store, "short", 50).await;
     let long = stored_session(&fixture.store, "long", 1_000).await;
     let mut read = Vec::new();
@@ -402,11 +480,14 @@ impl Handler for Words {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal() {
+pub(crate) async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal(
+    make: MakeStore,
+) {
     // Every moment of the turn, in steps of half a word, and past its end.
     for half_steps in 0..(2 * WORDS.len() as u32 + 3) {
-        let fixture = Fixture::with_handler(Arc::new(Words));
+        let Some(fixture) = Fixture::with_handler(make, Arc::new(Words)).await else {
+            return;
+        };
         let handle = fixture.submit(&fixture.session, "go").await;
         let mut events = handle.events;
         tokio::time::sleep(WORD_STEP / 2 * half_steps).await;

@@ -4,10 +4,13 @@
 //! - [`SqliteStore`]: the embedded, durable default. One dedicated thread owns
 //!   the connection and group-commits batches of commands; async callers only
 //!   exchange messages with it.
+//! - [`PgStore`] (feature `postgres`): PostgreSQL through a connection
+//!   pool, for several replicas over one database; a turn's writes are one
+//!   statement.
 //! - [`MemoryStore`]: `storage.sessions: memory`; nothing survives a restart.
 //!
-//! Both behave the same way (the tests run one conformance suite against
-//! both): creating an existing session leaves it untouched, appending advances
+//! All behave the same way (the tests run one conformance suite against
+//! each): creating an existing session leaves it untouched, appending advances
 //! the session's `last_active_at`, and reusing a `seq` or appending to an
 //! unknown session is rejected. An owner's sessions are listed newest first
 //! by keyset (`last_active_at`, `id`, both descending); a summary's due time
@@ -19,7 +22,16 @@ mod conformance;
 #[cfg(test)]
 mod engine_writes;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod redact;
 mod sqlite;
 
 pub use memory::{DEFAULT_MAX_SESSIONS, MemoryLimits, MemoryStore};
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, PgOptions, PgStore,
+    PgUrl,
+};
+pub use redact::{REDACTED, redact_url};
 pub use sqlite::SqliteStore;

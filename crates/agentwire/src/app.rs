@@ -12,6 +12,8 @@ use agentwire_runtime::{Peer, Roster};
 use agentwire_server::{
     AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings, TeamEntry,
 };
+#[cfg(feature = "postgres")]
+use agentwire_store::PgStore;
 use agentwire_store::{MemoryLimits, MemoryStore, SqliteStore};
 use anyhow::Context as _;
 
@@ -101,6 +103,7 @@ pub async fn build(config: Config) -> anyhow::Result<App> {
             ping_interval: limits.ping_interval,
             pong_timeout: limits.pong_timeout,
             drain_timeout: limits.drain_timeout,
+            abuse: limits.abuse,
         },
         screening: config.screening.screen(),
         console: config.console,
@@ -234,6 +237,17 @@ async fn open_store(
                 format!(
                     "storage.sessions: cannot open SQLite database {}",
                     path.display()
+                )
+            })?)
+        }
+        // The error names the database by its redacted URL, and the
+        // store's errors never carry the password.
+        #[cfg(feature = "postgres")]
+        SessionStorage::Postgres(options) => {
+            Arc::new(PgStore::connect(options).await.with_context(|| {
+                format!(
+                    "storage.sessions: cannot open PostgreSQL database {}",
+                    options.url
                 )
             })?)
         }

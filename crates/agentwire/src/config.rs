@@ -13,6 +13,7 @@ mod duration;
 mod env;
 mod media;
 mod mock;
+mod postgres;
 mod print;
 pub mod reference;
 mod runtime;
@@ -76,6 +77,8 @@ pub struct LimitsConfig {
     pub ping_interval: Duration,
     pub pong_timeout: Duration,
     pub drain_timeout: Duration,
+    /// Failed authentications, sockets per address, turns per caller.
+    pub abuse: agentwire_server::AbuseLimits,
 }
 
 /// The inbound budget without `server.limits.inbound_bytes_in_flight`:
@@ -90,6 +93,10 @@ fn default_inbound_bytes_in_flight(max_payload_bytes: usize) -> usize {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionStorage {
     Sqlite(PathBuf),
+    /// A `postgres://` URL and `storage.postgres`; the URL's `Debug` and
+    /// `Display` hide its password.
+    #[cfg(feature = "postgres")]
+    Postgres(Box<agentwire_store::PgOptions>),
     /// `max_sessions`: `storage.memory_max_sessions`.
     Memory {
         max_sessions: usize,
@@ -153,13 +160,7 @@ pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Conf
         env::LoadError::At(e) => e,
     })?;
     let raw: raw::File = serde_path_to_error::deserialize(tree).map_err(|e| {
-        let path = e.path().to_string();
-        let key = if path == "." {
-            "config".to_owned()
-        } else {
-            path
-        };
-        written.redact(ConfigError::new(key, e.into_inner().to_string()))
+        written.redact_path(e.path().to_string(), "config", e.into_inner().to_string())
     })?;
     validate(raw, &lookup).map_err(|e| written.redact(e))
 }
@@ -192,7 +193,11 @@ fn validate(
         ));
     }
     let limits = validate_limits(server.limits)?;
-    let sessions = parse_session_storage(&raw.storage.sessions, raw.storage.memory_max_sessions)?;
+    let sessions = parse_session_storage(
+        &raw.storage.sessions,
+        raw.storage.memory_max_sessions,
+        raw.storage.postgres,
+    )?;
     let media = media::validate(raw.storage.media)?;
     let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
@@ -298,7 +303,19 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
             "must be longer than server.limits.ping_interval, or healthy idle clients are closed",
         ));
     }
+    if let Some(max) = raw.max_connections_per_address {
+        positive("max_connections_per_address", max as u64)?;
+    }
+    if let Some(turns) = raw.turns_per_minute_per_caller {
+        positive("turns_per_minute_per_caller", u64::from(turns))?;
+    }
     Ok(LimitsConfig {
+        abuse: agentwire_server::AbuseLimits {
+            auth_failures_per_address_per_minute: raw.auth_failures_per_address_per_minute,
+            auth_failures_per_agent_per_minute: raw.auth_failures_per_agent_per_minute,
+            max_connections_per_address: raw.max_connections_per_address,
+            turns_per_minute_per_caller: raw.turns_per_minute_per_caller,
+        },
         max_connections: raw.max_connections,
         messages_per_second: raw.messages_per_second,
         message_burst: raw.message_burst,
@@ -313,11 +330,20 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
 }
 
 /// `storage.sessions`, and `storage.memory_max_sessions` for `memory`
-/// (ignored with SQLite, which evicts nothing).
+/// (ignored with SQLite, which evicts nothing), `storage.postgres` for a
+/// `postgres://` URL (ignored otherwise).
 fn parse_session_storage(
     value: &str,
     memory_max_sessions: Option<usize>,
+    postgres: postgres::RawPostgres,
 ) -> Result<SessionStorage, ConfigError> {
+    if postgres::is_postgres_url(value) {
+        #[cfg(feature = "postgres")]
+        return postgres::validate(value, postgres)
+            .map(|options| SessionStorage::Postgres(Box::new(options)));
+        #[cfg(not(feature = "postgres"))]
+        return postgres::validate(value, postgres).map(|never| match never {});
+    }
     if value == "memory" {
         let max_sessions = memory_max_sessions.unwrap_or(agentwire_store::DEFAULT_MAX_SESSIONS);
         if max_sessions == 0 {
@@ -332,7 +358,10 @@ fn parse_session_storage(
         Some(path) if !path.is_empty() => Ok(SessionStorage::Sqlite(PathBuf::from(path))),
         _ => Err(ConfigError::new(
             "storage.sessions",
-            format!("expected `sqlite://PATH` or `memory`, got {value:?}"),
+            format!(
+                "expected `sqlite://PATH`, `postgres://…` or `memory`, got {:?}",
+                agentwire_store::redact_url(value)
+            ),
         )),
     }
 }
@@ -515,6 +544,23 @@ mod raw {
         pub(super) pong_timeout: ConfigDuration,
         /// How long running turns get after SIGTERM before they are cancelled.
         pub(super) drain_timeout: ConfigDuration,
+        /// Failed authentications (a refused API key or JWT, a wrong
+        /// password) a client address may make per minute, and at once;
+        /// beyond, its upgrades that carry a credential get 429 with
+        /// `Retry-After` until a failure has been forgiven. 0: no limit.
+        pub(super) auth_failures_per_address_per_minute: u32,
+        /// Failed authentications per minute against one agent or team,
+        /// from any address: the bound on a guesser spread over many
+        /// addresses. 0: no limit.
+        pub(super) auth_failures_per_agent_per_minute: u32,
+        /// Open sockets per client address (the TCP peer: behind a load
+        /// balancer, the balancer's); beyond, upgrades answer 429. Default:
+        /// no limit.
+        pub(super) max_connections_per_address: Option<usize>,
+        /// Turns a caller (its owner, else its address) may start per
+        /// minute, and at once, across all its connections; beyond:
+        /// `RATE_LIMITED` "turn rate limit exceeded". Default: no limit.
+        pub(super) turns_per_minute_per_caller: Option<u32>,
     }
 
     impl Default for Limits {
@@ -530,6 +576,10 @@ mod raw {
                 ping_interval: ConfigDuration::secs(30),
                 pong_timeout: ConfigDuration::secs(60),
                 drain_timeout: ConfigDuration::secs(30),
+                auth_failures_per_address_per_minute: 20,
+                auth_failures_per_agent_per_minute: 200,
+                max_connections_per_address: None,
+                turns_per_minute_per_caller: None,
             }
         }
     }
@@ -538,12 +588,18 @@ mod raw {
     #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(deny_unknown_fields, default)]
     pub(super) struct Storage {
-        /// The session store: `sqlite://PATH` (a file, created if missing)
-        /// or `memory` (lost on restart).
+        /// The session store: `sqlite://PATH` (a file, created if missing),
+        /// `postgres://USER:PASSWORD@HOST:PORT/DB` (a PostgreSQL database,
+        /// migrated at startup; libpq URL syntax, `?host=/dir` for a Unix
+        /// socket; no TLS yet) or `memory` (lost on restart). The password
+        /// is redacted wherever the URL is shown; use `${VAR}` for it.
         pub(super) sessions: String,
         /// With `memory`: the most sessions kept; ignored with SQLite.
         /// Default: 10000.
         pub(super) memory_max_sessions: Option<usize>,
+        /// With a `postgres://` URL: the pool and its timeouts; ignored
+        /// otherwise.
+        pub(super) postgres: super::postgres::RawPostgres,
         /// Media storage for uploads.
         pub(super) media: super::media::RawMedia,
     }
@@ -553,6 +609,7 @@ mod raw {
             Storage {
                 sessions: "sqlite://./data/agentwire.db".to_owned(),
                 memory_max_sessions: None,
+                postgres: super::postgres::RawPostgres::default(),
                 media: super::media::RawMedia::default(),
             }
         }

@@ -46,8 +46,17 @@ pub(super) async fn run_turn(
         finished = run => Some(finished),
         () = cancel.cancelled() => None,
     };
+    // How the turn ends is decided here, under the lock `cancel_turn` takes:
+    // a cancel from now on (while the records are stored, which takes a
+    // round trip on a networked store) finds nothing running, instead of
+    // reporting a cancel the turn then does not honour.
+    let cancelled = {
+        let mut state = lease.session.state.lock();
+        state.turn_cancel = None;
+        cancel.is_cancelled()
+    };
     let ending = match finished {
-        _ if cancel.is_cancelled() => {
+        _ if cancelled => {
             withdraw_client_calls(&turn).await;
             Ending::Cancelled(Reply::text(turn.events().streamed()))
         }

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use agentwire_core::media::media_session_id;
-use agentwire_core::{Credentials, MediaBytes, UploadSpec};
+use agentwire_core::{Credentials, MediaBytes, SessionId, UploadSpec};
 use axum::Router;
 use axum::extract::multipart::{Field, Multipart, MultipartRejection};
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
@@ -47,7 +47,7 @@ const ALLOWED_TYPES: &[&str] = &[
 /// The `session_id` field is a short string.
 const MAX_FIELD_BYTES: u64 = 1024;
 
-const TOO_LARGE: Refusal = Refusal(StatusCode::PAYLOAD_TOO_LARGE, "file too large");
+const TOO_LARGE: Refusal = Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "file too large");
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new().route(
@@ -69,10 +69,10 @@ async fn upload(
 }
 
 /// The file part as read.
-struct File {
-    filename: String,
-    mime_type: String,
-    bytes: Vec<u8>,
+pub(crate) struct File {
+    pub(crate) filename: String,
+    pub(crate) mime_type: String,
+    pub(crate) bytes: Vec<u8>,
 }
 
 async fn upload_inner(
@@ -94,6 +94,34 @@ async fn upload_inner(
         password: None,
     };
     let owner = identity::identify_owner(state, &credentials).await?;
+    let (file, session) = read_form(body, media.max_bytes).await?;
+    check_session_owner(state, &session, owner.as_deref()).await?;
+    let size_bytes = file.bytes.len() as u64;
+    let spec = UploadSpec {
+        session: session.clone(),
+        filename: file.filename,
+        mime_type: file.mime_type,
+        size_bytes,
+        owner,
+    };
+    let body = futures_util::stream::iter([Ok(MediaBytes::new(file.bytes))]).boxed();
+    let info = media.store.put(&spec, body).await.map_err(refusal)?;
+    let answer = serde_json::json!({
+        "asset_id": info.storage_ref.media.to_uuid(),
+        "session_id": session.as_str(),
+        "filename": info.filename,
+        "mime_type": info.mime_type,
+        "size_bytes": info.size_bytes,
+    });
+    Ok(json(StatusCode::OK, answer.to_string()))
+}
+
+/// The form: its one `file` part (of an allowed type, at most `max_bytes`,
+/// not empty) and its `session_id` field; other fields are skipped.
+pub(crate) async fn read_form(
+    body: Result<Multipart, MultipartRejection>,
+    max_bytes: u64,
+) -> Result<(File, SessionId), Refusal> {
     let mut multipart = body.map_err(|_| INVALID_BODY)?;
     let (mut file, mut session) = (None, None);
     while let Some(field) = multipart.next_field().await.map_err(|_| INVALID_BODY)? {
@@ -108,9 +136,7 @@ async fn upload_inner(
                 if !ALLOWED_TYPES.contains(&mime_type.as_str()) {
                     return Err(UNSUPPORTED_TYPE);
                 }
-                let bytes = read_capped(field, media.max_bytes)
-                    .await?
-                    .ok_or(TOO_LARGE)?;
+                let bytes = read_capped(field, max_bytes).await?.ok_or(TOO_LARGE)?;
                 file = Some(File {
                     filename,
                     mime_type,
@@ -135,25 +161,7 @@ async fn upload_inner(
     if file.bytes.is_empty() {
         return Err(INVALID_BODY);
     }
-    check_session_owner(state, &session, owner.as_deref()).await?;
-    let size_bytes = file.bytes.len() as u64;
-    let spec = UploadSpec {
-        session: session.clone(),
-        filename: file.filename,
-        mime_type: file.mime_type,
-        size_bytes,
-        owner,
-    };
-    let body = futures_util::stream::iter([Ok(MediaBytes::new(file.bytes))]).boxed();
-    let info = media.store.put(&spec, body).await.map_err(refusal)?;
-    let answer = serde_json::json!({
-        "asset_id": info.storage_ref.media.to_uuid(),
-        "session_id": session.as_str(),
-        "filename": info.filename,
-        "mime_type": info.mime_type,
-        "size_bytes": info.size_bytes,
-    });
-    Ok(json(StatusCode::OK, answer.to_string()))
+    Ok((file, session))
 }
 
 /// A field's bytes; `None` past `cap`.

@@ -45,6 +45,7 @@ use crate::AppState;
 use crate::budget::{self, InboundPermit};
 use crate::driver::{
     self, CredentialClock, Dialect, DrainNotice, INTERNAL, Link, RejoinAt, SubmitRefusal,
+    TURN_RATE_LIMITED,
 };
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
@@ -132,7 +133,13 @@ struct Gnosari {
     limiter: TokenBucket,
 }
 
-pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: GnosariParams) {
+/// The connection's future, its parts built before it starts (see
+/// [`driver::run`]).
+pub(crate) fn run(
+    socket: WebSocket,
+    slot: ConnectionSlot,
+    params: GnosariParams,
+) -> impl Future<Output = ()> + Send {
     let state = slot.state();
     let limits = &state.settings.limits;
     // Past the deadline no new turn starts, and the socket closes with 1008
@@ -147,7 +154,7 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Gnosari
         queue: VecDeque::new(),
         params,
     };
-    driver::run(socket, slot, credential, gnosari).await;
+    driver::run(socket, slot, credential, gnosari)
 }
 
 impl Dialect for Gnosari {
@@ -556,6 +563,15 @@ impl Gnosari {
             let reply = self.error_reply(
                 ErrorCode::CredentialExpired,
                 CREDENTIAL_EXPIRED,
+                session_id.as_deref(),
+                client_message_id.as_deref(),
+            );
+            return self.send_reply(link, reply).await;
+        }
+        if !link.turn_allowed(&self.params.caller) {
+            let reply = self.error_reply(
+                ErrorCode::RateLimited,
+                TURN_RATE_LIMITED,
                 session_id.as_deref(),
                 client_message_id.as_deref(),
             );

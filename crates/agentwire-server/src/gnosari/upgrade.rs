@@ -20,7 +20,7 @@ use crate::driver::RejoinAt;
 use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::trace;
-use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
+use crate::upgrade::{ClientAddress, Refusal, check_capacity, open_socket, origin_allowed};
 use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
 use crate::{AgentEntry, AppState, TeamEntry, TeamMember};
 
@@ -35,12 +35,21 @@ pub(crate) async fn ws_upgrade(
     agent: Result<Path<String>, PathRejection>,
     RawQuery(raw_query): RawQuery,
     headers: HeaderMap,
+    address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     // A path segment that does not decode names no agent.
     let agent = agent.map(|Path(agent)| agent).unwrap_or_default();
     let target = Target::Agent(&agent);
-    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+    upgrade_to(
+        &state,
+        target,
+        raw_query.as_deref(),
+        &headers,
+        address,
+        upgrade,
+    )
+    .await
 }
 
 /// `/ws/team/{team}`: the team's orchestrator answers.
@@ -49,11 +58,20 @@ pub(crate) async fn team_upgrade(
     team: Result<Path<String>, PathRejection>,
     RawQuery(raw_query): RawQuery,
     headers: HeaderMap,
+    address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let team = team.map(|Path(team)| team).unwrap_or_default();
     let target = Target::Team(&team);
-    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+    upgrade_to(
+        &state,
+        target,
+        raw_query.as_deref(),
+        &headers,
+        address,
+        upgrade,
+    )
+    .await
 }
 
 /// `/ws/team/{team}/agent/{agent}`: one member of the team answers.
@@ -62,6 +80,7 @@ pub(crate) async fn team_member_upgrade(
     path: Result<Path<(String, String)>, PathRejection>,
     RawQuery(raw_query): RawQuery,
     headers: HeaderMap,
+    address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let (team, agent) = path.map(|Path(pair)| pair).unwrap_or_default();
@@ -69,7 +88,15 @@ pub(crate) async fn team_member_upgrade(
         team: &team,
         agent: &agent,
     };
-    upgrade_to(&state, target, raw_query.as_deref(), &headers, upgrade).await
+    upgrade_to(
+        &state,
+        target,
+        raw_query.as_deref(),
+        &headers,
+        address,
+        upgrade,
+    )
+    .await
 }
 
 /// What a Gnosari path names.
@@ -96,14 +123,15 @@ async fn upgrade_to(
     target: Target<'_>,
     raw_query: Option<&str>,
     headers: &HeaderMap,
+    address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let span = trace::upgrade_span("gnosari", target.route(), headers);
-    let admitted = admit(state, target, raw_query, headers)
+    let admitted = admit(state, target, raw_query, headers, address)
         .instrument(span.clone())
         .await;
     let response = match admitted {
-        Ok(params) => open_socket(state, upgrade, &span, move |socket, slot| {
+        Ok(params) => open_socket(state, upgrade, address, &span, move |socket, slot| {
             connection::run(socket, slot, params)
         }),
         Err(refusal) => refusal.into_response(),
@@ -117,12 +145,16 @@ async fn admit(
     target: Target<'_>,
     raw_query: Option<&str>,
     headers: &HeaderMap,
+    address: ClientAddress,
 ) -> Result<GnosariParams, Refusal> {
     check_capacity(state)?;
     if state.lifecycle.is_draining() {
-        return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "server draining"));
+        return Err(Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server draining",
+        ));
     }
-    let agent_not_found = Refusal(StatusCode::NOT_FOUND, "agent not found");
+    let agent_not_found = Refusal::new(StatusCode::NOT_FOUND, "agent not found");
     let team_entry: Arc<TeamEntry>;
     let agent_entry: Arc<AgentEntry>;
     let (agent, agent_name, gate) = match target {
@@ -136,7 +168,7 @@ async fn admit(
                 .teams
                 .get(team)
                 .cloned()
-                .ok_or(Refusal(StatusCode::NOT_FOUND, "team not found"))?;
+                .ok_or(Refusal::new(StatusCode::NOT_FOUND, "team not found"))?;
             let member = match target {
                 Target::Member { agent, .. } => team_entry.member(agent).ok_or(agent_not_found)?,
                 _ => &team_entry.orchestrator,
@@ -147,9 +179,9 @@ async fn admit(
     };
     let query = QueryParams::parse(raw_query);
     let credentials = credentials(headers, &query);
-    let caller = identity::identify_at(state, &credentials, &gate).await?;
+    let caller = identity::identify_at(state, &credentials, &gate, address).await?;
     if !origin_allowed(&state.settings.allowed_origins, headers) {
-        return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
+        return Err(Refusal::new(StatusCode::FORBIDDEN, "Forbidden"));
     }
     let positions = query.wants_positions();
     let rejoin = query

@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use agentwire_core::{
     CancelOutcome, ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader,
-    MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, ToolSide,
-    TurnEvent,
+    MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, TurnEvent,
 };
-use agentwire_omnia::{self as omnia, ClientFrame, ClientMessage};
+use agentwire_omnia::{
+    self as omnia, ClientFrame, ClientMessage, Encoded, EncoderOptions, TurnEncoder,
+};
 
 use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
 use crate::driver::{
-    self, CredentialClock, Dialect, DrainNotice, INTERNAL, Link, RejoinAt, SubmitRefusal,
+    self, CredentialClock, Dialect, DrainNotice, Link, RejoinAt, SubmitRefusal, TURN_RATE_LIMITED,
 };
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
@@ -62,12 +63,10 @@ struct Omnia {
     /// The running turn's message's share of the inbound budget, given
     /// back when the turn ends.
     turn_bytes: Option<InboundPermit>,
-    /// Entries up to this seq are a rejoin's warm-up: they rebuild the
-    /// per-turn state (`in_delegation`) and are not sent again.
+    /// Entries up to this seq are a rejoin's warm-up: the encoder takes
+    /// them in ([`TurnEncoder::observe`]) and they are not sent again.
     send_after: u64,
-    /// The running turn is inside a delegation: the delegate's text is not
-    /// part of the reply, and Omnia has no agent identities to show it by.
-    in_delegation: bool,
+    encoder: TurnEncoder,
     /// Per-connection state: pending client tool calls, handler caches.
     scope: Arc<ConnectionScope>,
     /// Text frames per second.
@@ -76,7 +75,13 @@ struct Omnia {
     media_limiter: TokenBucket,
 }
 
-pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: ConnectionParams) {
+/// The connection's future, its parts built before it starts (see
+/// [`driver::run`]).
+pub(crate) fn run(
+    socket: WebSocket,
+    slot: ConnectionSlot,
+    params: ConnectionParams,
+) -> impl Future<Output = ()> + Send {
     let state = slot.state();
     let minted = state.engine.mint_session_id();
     let limits = &state.settings.limits;
@@ -91,10 +96,14 @@ pub(crate) async fn run(socket: WebSocket, slot: ConnectionSlot, params: Connect
         turn: None,
         turn_bytes: None,
         send_after: 0,
-        in_delegation: false,
+        encoder: TurnEncoder::new(EncoderOptions {
+            positions: params.positions,
+            shows_server_tools: params.agent.shows_server_tools,
+            binary_media: params.binary,
+        }),
         params,
     };
-    driver::run(socket, slot, credential, omnia).await;
+    driver::run(socket, slot, credential, omnia)
 }
 
 impl Dialect for Omnia {
@@ -156,73 +165,30 @@ impl Dialect for Omnia {
     }
 
     async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed> {
-        let event = &*entry.event;
-        match event {
-            TurnEvent::TurnStarted { .. } => self.in_delegation = false,
-            TurnEvent::AgentSwitched { delegated, .. } => self.in_delegation = *delegated,
-            _ if event.is_terminal() => self.end_turn(),
-            _ => {}
+        if entry.event.is_terminal() {
+            self.end_turn();
         }
         if entry.seq <= self.send_after {
+            self.encoder.observe(&entry);
             return Ok(());
         }
-        let session = self.current.as_str();
+        if let Some(code) = self.encoder.error_code(&entry.event) {
+            link.state.metrics.count_error(code);
+        }
+        let epoch = match &*entry.event {
+            TurnEvent::TurnStarted { .. } => self.turn.as_ref().map(|r| r.epoch().to_string()),
+            _ => None,
+        };
         let now = link.state.engine.clock().now();
-        let shows_server_tools = self.params.agent.shows_server_tools;
-        let frame = match event {
-            TurnEvent::TurnStarted { agent } if self.params.positions => {
-                let epoch = self.turn.as_ref().map(|r| r.epoch().to_string());
-                let epoch = epoch.unwrap_or_default();
-                omnia::encode_turn_started(session, entry.turn.0, &epoch, agent, now)
-            }
-            TurnEvent::TurnStarted { .. } | TurnEvent::AgentSwitched { .. } => return Ok(()),
-            TurnEvent::TextDelta(_) if self.in_delegation => return Ok(()),
-            TurnEvent::TextDelta(delta) => omnia::encode_chunk(session, delta, now),
-            TurnEvent::ToolCall(call) if call.side == ToolSide::Client || shows_server_tools => {
-                omnia::encode_tool_call(session, call, now)
-            }
-            // Client-side results reach the stream only when the client did not
-            // answer in time: it is told the call is over.
-            TurnEvent::ToolResult { id, outcome, side }
-                if *side == ToolSide::Client || shows_server_tools =>
-            {
-                omnia::encode_tool_result(session, id, outcome, now)
-            }
-            TurnEvent::ToolCall(_) | TurnEvent::ToolResult { .. } => return Ok(()),
-            TurnEvent::Media(chunk) if self.params.binary => {
-                return self.send_binary_media(link, chunk).await;
-            }
-            TurnEvent::Media(chunk) => omnia::encode_media_chunk(
-                session,
-                &chunk.media_id,
-                chunk.sequence,
-                chunk.is_last,
-                &chunk.data,
-                &chunk.mime_type,
-                now,
-            ),
-            TurnEvent::Interrupt => omnia::encode_interrupt(session, now),
-            TurnEvent::AudioFormat(format) => omnia::encode_session_config(session, format, now),
-            TurnEvent::Completed(reply) => omnia::encode_done(session, reply, now),
-            TurnEvent::Cancelled(partial) if self.params.positions => {
-                omnia::encode_cancelled(session, partial, now)
-            }
-            // A client that cannot cancel saw a server-side one (the drain
-            // gave up on the turn): an internal error, as before.
-            TurnEvent::Cancelled(_) => {
-                link.state.metrics.count_error(ErrorCode::Internal);
-                omnia::encode_error(Some(session), ErrorCode::Internal, INTERNAL, now)
-            }
-            TurnEvent::Failed(failure) => {
-                link.state.metrics.count_error(failure.code);
-                omnia::encode_error(Some(session), failure.code, &failure.message, now)
-            }
-        };
-        let frame = match self.params.positions {
-            true => omnia::with_seq(frame, entry.seq),
-            false => frame,
-        };
-        link.send(frame).await
+        let session = self.current.as_str();
+        match self
+            .encoder
+            .encode(session, &entry, epoch.as_deref().unwrap_or_default(), now)
+        {
+            Encoded::Nothing => Ok(()),
+            Encoded::Text(frame) => link.send(frame).await,
+            Encoded::BinaryMedia(chunk) => self.send_binary_media(link, chunk).await,
+        }
     }
 
     async fn when_idle(
@@ -279,7 +245,6 @@ impl Omnia {
             self.turn = None;
         }
         self.turn_bytes = None;
-        self.in_delegation = false;
     }
 
     /// Delivers a client's answer to a call pending on the connection's
@@ -477,6 +442,9 @@ impl Omnia {
             super::media::check_storage_refs(&link.state, session, &message.parts).await
         {
             return send_error(link, None, code, text).await;
+        }
+        if !link.turn_allowed(&self.params.caller) {
+            return send_error(link, None, ErrorCode::RateLimited, TURN_RATE_LIMITED).await;
         }
         let ClientMessage {
             session_id,

@@ -15,7 +15,7 @@ use crate::driver::RejoinAt;
 use crate::identity;
 use crate::query::QueryParams;
 use crate::trace;
-use crate::upgrade::{Refusal, check_capacity, open_socket, origin_allowed};
+use crate::upgrade::{ClientAddress, Refusal, check_capacity, open_socket, origin_allowed};
 use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
 use crate::{AgentEntry, AppState};
 
@@ -23,14 +23,15 @@ pub(crate) async fn ws_upgrade(
     State(state): State<Arc<AppState>>,
     RawQuery(raw_query): RawQuery,
     headers: HeaderMap,
+    address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let span = trace::upgrade_span("omnia", "/ws", &headers);
-    let admitted = admit(&state, raw_query.as_deref(), &headers)
+    let admitted = admit(&state, raw_query.as_deref(), &headers, address)
         .instrument(span.clone())
         .await;
     let response = match admitted {
-        Ok(admitted) => open_socket(&state, upgrade, &span, move |socket, slot| {
+        Ok(admitted) => open_socket(&state, upgrade, address, &span, move |socket, slot| {
             connection::run(socket, slot, admitted)
         }),
         Err(refusal) => refusal.into_response(),
@@ -44,33 +45,37 @@ async fn admit(
     state: &AppState,
     raw_query: Option<&str>,
     headers: &HeaderMap,
+    address: ClientAddress,
 ) -> Result<ConnectionParams, Refusal> {
     check_capacity(state)?;
     let lifecycle = &state.lifecycle;
     let query = QueryParams::parse(raw_query);
     let agent_name = query.first("agent").filter(|a| !a.is_empty());
     let Some(agent_name) = agent_name else {
-        return Err(Refusal(
+        return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             "agent parameter is required",
         ));
     };
     let resume = query.first("resume").filter(|r| !r.is_empty());
     if lifecycle.is_draining() && resume.is_none() {
-        return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "server draining"));
+        return Err(Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server draining",
+        ));
     }
     let agent: Arc<AgentEntry> = state
         .agents
         .get(agent_name)
         .cloned()
-        .ok_or(Refusal(StatusCode::NOT_FOUND, "agent not found"))?;
+        .ok_or(Refusal::new(StatusCode::NOT_FOUND, "agent not found"))?;
     let credentials = Credentials {
         bearer: identity::bearer(headers),
         ..Credentials::default()
     };
-    let caller = identity::identify(state, &credentials, &agent).await?;
+    let caller = identity::identify(state, &credentials, &agent, address).await?;
     if !origin_allowed(&state.settings.allowed_origins, headers) {
-        return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden"));
+        return Err(Refusal::new(StatusCode::FORBIDDEN, "Forbidden"));
     }
     let memory_facet = memory_facet(&query, agent.memory_facet.as_deref())?;
     let positions = query.wants_positions();
@@ -96,7 +101,7 @@ async fn admit(
 /// `memory_facet`: optional, at most once, `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`.
 /// An agent scoped to a facet uses it when none is named and refuses another.
 fn memory_facet(query: &QueryParams, agents: Option<&str>) -> Result<Option<String>, Refusal> {
-    let invalid = || Refusal(StatusCode::BAD_REQUEST, "invalid memory_facet");
+    let invalid = || Refusal::new(StatusCode::BAD_REQUEST, "invalid memory_facet");
     match query.count("memory_facet") {
         0 => return Ok(agents.map(str::to_owned)),
         1 => {}
@@ -114,9 +119,10 @@ fn memory_facet(query: &QueryParams, agents: Option<&str>) -> Result<Option<Stri
         return Err(invalid());
     }
     match agents {
-        Some(own) if own != facet => {
-            Err(Refusal(StatusCode::FORBIDDEN, "memory_facet not allowed"))
-        }
+        Some(own) if own != facet => Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "memory_facet not allowed",
+        )),
         _ => Ok(Some(facet.to_owned())),
     }
 }

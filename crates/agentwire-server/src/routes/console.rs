@@ -29,6 +29,7 @@ use axum::routing::get;
 use crate::AppState;
 use crate::omnia::upgrade::ws_upgrade;
 use crate::query::QueryParams;
+use crate::upgrade::ClientAddress;
 use crate::websocket::{WebSocketUpgrade, WebSocketUpgradeRejection};
 
 /// The console's policy: nothing but this origin's own files; sockets to any
@@ -172,6 +173,7 @@ async fn socket(
     state: State<Arc<AppState>>,
     RawQuery(raw_query): RawQuery,
     mut headers: HeaderMap,
+    address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let token = QueryParams::parse(raw_query.as_deref())
@@ -191,7 +193,7 @@ async fn socket(
         }
     }
     let query = raw_query.map(|raw| without_access_token(&raw));
-    ws_upgrade(state, RawQuery(query), headers, upgrade).await
+    ws_upgrade(state, RawQuery(query), headers, address, upgrade).await
 }
 
 /// `raw` without its `access_token` pairs, so the credential goes no

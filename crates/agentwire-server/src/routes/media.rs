@@ -70,12 +70,13 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 }
 
 pub(crate) const NOT_ENABLED: Refusal =
-    Refusal(StatusCode::NOT_FOUND, "media storage is not enabled");
-pub(crate) const INVALID_BODY: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid request body");
-const INVALID_REF: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid storage reference");
-const INVALID_PATH: Refusal = Refusal(StatusCode::BAD_REQUEST, "invalid path");
+    Refusal::new(StatusCode::NOT_FOUND, "media storage is not enabled");
+pub(crate) const INVALID_BODY: Refusal =
+    Refusal::new(StatusCode::BAD_REQUEST, "invalid request body");
+const INVALID_REF: Refusal = Refusal::new(StatusCode::BAD_REQUEST, "invalid storage reference");
+const INVALID_PATH: Refusal = Refusal::new(StatusCode::BAD_REQUEST, "invalid path");
 pub(crate) const UNSUPPORTED_TYPE: Refusal =
-    Refusal(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported media type");
+    Refusal::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported media type");
 
 /// The media service, if it is on.
 pub(crate) fn service(state: &AppState) -> Result<&MediaService, Refusal> {
@@ -92,7 +93,7 @@ async fn authorize(
     headers: &HeaderMap,
     session: &SessionId,
 ) -> Result<(), Refusal> {
-    let unauthorized = Refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+    let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
     let owner = match (identity::bearer(headers), &state.identity.authenticator) {
         (Some(token), Some(authenticator)) => {
             let credentials = Credentials {
@@ -123,12 +124,12 @@ pub(crate) async fn check_session_owner(
 ) -> Result<(), Refusal> {
     match state.engine.store().load_session(session).await {
         Ok(Some(record)) if record.owner.as_deref() != owner => {
-            Err(Refusal(StatusCode::NOT_FOUND, "not found"))
+            Err(Refusal::new(StatusCode::NOT_FOUND, "not found"))
         }
         Ok(_) => Ok(()),
         Err(e) => {
             tracing::error!(error = %e, "session store failed");
-            Err(Refusal(
+            Err(Refusal::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal server error",
             ))
@@ -139,15 +140,15 @@ pub(crate) async fn check_session_owner(
 /// The client-facing answer for a store failure.
 pub(crate) fn refusal(error: MediaError) -> Refusal {
     match error {
-        MediaError::NotFound => Refusal(StatusCode::NOT_FOUND, "not found"),
-        MediaError::Expired => Refusal(StatusCode::GONE, "media expired"),
+        MediaError::NotFound => Refusal::new(StatusCode::NOT_FOUND, "not found"),
+        MediaError::Expired => Refusal::new(StatusCode::GONE, "media expired"),
         MediaError::InvalidRef => INVALID_REF,
-        MediaError::UploadFailed => Refusal(StatusCode::BAD_REQUEST, "upload failed"),
-        MediaError::TooLarge => Refusal(StatusCode::PAYLOAD_TOO_LARGE, "file too large"),
+        MediaError::UploadFailed => Refusal::new(StatusCode::BAD_REQUEST, "upload failed"),
+        MediaError::TooLarge => Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "file too large"),
         MediaError::UnsupportedMediaType => UNSUPPORTED_TYPE,
         MediaError::Unavailable(detail) => {
             tracing::error!(error = %detail, "media storage failed");
-            Refusal(StatusCode::INTERNAL_SERVER_ERROR, "internal server error")
+            Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "internal server error")
         }
     }
 }
@@ -164,7 +165,7 @@ pub(crate) fn either(result: Result<Response, Refusal>) -> Response {
 pub(crate) fn method_not_allowed(allow: &'static str) -> Response {
     (
         [(header::ALLOW, allow)],
-        Refusal(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
     )
         .into_response()
 }

@@ -109,8 +109,8 @@ const INVALID_AFTER: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid after
 const INTERNAL: ApiError = ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
 
 impl From<Refusal> for ApiError {
-    fn from(Refusal(status, reason): Refusal) -> ApiError {
-        ApiError(status, reason)
+    fn from(refusal: Refusal) -> ApiError {
+        ApiError(refusal.status, refusal.message)
     }
 }
 

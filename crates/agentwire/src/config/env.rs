@@ -29,12 +29,28 @@ impl Written {
     /// replaced by the reference it came from.
     pub(super) fn redact(&self, error: ConfigError) -> ConfigError {
         match self.by_path.get(&error.key) {
+            // Messages quote values with `{:?}`, which escapes some
+            // characters: the escaped form is replaced as well.
             Some((written, value)) if !value.is_empty() => ConfigError {
-                message: error.message.replace(value.as_str(), written),
+                message: error
+                    .message
+                    .replace(value.as_str(), written)
+                    .replace(&debug_escaped(value), &debug_escaped(written)),
                 key: error.key,
             },
             _ => error,
         }
+    }
+
+    /// A deserialization error at serde_path_to_error's `path`, redacted
+    /// as [`Written::redact`]. The root, `.` there and `""` here (a file
+    /// that is one scalar), is named `root`.
+    pub(super) fn redact_path(&self, path: String, root: &str, message: String) -> ConfigError {
+        if path == "." {
+            let redacted = self.redact(ConfigError::new("", message));
+            return ConfigError::new(root, redacted.message);
+        }
+        self.redact(ConfigError::new(path, message))
     }
 }
 
@@ -64,6 +80,12 @@ impl Written {
             .map(|(_, value)| value.as_str())
             .collect()
     }
+}
+
+/// `text` as `{:?}` writes it, without the quotes.
+fn debug_escaped(text: &str) -> String {
+    let quoted = format!("{text:?}");
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 /// The variable names `${NAME}` and `${NAME:default}` in `text` refer to

@@ -74,8 +74,10 @@ fn is_secret_key(key: &str) -> bool {
 }
 
 /// Replaces, in place: the value of every secret key; every value of a
-/// `headers` or `env` map; and every string that is, or contains, a value
-/// substituted from a variable whose name reads like a secret.
+/// `headers` or `env` map; every string that is, or contains, a value
+/// substituted from a variable whose name reads like a secret; and the
+/// password of any URL (`postgres://user:PASSWORD@host/db`,
+/// `?password=…`), the rest of the URL kept.
 fn redact(value: &mut Value, key: Option<&str>, secrets: &[&str]) {
     match value {
         Value::Null => {}
@@ -83,6 +85,11 @@ fn redact(value: &mut Value, key: Option<&str>, secrets: &[&str]) {
             let secret_key = key.is_some_and(is_secret_key);
             if secret_key || secrets.iter().any(|secret| text.contains(secret)) {
                 *value = Value::String(REDACTED.to_owned());
+            } else if text.contains("://") {
+                let redacted = agentwire_store::redact_url(text);
+                if redacted != *text {
+                    *value = Value::String(redacted);
+                }
             }
         }
         Value::Number(_) | Value::Bool(_) => {
@@ -184,6 +191,29 @@ agents: [{name: a, handler: runtime, provider: p, tools: [weather]}]
         assert!(!out.contains("4f1c2b3a4f1c"), "sha256 printed:\n{out}");
         assert!(out.contains(REDACTED), "{out}");
         assert!(out.contains("issuer: i"), "{out}");
+    }
+
+    #[test]
+    fn a_postgres_urls_password_is_redacted_and_the_rest_shown() {
+        let text = "storage:\n  sessions: postgres://aw:pg-s3cret-0123@db.internal:5432/agentwire?sslmode=prefer\n  postgres: {pool_size: 8}\nagents: [{name: a, handler: echo}]\n";
+        let out = print(text, &[]);
+        assert!(!out.contains("pg-s3cret-0123"), "{out}");
+        assert!(
+            out.contains("postgres://aw:<redacted>@db.internal:5432/agentwire?sslmode=prefer"),
+            "{out}"
+        );
+        assert!(out.contains("pool_size: 8"), "{out}");
+        assert!(out.contains("statement_timeout: 30s"), "{out}");
+
+        let text = "storage:\n  sessions: postgresql:///agentwire?host=/run/pg&password=pg-s3cret-0123\nagents: [{name: a, handler: echo}]\n";
+        let out = print(text, &[]);
+        assert!(!out.contains("pg-s3cret-0123"), "{out}");
+        assert!(out.contains("password=<redacted>"), "{out}");
+
+        // Substituted from a variable, the password goes too.
+        let text = "storage:\n  sessions: postgres://aw:${PGPASS}@db/agentwire\nagents: [{name: a, handler: echo}]\n";
+        let out = print(text, &[("PGPASS", "pg-s3cret-0123")]);
+        assert!(!out.contains("pg-s3cret-0123"), "{out}");
     }
 
     #[test]

@@ -63,9 +63,7 @@ pub(super) fn load(
         super::env::LoadError::At(e) => in_file(e),
     })?;
     let raw: RawTeamFile = serde_path_to_error::deserialize(tree).map_err(|e| {
-        let key = e.path().to_string();
-        let key = if key == "." { "team".to_owned() } else { key };
-        in_file(written.redact(ConfigError::new(key, e.into_inner().to_string())))
+        in_file(written.redact_path(e.path().to_string(), "team", e.into_inner().to_string()))
     })?;
     map(raw, provider, tools)
         .map_err(|(key, message)| in_file(written.redact(ConfigError::new(key, message))))

@@ -2,7 +2,8 @@
 //! dialects, over raw TCP where the bytes matter: a client's Close is
 //! answered with a Close and then TCP ends, a broken frame gets its close
 //! code, an oversized frame's 1009 reaches a client that writes the whole
-//! frame before reading; and `done` is not held back by Nagle.
+//! frame before reading, a client silent past the keepalive is told so
+//! in a Close; and `done` is not held back by Nagle.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -191,6 +192,28 @@ async fn a_client_close_is_answered_with_a_close_then_tcp_ends() {
             .await;
         let (code, _) = client.read_close().await;
         assert_eq!(code, 1000, "{path}: the close echoes the client's code");
+        client.expect_eof(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_silent_client_is_sent_the_keepalive_close_before_tcp_ends() {
+    // A client that answers no ping: read by hand, so that nothing it does
+    // (a library's late pong into a closed socket, answered by a reset)
+    // can destroy what the server sent.
+    let server = TestServer::with_server_yaml(
+        "  limits:\n    ping_interval: 100ms\n    pong_timeout: 300ms",
+    )
+    .await;
+    for path in ENDPOINTS {
+        let mut client = RawClient::connect(server.addr, path).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let (code, reason) = client.read_close().await;
+        assert_eq!(
+            (code, reason.as_str()),
+            (1001, "keepalive timeout"),
+            "{path}"
+        );
         client.expect_eof(Duration::from_secs(1)).await;
     }
 }

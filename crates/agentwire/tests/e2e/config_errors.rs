@@ -110,9 +110,9 @@ async fn bad_duration_is_named() {
 #[tokio::test]
 async fn unsupported_session_storage_is_named() {
     assert_rejected(
-        &format!("storage:\n  sessions: postgres://x\n{ONE_AGENT}"),
+        &format!("storage:\n  sessions: mysql://x\n{ONE_AGENT}"),
         "storage.sessions",
-        "postgres://x",
+        "mysql://x",
     );
 }
 

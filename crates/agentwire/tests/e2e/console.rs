@@ -299,7 +299,13 @@ async fn the_console_in_a_browser() {
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = root.join("tests/console/console.test.mjs");
-    let screenshots = root.join("../../docs/screenshots");
+    // The README's screenshots are rewritten only when asked: every run
+    // would otherwise leave changed PNGs behind. Without it they go under
+    // target/ for a look.
+    let screenshots = match std::env::var_os("AGENTWIRE_UPDATE_SCREENSHOTS") {
+        Some(_) => root.join("../../docs/screenshots"),
+        None => root.join("../../target/console-screenshots"),
+    };
     let output = tokio::time::timeout(
         BROWSER_TIMEOUT,
         tokio::process::Command::new("node")

@@ -111,12 +111,19 @@ fn version_names_the_commit_and_the_features() {
         stdout.contains(&format!("(commit {commit};")),
         "expected commit {commit}: {stdout}"
     );
-    let features = if cfg!(feature = "s3") {
-        "features: s3)"
+    let built: Vec<&str> = [
+        ("postgres", cfg!(feature = "postgres")),
+        ("s3", cfg!(feature = "s3")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    let features = if built.is_empty() {
+        "features: none)".to_owned()
     } else {
-        "features: none)"
+        format!("features: {})", built.join(", "))
     };
-    assert!(stdout.contains(features), "{stdout}");
+    assert!(stdout.contains(&features), "{stdout}");
 }
 
 /// `serve` on `127.0.0.1:0` with `env`; the stderr line that says it is

@@ -94,6 +94,15 @@ impl TestServer {
         TestServer::spawn_yaml(db, &yaml).await
     }
 
+    /// A server whose `storage.sessions` is `sessions` (a store of its
+    /// own, such as a `postgres://` URL); `db_path` names no file.
+    pub async fn with_sessions(sessions: &str) -> TestServer {
+        let yaml = format!(
+            "server:\n  listen: 127.0.0.1:0\nstorage:\n  sessions: \"{sessions}\"\n{AGENTS}"
+        );
+        TestServer::spawn_yaml(Path::new(""), &yaml).await
+    }
+
     /// A server with the standard agents plus `extra_agents` (list items),
     /// and `top_level` (such as `providers:` and `tools:`) beside them.
     pub async fn with_runtime(top_level: &str, extra_agents: &str) -> TestServer {
@@ -101,6 +110,24 @@ impl TestServer {
         let db = dir.path().join("agentwire.db");
         let yaml = format!(
             "server:\n  listen: 127.0.0.1:0\nstorage:\n  sessions: sqlite://{}\n{top_level}\n{AGENTS}{extra_agents}",
+            db.display()
+        );
+        let mut server = TestServer::spawn_yaml(&db, &yaml).await;
+        server._dir = Some(dir);
+        server
+    }
+
+    /// Like [`TestServer::with_runtime`], with `server_yaml` in the
+    /// `server:` block (indented by the caller).
+    pub async fn with_server_and_runtime(
+        server_yaml: &str,
+        top_level: &str,
+        extra_agents: &str,
+    ) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agentwire.db");
+        let yaml = format!(
+            "server:\n  listen: 127.0.0.1:0\n{server_yaml}\nstorage:\n  sessions: sqlite://{}\n{top_level}\n{AGENTS}{extra_agents}",
             db.display()
         );
         let mut server = TestServer::spawn_yaml(&db, &yaml).await;
@@ -270,6 +297,29 @@ impl Client {
     }
 
     /// Sends a text message to the agent.
+    /// Sends `value`; `false` once the connection is gone.
+    pub async fn try_send(&mut self, value: Value) -> bool {
+        let text = serde_json::to_string(&value).unwrap();
+        self.ws.send(Message::Text(text.into())).await.is_ok()
+    }
+
+    /// The next JSON text frame, or `None` once the connection is gone.
+    pub async fn try_recv(&mut self) -> Option<Value> {
+        loop {
+            match tokio::time::timeout(FRAME_TIMEOUT, self.ws.next()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    return Some(
+                        serde_json::from_str(text.as_str()).expect("server frames are JSON"),
+                    );
+                }
+                Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
+                Ok(Some(Ok(other))) => panic!("expected a text frame, got {other:?}"),
+                Ok(None | Some(Err(_))) => return None,
+                Err(_) => panic!("no frame within {FRAME_TIMEOUT:?}"),
+            }
+        }
+    }
+
     pub async fn say(&mut self, content: &str) {
         self.send_json(serde_json::json!({"type": "message", "content": content}))
             .await;

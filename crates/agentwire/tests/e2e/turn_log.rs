@@ -796,3 +796,42 @@ async fn a_pending_client_tool_call_is_answered_from_the_rejoined_socket() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_readers_gauge_counts_each_socket_following_a_turn() {
+    let server = server_with_owners().await;
+    // The gauge moves when a connection's loop comes round: polled.
+    let readers_reach = |n: f64| {
+        let server = &server;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            loop {
+                let (_, metrics) = server.get("/metrics").await;
+                let readers = metric(&metrics, "agentwire_log_readers");
+                if readers == n {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "agentwire_log_readers {readers}, not {n}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    readers_reach(0.0).await;
+    let (mut first, _) = connect_as(&server, POSITIONED, ALICE).await;
+    first.script("paced", "go").await;
+    let started = first.recv().await;
+    let chunk = first.recv().await;
+    readers_reach(1.0).await;
+    // A second tab of the same owner follows the same turn.
+    let (mut second, _) = connect_as(&server, &rejoin_query(&started, &chunk), ALICE).await;
+    readers_reach(2.0).await;
+    let rest = second.recv_turn().await;
+    assert_eq!(rest.last().unwrap()["type"], "done");
+    until_done(&mut first).await;
+    // Each reader lets go once it has read the terminal.
+    readers_reach(0.0).await;
+    server.stop().await;
+}

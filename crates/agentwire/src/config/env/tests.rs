@@ -160,3 +160,19 @@ fn errors_about_a_substituted_value_show_the_reference_not_the_value() {
     let other = written.redact(ConfigError::new("other", "hunter2-value"));
     assert_eq!(other.message, "hunter2-value");
 }
+
+/// Found by the `config` fuzz target: a file that is one scalar showed the
+/// substituted value in its error (the root is `.` to the deserializer and
+/// `""` to the substitution), and so did a value that the error's `{:?}`
+/// escapes.
+#[test]
+fn a_file_that_is_one_substituted_scalar_shows_the_reference_not_the_value() {
+    let secret = |name: &str| (name == "SECRET").then(|| "hunter2-value".to_owned());
+    // The second: a value the error quotes escaped (`\u{feff}`).
+    for text in ["${SECRET}\n", "\"x\u{feff} ${SECRET}\"\n"] {
+        let error = crate::config::parse(text, secret).unwrap_err();
+        assert_eq!(error.key, "config", "{text}");
+        assert!(!error.message.contains("hunter2-value"), "{text}: {error}");
+        assert!(error.message.contains("${SECRET}"), "{text}: {error}");
+    }
+}

@@ -1,0 +1,780 @@
+//! The PostgreSQL store (cargo feature `postgres`): the durable store for
+//! several replicas of the server over one database.
+//!
+//! # Design
+//!
+//! - `tokio-postgres` connections in a `deadpool-postgres` pool of
+//!   [`PgOptions::pool_size`]; every operation takes a connection, runs one
+//!   statement (prepared once per connection and cached) and gives it back.
+//!   Nothing blocks a thread: the driver is async end to end.
+//! - A turn's writes ([`SessionStore::append_messages`]) are one statement,
+//!   so one round trip and one commit: a CTE advances the session's
+//!   `last_active_at` and `seq_head` and returns its key, and the insert
+//!   takes every message from `unnest` of one array per column. No session
+//!   row means nothing inserted (an unknown session); a reused `seq` fails
+//!   the whole statement on the primary key (all or none).
+//! - Rows are the SQLite store's (the same `codec`): role and content, parts
+//!   and metadata as JSON (`jsonb` here), timestamps as the port's integer
+//!   nanoseconds.
+//! - The schema is migrated on [`PgStore::connect`] (`postgres/schema.rs`).
+//! - `statement_timeout` is set on every connection (server side: no timer
+//!   of ours races the IO), the connect timeout bounds opening a connection
+//!   and waiting for a free one.
+//! - The URL's password never reaches a log line or an error: errors name
+//!   the database by [`PgUrl`]'s redacted form, and database errors are
+//!   reported by their message and code, never their detail (which can
+//!   quote values).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_core::{
+    SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore, SessionSummary,
+    StoreError, StoredMessage, Timestamp,
+};
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+use tracing::{debug, info, warn};
+
+use crate::codec;
+use crate::redact::{REDACTED, redact_url};
+
+mod schema;
+
+/// `storage.postgres.pool_size` unless set.
+pub const DEFAULT_POOL_SIZE: usize = 16;
+/// `storage.postgres.connect_timeout` unless set.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `storage.postgres.statement_timeout` unless set.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A parsed PostgreSQL connection URL (`postgres://` or `postgresql://`, as
+/// libpq and `tokio-postgres` read it). Its `Debug` and `Display` show it
+/// with the password replaced, so it can be logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgUrl {
+    config: tokio_postgres::Config,
+    redacted: String,
+}
+
+impl PgUrl {
+    /// Parses `url`. The error never quotes the URL (it may hold a password).
+    pub fn parse(url: &str) -> Result<PgUrl, String> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err("expected a URL starting with postgres:// or postgresql://".to_owned());
+        }
+        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            scrub(&format!("not a valid PostgreSQL URL ({e})"), url)
+        })?;
+        if config.get_hosts().is_empty() {
+            return Err(
+                "not a valid PostgreSQL URL (no host: name one, or a socket directory \
+                        with ?host=/path)"
+                    .to_owned(),
+            );
+        }
+        Ok(PgUrl {
+            redacted: redact_url(url),
+            config,
+        })
+    }
+
+    /// The URL with its password (in the user info or `?password=`)
+    /// replaced by `<redacted>`.
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+}
+
+impl fmt::Debug for PgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PgUrl").field(&self.redacted).finish()
+    }
+}
+
+impl fmt::Display for PgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted)
+    }
+}
+
+/// `text` with every occurrence of `url`'s password taken out.
+fn scrub(text: &str, url: &str) -> String {
+    let redacted = redact_url(url);
+    let mut text = text.replace(url, &redacted);
+    if let Ok(config) = url.parse::<tokio_postgres::Config>()
+        && let Some(password) = config.get_password()
+        && let Ok(password) = std::str::from_utf8(password)
+        && !password.is_empty()
+    {
+        text = text.replace(password, REDACTED);
+    }
+    text
+}
+
+/// How [`PgStore::connect`] connects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PgOptions {
+    pub url: PgUrl,
+    /// The most connections the pool opens (at least 1).
+    pub pool_size: usize,
+    /// Bounds opening a connection and waiting for a free one; `None`: no
+    /// bound (tests on a paused clock).
+    pub connect_timeout: Option<Duration>,
+    /// `statement_timeout` of every connection; `None`: the server's.
+    pub statement_timeout: Option<Duration>,
+}
+
+impl PgOptions {
+    /// `url` with the default pool size and timeouts.
+    pub fn new(url: PgUrl) -> PgOptions {
+        PgOptions {
+            url,
+            pool_size: DEFAULT_POOL_SIZE,
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+        }
+    }
+
+    fn pg_config(&self) -> tokio_postgres::Config {
+        let mut config = self.url.config.clone();
+        if let Some(timeout) = self.connect_timeout {
+            config.connect_timeout(timeout);
+        }
+        if let Some(timeout) = self.statement_timeout {
+            let millis = timeout.as_millis().max(1);
+            let options = match config.get_options() {
+                Some(options) if !options.is_empty() => {
+                    format!("{options} -c statement_timeout={millis}")
+                }
+                _ => format!("-c statement_timeout={millis}"),
+            };
+            config.options(options);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("agentwire");
+        }
+        config
+    }
+}
+
+/// The PostgreSQL session store. Cheap to clone: clones share the pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    url: Arc<PgUrl>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects, migrates the schema (once, under an advisory lock, however
+    /// many replicas start together) and opens the pool.
+    ///
+    /// Fails with [`StoreError::Unavailable`] naming the database (password
+    /// redacted) when it cannot be reached or migrated.
+    pub async fn connect(options: &PgOptions) -> Result<PgStore, StoreError> {
+        let url = Arc::new(options.url.clone());
+        let fail = |what: &str, e: &dyn fmt::Display| {
+            StoreError::Unavailable(format!("cannot {what} session database {url}: {e}"))
+        };
+        let config = options.pg_config();
+        let connect = config.connect(NoTls);
+        let (mut client, connection) = match options.connect_timeout {
+            Some(timeout) => tokio::time::timeout(timeout, connect)
+                .await
+                .map_err(|_| fail("connect to", &format_args!("no answer within {timeout:?}")))?,
+            None => connect.await,
+        }
+        .map_err(|e| fail("connect to", &describe(&e)))?;
+        let connection = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                debug!(error = %describe(&e), "migration connection ended");
+            }
+        });
+        let applied = schema::migrate(&mut client).await;
+        drop(client);
+        // The connection ends with its client; the lock goes with it.
+        let _ = connection.await;
+        let applied = applied.map_err(|e| fail("migrate", &describe(&e)))?;
+
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(options.connect_timeout)
+            .create_timeout(options.connect_timeout)
+            .recycle_timeout(options.connect_timeout)
+            .build()
+            .map_err(|e| fail("open a pool for", &e))?;
+        info!(url = %url, migrated = ?applied, pool_size = options.pool_size, "session database open");
+        Ok(PgStore { pool, url })
+    }
+
+    async fn client(&self, what: &str) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool.get().await.map_err(|e| {
+            let why = match &e {
+                deadpool_postgres::PoolError::Backend(e) => describe(e),
+                e => e.to_string(),
+            };
+            StoreError::Unavailable(format!("{what}: no connection to {}: {why}", self.url))
+        })
+    }
+
+    /// Runs `sql` (prepared once per connection) and returns its rows.
+    async fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client(what).await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| db_error(&e, what))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| db_error(&e, what))
+    }
+
+    /// Runs `sql` (prepared once per connection) and returns the rows it
+    /// changed.
+    async fn execute(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let client = self.client(what).await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| db_error(&e, what))?;
+        client
+            .execute(&statement, params)
+            .await
+            .map_err(|e| db_error(&e, what))
+    }
+
+    /// Claims up to `limit` sessions whose summary is due at `now`, for
+    /// `claim_for`: their due times, earliest first. A claimed session is
+    /// not handed to another caller (on any replica) until the claim runs
+    /// out; rows another claimer is locking are skipped, not waited for
+    /// (`FOR UPDATE SKIP LOCKED`). Storing the summary or clearing its due
+    /// time ends the claim.
+    pub async fn claim_due_summaries(
+        &self,
+        now: Timestamp,
+        claim_for: Duration,
+        limit: usize,
+    ) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        let until = now.plus(claim_for).0;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = self
+            .query(
+                "due summaries",
+                "UPDATE sessions SET summary_claimed_until = $2
+                 WHERE key IN (
+                     SELECT key FROM sessions
+                     WHERE summary_due_at <= $1
+                       AND (summary_claimed_until IS NULL OR summary_claimed_until <= $1)
+                     ORDER BY summary_due_at, id
+                     LIMIT $3
+                     FOR UPDATE SKIP LOCKED)
+                 RETURNING id, summary_due_at",
+                &[&now.0, &until, &limit],
+            )
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    SessionId::minted(get(row, 0, &"a due summary")?),
+                    Timestamp(get(row, 1, &"a due summary")?),
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        rows.sort_by(|a, b| (a.1, a.0.as_str()).cmp(&(b.1, b.0.as_str())));
+        Ok(rows)
+    }
+}
+
+/// A database error without its detail, which may quote values (message
+/// content, a key); other errors as the driver words them.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+/// Constraint violations are the caller's fault (a reused seq, an unknown
+/// session); anything else is the database's.
+fn db_error(e: &tokio_postgres::Error, what: &str) -> StoreError {
+    if let Some(code) = e.code() {
+        if *code == SqlState::UNIQUE_VIOLATION {
+            return StoreError::Rejected(format!("{what}: already stored"));
+        }
+        if *code == SqlState::FOREIGN_KEY_VIOLATION {
+            return StoreError::Rejected(format!("{what}: unknown session"));
+        }
+        if code.code().starts_with("23") || code.code().starts_with("22") {
+            return StoreError::Rejected(format!("{what}: {}", describe(e)));
+        }
+        if *code == SqlState::QUERY_CANCELED {
+            return StoreError::Unavailable(format!("{what}: timed out ({})", describe(e)));
+        }
+    }
+    StoreError::Unavailable(format!("{what}: {}", describe(e)))
+}
+
+/// Column `index` of `row`; a value of the wrong type is a corrupt row.
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+    what: &dyn fmt::Display,
+) -> Result<T, StoreError> {
+    row.try_get(index)
+        .map_err(|e| StoreError::Corrupt(format!("{what}: column {index}: {e}")))
+}
+
+/// The columns of a message row, in [`message_row`]'s order.
+const MESSAGE_COLUMNS: &str =
+    "SELECT seq, role, content, parts::text, metadata::text, created_at FROM messages";
+
+fn message_row(row: &Row, session_id: &SessionId) -> Result<StoredMessage, StoreError> {
+    let what = format_args!("a message of session {session_id}");
+    let seq: i64 = get(row, 0, &what)?;
+    let role: String = get(row, 1, &what)?;
+    let content: String = get(row, 2, &what)?;
+    let parts: Option<String> = get(row, 3, &what)?;
+    let metadata: Option<String> = get(row, 4, &what)?;
+    let created_at: i64 = get(row, 5, &what)?;
+    let corrupt = |why: &dyn fmt::Display| {
+        StoreError::Corrupt(format!("message {seq} of session {session_id}: {why}"))
+    };
+    let seq_u = u64::try_from(seq).map_err(|_| corrupt(&"negative seq"))?;
+    let parts = codec::decode_parts(parts.as_deref()).map_err(|e| corrupt(&e))?;
+    let mut metadata = codec::decode_metadata(metadata.as_deref()).map_err(|e| corrupt(&e))?;
+    let body = codec::decode_body(&role, content, parts, &mut metadata).map_err(|e| corrupt(&e))?;
+    Ok(StoredMessage {
+        session_id: session_id.clone(),
+        seq: seq_u,
+        body,
+        metadata,
+        created_at: Timestamp(created_at),
+    })
+}
+
+fn summary_of(text: Option<String>, at: Option<i64>) -> Option<SessionSummary> {
+    match (text, at) {
+        (Some(text), Some(at)) => Some(SessionSummary {
+            text,
+            created_at: Timestamp(at),
+        }),
+        _ => None,
+    }
+}
+
+fn log_write_failure<T>(result: &Result<T, StoreError>, session_id: &SessionId, seq: Option<i64>) {
+    match result {
+        Ok(_) => {}
+        Err(e @ StoreError::Rejected(_)) => {
+            debug!(session_id = %session_id, seq, error = %e, "session store write rejected");
+        }
+        Err(e) => warn!(session_id = %session_id, seq, error = %e, "session store write failed"),
+    }
+}
+
+/// The messages of one append, one array per column (`unnest`'s input).
+#[derive(Default)]
+struct Columns {
+    seq: Vec<i64>,
+    role: Vec<&'static str>,
+    content: Vec<String>,
+    parts: Vec<Option<String>>,
+    metadata: Vec<Option<String>>,
+    created_at: Vec<i64>,
+}
+
+impl Columns {
+    fn encode(messages: &[StoredMessage]) -> Result<Columns, StoreError> {
+        let mut columns = Columns::default();
+        for message in messages {
+            let seq = i64::try_from(message.seq).map_err(|_| {
+                StoreError::Rejected(format!(
+                    "message {} of session {}: seq out of range",
+                    message.seq, message.session_id
+                ))
+            })?;
+            let row = codec::encode_body(&message.body)?;
+            columns.seq.push(seq);
+            columns.role.push(row.role);
+            columns.parts.push(codec::encode_parts(row.parts)?);
+            columns
+                .metadata
+                .push(codec::encode_row_metadata(&message.metadata, row.marker)?);
+            columns.content.push(row.content.into_owned());
+            columns.created_at.push(message.created_at.0);
+        }
+        Ok(columns)
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgStore {
+    async fn create_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let result = self
+            .execute(
+                &format!("session {}", record.id),
+                "INSERT INTO sessions (id, agent, namespace, owner, created_at, last_active_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &record.id.as_str(),
+                    &record.agent,
+                    &record.namespace,
+                    &record.owner,
+                    &record.created_at.0,
+                    &record.last_active_at.0,
+                ],
+            )
+            .await
+            .map(drop);
+        log_write_failure(&result, &record.id, None);
+        result
+    }
+
+    async fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
+        let what = format!("session {id}");
+        let rows = self
+            .query(
+                &what,
+                "SELECT agent, namespace, owner, created_at, last_active_at
+                 FROM sessions WHERE id = $1",
+                &[&id.as_str()],
+            )
+            .await?;
+        rows.first()
+            .map(|row| {
+                Ok(SessionRecord {
+                    id: id.clone(),
+                    agent: get(row, 0, &what)?,
+                    namespace: get(row, 1, &what)?,
+                    owner: get(row, 2, &what)?,
+                    created_at: Timestamp(get(row, 3, &what)?),
+                    last_active_at: Timestamp(get(row, 4, &what)?),
+                })
+            })
+            .transpose()
+    }
+
+    async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        let Some(first) = messages.first() else {
+            return Ok(());
+        };
+        if let Some(stray) = messages.iter().find(|m| m.session_id != first.session_id) {
+            return Err(StoreError::Rejected(format!(
+                "message {} of session {}: one call appends to one session",
+                stray.seq, stray.session_id
+            )));
+        }
+        let columns = Columns::encode(messages)?;
+        let latest = columns.created_at.iter().copied().max().unwrap_or_default();
+        let head = columns.seq.iter().copied().max().unwrap_or_default();
+        let session = format!("messages of session {}", first.session_id);
+        let result = self
+            .execute(
+                &session,
+                "WITH s AS (
+                     UPDATE sessions
+                     SET last_active_at = GREATEST(last_active_at, $2),
+                         seq_head = GREATEST(seq_head, $3)
+                     WHERE id = $1
+                     RETURNING key)
+                 INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
+                 SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
+                        m.created_at
+                 FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
+                                $9::bigint[])
+                         AS m (seq, role, content, parts, metadata, created_at)",
+                &[
+                    &first.session_id.as_str(),
+                    &latest,
+                    &head,
+                    &columns.seq,
+                    &columns.role,
+                    &columns.content,
+                    &columns.parts,
+                    &columns.metadata,
+                    &columns.created_at,
+                ],
+            )
+            .await
+            .and_then(|inserted| {
+                if inserted == 0 {
+                    Err(StoreError::Rejected(format!("{session}: unknown session")))
+                } else {
+                    Ok(())
+                }
+            });
+        log_write_failure(&result, &first.session_id, columns.seq.first().copied());
+        result
+    }
+
+    async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = self
+            .query(
+                &format!("messages of session {id}"),
+                &format!(
+                    "{MESSAGE_COLUMNS}
+                     WHERE session_key = (SELECT key FROM sessions WHERE id = $1)
+                     ORDER BY seq"
+                ),
+                &[&id.as_str()],
+            )
+            .await?;
+        rows.iter().map(|row| message_row(row, id)).collect()
+    }
+
+    async fn load_recent_messages(
+        &self,
+        id: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query(
+                &format!("latest messages of session {id}"),
+                &format!(
+                    "{MESSAGE_COLUMNS}
+                     WHERE session_key = (SELECT key FROM sessions WHERE id = $1)
+                     ORDER BY seq DESC LIMIT $2"
+                ),
+                &[&id.as_str(), &limit],
+            )
+            .await?;
+        rows.iter().rev().map(|row| message_row(row, id)).collect()
+    }
+
+    async fn load_messages_after(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let after = match after.map(i64::try_from) {
+            None => -1,
+            Some(Ok(after)) => after,
+            // No stored seq is that large.
+            Some(Err(_)) => return Ok(Vec::new()),
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query(
+                &format!("a page of messages of session {id}"),
+                &format!(
+                    "{MESSAGE_COLUMNS}
+                     WHERE session_key = (SELECT key FROM sessions WHERE id = $1) AND seq > $2
+                     ORDER BY seq LIMIT $3"
+                ),
+                &[&id.as_str(), &after, &limit],
+            )
+            .await?;
+        rows.iter().map(|row| message_row(row, id)).collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.query("ping", "SELECT 1", &[]).await.map(drop)
+    }
+
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<Vec<SessionOverview>, StoreError> {
+        const COLUMNS: &str = "SELECT id, agent, namespace, owner, created_at, last_active_at,
+                                      summary, summary_created_at
+                               FROM sessions";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let what = "the sessions of an owner";
+        let rows = match after {
+            None => {
+                self.query(
+                    what,
+                    &format!(
+                        "{COLUMNS} WHERE owner = $1
+                         ORDER BY last_active_at DESC, id DESC LIMIT $2"
+                    ),
+                    &[&owner, &limit],
+                )
+                .await?
+            }
+            Some(cursor) => {
+                self.query(
+                    what,
+                    &format!(
+                        "{COLUMNS} WHERE owner = $1 AND (last_active_at, id) < ($2, $3)
+                         ORDER BY last_active_at DESC, id DESC LIMIT $4"
+                    ),
+                    &[
+                        &owner,
+                        &cursor.last_active_at.0,
+                        &cursor.id.as_str(),
+                        &limit,
+                    ],
+                )
+                .await?
+            }
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(SessionOverview {
+                    record: SessionRecord {
+                        id: SessionId::minted(get(row, 0, &what)?),
+                        agent: get(row, 1, &what)?,
+                        namespace: get(row, 2, &what)?,
+                        owner: get(row, 3, &what)?,
+                        created_at: Timestamp(get(row, 4, &what)?),
+                        last_active_at: Timestamp(get(row, 5, &what)?),
+                    },
+                    summary: summary_of(get(row, 6, &what)?, get(row, 7, &what)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+        // Messages (and ledger rows) go with it: ON DELETE CASCADE.
+        let result = self
+            .execute(
+                &format!("session {id}"),
+                "DELETE FROM sessions WHERE id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map(|deleted| deleted > 0);
+        log_write_failure(&result, id, None);
+        result
+    }
+
+    async fn load_summary(&self, id: &SessionId) -> Result<Option<SessionSummary>, StoreError> {
+        let what = format!("summary of session {id}");
+        let rows = self
+            .query(
+                &what,
+                "SELECT summary, summary_created_at FROM sessions WHERE id = $1",
+                &[&id.as_str()],
+            )
+            .await?;
+        match rows.first() {
+            None => Ok(None),
+            Some(row) => Ok(summary_of(get(row, 0, &what)?, get(row, 1, &what)?)),
+        }
+    }
+
+    async fn schedule_summary(&self, id: &SessionId, due: Timestamp) -> Result<(), StoreError> {
+        let what = format!("summary schedule of session {id}");
+        let result = self
+            .execute(
+                &what,
+                "UPDATE sessions SET summary_due_at = $2 WHERE id = $1",
+                &[&id.as_str(), &due.0],
+            )
+            .await
+            .and_then(|updated| {
+                if updated == 0 {
+                    Err(StoreError::Rejected(format!("{what}: unknown session")))
+                } else {
+                    Ok(())
+                }
+            });
+        log_write_failure(&result, id, None);
+        result
+    }
+
+    async fn pending_summaries(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        let what = "pending summaries";
+        self.query(
+            what,
+            "SELECT id, summary_due_at FROM sessions WHERE summary_due_at IS NOT NULL
+             ORDER BY summary_due_at, id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| {
+            Ok((
+                SessionId::minted(get(row, 0, &what)?),
+                Timestamp(get(row, 1, &what)?),
+            ))
+        })
+        .collect()
+    }
+
+    async fn store_summary(
+        &self,
+        id: &SessionId,
+        summary: &SessionSummary,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .execute(
+                &format!("summary of session {id}"),
+                "UPDATE sessions SET summary = $2, summary_created_at = $3,
+                     summary_due_at = CASE WHEN summary_due_at = $4 THEN NULL
+                                           ELSE summary_due_at END,
+                     summary_claimed_until = NULL
+                 WHERE id = $1",
+                &[
+                    &id.as_str(),
+                    &summary.text,
+                    &summary.created_at.0,
+                    &handled_due.0,
+                ],
+            )
+            .await
+            .map(drop);
+        log_write_failure(&result, id, None);
+        result
+    }
+
+    async fn clear_summary_due(
+        &self,
+        id: &SessionId,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .execute(
+                &format!("summary schedule of session {id}"),
+                "UPDATE sessions SET summary_due_at = NULL, summary_claimed_until = NULL
+                 WHERE id = $1 AND summary_due_at = $2",
+                &[&id.as_str(), &handled_due.0],
+            )
+            .await
+            .map(drop);
+        log_write_failure(&result, id, None);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,372 @@
+//! PgStore against a real PostgreSQL: the conformance suite and the engine's
+//! write rules unchanged, then what only this store has (migrations under the
+//! advisory lock, claiming due summaries, redaction).
+//!
+//! The server is `AGENTWIRE_TEST_POSTGRES` (`scripts/postgres.sh start`
+//! prints it; `scripts/test` exports it). Each test makes a database of its
+//! own and drops it after, so tests run in parallel on one server. Without
+//! the variable the tests pass with a skip message, except under `CI`.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::AtomicU64;
+
+use super::*;
+use crate::conformance::{self, conformance_tests, message, record};
+use crate::engine_writes::{Guard, StoreFuture, engine_write_tests};
+
+const ENV: &str = "AGENTWIRE_TEST_POSTGRES";
+
+/// The test server's URL; `None` (after saying so) when none is set, a
+/// failure under `CI`.
+fn server_url() -> Option<String> {
+    match std::env::var(ENV) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the PostgreSQL tests: set {ENV} (scripts/test does, from scripts/postgres.sh)"
+            );
+            eprintln!(
+                "skipped: no PostgreSQL server (set {ENV}; scripts/postgres.sh start prints it)"
+            );
+            None
+        }
+    }
+}
+
+/// A database of one test's own, dropped (its connections ended) when the
+/// guard goes, even if the store still holds connections.
+pub(crate) struct TestDatabase {
+    admin: tokio_postgres::Config,
+    name: String,
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let admin = self.admin.clone();
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // A thread of its own: the test's runtime may be shutting down, and
+        // drop cannot await.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime to drop the test database");
+            runtime.block_on(async move {
+                let (client, connection) = admin.connect(NoTls).await?;
+                let connection = tokio::spawn(connection);
+                client.batch_execute(&sql).await?;
+                drop(client);
+                let _ = connection.await;
+                Ok::<_, tokio_postgres::Error>(())
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("could not drop test database {}: {e}", self.name);
+        }
+    }
+}
+
+fn unique_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let random = RandomState::new().hash_one((std::process::id(), n));
+    format!("t_{random:016x}")
+}
+
+/// A fresh, empty database on the test server (not migrated) and the
+/// options to reach it: the default pool, and no client-side timer, so the
+/// tests on a paused clock see no spurious timeout.
+pub(crate) async fn empty_database() -> Option<(PgOptions, TestDatabase)> {
+    let url = PgUrl::parse(&server_url()?).expect("AGENTWIRE_TEST_POSTGRES is a valid URL");
+    let admin = url.config.clone();
+    let name = unique_name();
+    let (client, connection) = admin
+        .connect(NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
+    let connection = tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create a test database");
+    drop(client);
+    let _ = connection.await;
+    let mut config = url.config.clone();
+    config.dbname(&name);
+    let options = PgOptions {
+        url: PgUrl {
+            redacted: format!("{} (database {name})", url.redacted),
+            config,
+        },
+        pool_size: 4,
+        connect_timeout: None,
+        statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+    };
+    Some((options, TestDatabase { admin, name }))
+}
+
+async fn make() -> Option<(PgStore, TestDatabase)> {
+    let (options, database) = empty_database().await?;
+    let store = PgStore::connect(&options)
+        .await
+        .expect("connect and migrate");
+    Some((store, database))
+}
+
+conformance_tests!(optional make);
+
+mod engine_writes {
+    use super::*;
+
+    fn make() -> StoreFuture {
+        Box::pin(async {
+            let (store, database) = super::make().await?;
+            let store: Arc<dyn SessionStore> = Arc::new(store);
+            Some((store, Box::new(database) as Guard))
+        })
+    }
+
+    engine_write_tests!(make);
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::parse(s).unwrap()
+}
+
+/// A plain connection to the test database, for looking under the store.
+async fn inspect(options: &PgOptions) -> tokio_postgres::Client {
+    let (client, connection) = options.url.config.connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test]
+async fn replicas_migrating_an_empty_database_together_apply_each_migration_once() {
+    let Some((options, _database)) = empty_database().await else {
+        return;
+    };
+    let stores = conformance::join_all(
+        (0..6)
+            .map(|_| PgStore::connect(&options))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    for store in &stores {
+        assert!(store.is_ok(), "{store:?}");
+    }
+    let client = inspect(&options).await;
+    let rows = client
+        .query(
+            "SELECT version, name, applied_at IS NOT NULL FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap();
+    let applied: Vec<(i32, String, bool)> = rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    let expected: Vec<(i32, String, bool)> = schema::MIGRATIONS
+        .iter()
+        .map(|m| (m.version, m.name.to_owned(), true))
+        .collect();
+    assert_eq!(applied, expected);
+    // A later start applies nothing and works on the same data.
+    let store = stores.into_iter().next().unwrap().unwrap();
+    store.create_session(&record("s1", None, 1)).await.unwrap();
+    let again = PgStore::connect(&options).await.unwrap();
+    assert!(again.load_session(&sid("s1")).await.unwrap().is_some());
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, schema::MIGRATIONS.len() as i64);
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_build_is_used_not_refused() {
+    let Some((options, _database)) = empty_database().await else {
+        return;
+    };
+    PgStore::connect(&options).await.unwrap();
+    let client = inspect(&options).await;
+    client
+        .execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (9999, 'from the future')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let store = PgStore::connect(&options).await.unwrap();
+    store.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_ledger_exists_and_goes_with_its_session() {
+    let Some((options, _database)) = empty_database().await else {
+        return;
+    };
+    let store = PgStore::connect(&options).await.unwrap();
+    let client = inspect(&options).await;
+    store
+        .create_session(&record("s1", Some("u"), 1))
+        .await
+        .unwrap();
+    let insert = |call: &'static str, state: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "INSERT INTO tool_calls (session_key, call_id, turn_id, side, name, state,
+                                             requested_at, updated_at)
+                     SELECT key, $1, 't1', 'client', 'get_location', $2, 1, 1
+                     FROM sessions WHERE id = 's1'",
+                    &[&call, &state],
+                )
+                .await
+        }
+    };
+    assert_eq!(insert("c1", "requested").await.unwrap(), 1);
+    assert!(insert("c2", "lost").await.is_err(), "states are checked");
+    assert!(insert("c1", "acked").await.is_err(), "one row per call");
+    // Deleting the session takes its ledger rows with it.
+    assert!(store.delete_session(&sid("s1")).await.unwrap());
+    let left: i64 = client
+        .query_one("SELECT count(*) FROM tool_calls", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn two_claimers_never_get_the_same_due_summary() {
+    const SESSIONS: usize = 60;
+    let Some((store, _database)) = make().await else {
+        return;
+    };
+    for i in 0..SESSIONS {
+        let id = format!("s{i:03}");
+        store.create_session(&record(&id, None, 1)).await.unwrap();
+        store
+            .schedule_summary(&sid(&id), Timestamp(100 + i as i64))
+            .await
+            .unwrap();
+    }
+    // One not due yet.
+    store
+        .create_session(&record("later", None, 1))
+        .await
+        .unwrap();
+    store
+        .schedule_summary(&sid("later"), Timestamp(10_000))
+        .await
+        .unwrap();
+    let now = Timestamp(1_000);
+    let claim_for = Duration::from_secs(120);
+    // Two "replicas" (separate pools) claiming in small batches at once.
+    let other = store.clone();
+    let (a, b) = {
+        let claim_all = |store: PgStore| async move {
+            let mut claimed = Vec::new();
+            loop {
+                let batch = store.claim_due_summaries(now, claim_for, 3).await.unwrap();
+                if batch.is_empty() {
+                    return claimed;
+                }
+                claimed.extend(batch.into_iter().map(|(id, _)| id.as_str().to_owned()));
+            }
+        };
+        let a = tokio::spawn(claim_all(store.clone()));
+        let b = tokio::spawn(claim_all(other));
+        (a.await.unwrap(), b.await.unwrap())
+    };
+    let mut seen = HashSet::new();
+    for id in a.iter().chain(&b) {
+        assert!(seen.insert(id.clone()), "{id} claimed twice");
+    }
+    assert_eq!(seen.len(), SESSIONS, "every due summary claimed once");
+    assert!(!seen.contains("later"));
+    // Claimed rows stay claimed until the claim runs out...
+    let again = store
+        .claim_due_summaries(now, claim_for, 100)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "{again:?}");
+    // ...or the job ends: a summary stored for the claimed due time while a
+    // turn rescheduled it is claimable again at once, for the later time.
+    store
+        .schedule_summary(&sid("s000"), Timestamp(500))
+        .await
+        .unwrap();
+    let summary = SessionSummary {
+        text: "recap".into(),
+        created_at: Timestamp(900),
+    };
+    store
+        .store_summary(&sid("s000"), &summary, Timestamp(100))
+        .await
+        .unwrap();
+    let after_claim = now.plus(claim_for);
+    let next = store
+        .claim_due_summaries(now, claim_for, 100)
+        .await
+        .unwrap();
+    assert_eq!(next, [(sid("s000"), Timestamp(500))]);
+    // Past the claim, the rest is due again, earliest first.
+    let expired = store
+        .claim_due_summaries(after_claim, claim_for, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        expired,
+        [(sid("s001"), Timestamp(101)), (sid("s002"), Timestamp(102))]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_is_one_statement_and_parts_round_trip_through_jsonb() {
+    let Some((store, _database)) = make().await else {
+        return;
+    };
+    store.create_session(&record("s1", None, 1)).await.unwrap();
+    let messages: Vec<StoredMessage> = (0..50)
+        .map(|seq| message("s1", seq, 10 + seq as i64))
+        .collect();
+    store.append_messages(&messages).await.unwrap();
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), messages);
+    let loaded = store.load_session(&sid("s1")).await.unwrap().unwrap();
+    assert_eq!(loaded.last_active_at, Timestamp(59));
+}
+
+#[test]
+fn parsed_urls_show_redacted_and_bad_ones_do_not_echo_the_password() {
+    let url = PgUrl::parse("postgres://aw:s3cret@db.internal/agentwire").unwrap();
+    assert!(!format!("{url} {url:?}").contains("s3cret"));
+    let options = PgOptions::new(url);
+    assert!(!format!("{options:?}").contains("s3cret"));
+    for bad in [
+        "postgres://aw:s3cret@db.internal:notaport/agentwire",
+        "postgres://aw:s3cret@db/agentwire?bogus_option=s3cret",
+        "mysql://aw:s3cret@db/agentwire",
+    ] {
+        let error = PgUrl::parse(bad).unwrap_err();
+        assert!(!error.contains("s3cret"), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_startup_error_without_the_password() {
+    let url = PgUrl::parse("postgres://aw:s3cret@127.0.0.1:1/agentwire").unwrap();
+    let mut options = PgOptions::new(url);
+    options.connect_timeout = Some(Duration::from_secs(2));
+    let Err(StoreError::Unavailable(message)) = PgStore::connect(&options).await else {
+        panic!("nothing listens on port 1");
+    };
+    assert!(message.contains("127.0.0.1:1"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+}

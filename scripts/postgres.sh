@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Starts a throwaway PostgreSQL cluster for the PostgreSQL session store tests
+# (ARCHITECTURE.md, agentwire-store; ../shared/design/scale-out.md §9).
+#
+#   scripts/postgres.sh start   installs Debian's `postgresql` with apt-get if
+#                               /usr/lib/postgresql/15/bin is missing, runs
+#                               initdb as `nobody` (initdb refuses root) in a
+#                               fresh temp dir, starts the server listening on a
+#                               Unix socket in that dir only (no TCP port, so no
+#                               port races), fsync off, waits until it answers,
+#                               and prints `export` lines for the caller to
+#                               eval: AGENTWIRE_TEST_POSTGRES (a URL
+#                               tokio-postgres accepts), POSTGRES_DIR.
+#   scripts/postgres.sh stop DIR
+#                               stops that cluster (immediate) and removes DIR.
+#
+# The tests make a database of their own per test (CREATE DATABASE) and drop
+# it after, so they run in parallel on one cluster. The server log is
+# DIR/pg.log while it runs.
+set -euo pipefail
+bin="${AGENTWIRE_POSTGRES_BIN:-/usr/lib/postgresql/15/bin}"
+
+install() {
+    if [ -x "$bin/initdb" ]; then
+        return
+    fi
+    echo "postgres.sh: installing postgresql with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2 ||
+        { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2; }
+    [ -x "$bin/initdb" ] || {
+        echo "postgres.sh: no initdb in $bin after installing postgresql" >&2
+        exit 1
+    }
+}
+
+# Runs a command as `nobody` when we are root (initdb and postgres refuse
+# root), as ourselves otherwise.
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"
+    else
+        "$@"
+    fi
+}
+
+start() {
+    install
+    local dir
+    dir="$(mktemp -d /tmp/agentwire-pg.XXXXXX)"
+    chmod 0755 "$dir"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown nobody:nogroup "$dir"
+    fi
+    if ! as_owner "$bin/initdb" -D "$dir/data" -A trust -U agentwire --no-sync -E UTF8 \
+        --locale=C >"$dir/initdb.log" 2>&1; then
+        echo "postgres.sh: initdb failed:" >&2
+        cat "$dir/initdb.log" >&2
+        rm -rf "$dir"
+        exit 1
+    fi
+    # -k: the socket in $dir; listen_addresses='': no TCP at all.
+    if ! as_owner "$bin/pg_ctl" -w -t 30 -D "$dir/data" -l "$dir/pg.log" \
+        -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+        start >"$dir/pg_ctl.log" 2>&1; then
+        echo "postgres.sh: the server did not start:" >&2
+        cat "$dir/pg_ctl.log" "$dir/pg.log" >&2 || true
+        stop "$dir"
+        exit 1
+    fi
+    echo "export AGENTWIRE_TEST_POSTGRES='postgresql:///postgres?host=$dir&user=agentwire'"
+    echo "export POSTGRES_DIR=$dir"
+}
+
+stop() {
+    local dir="${1:?usage: postgres.sh stop DIR}"
+    case "$dir" in
+        /tmp/agentwire-pg.*) ;;
+        *) echo "postgres.sh: refusing to stop $dir (not a postgres.sh dir)" >&2; exit 64 ;;
+    esac
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) shift; stop "$@" ;;
+    install) install ;;
+    *) echo "usage: $0 start | stop DIR | install" >&2; exit 64 ;;
+esac
