@@ -6,16 +6,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::support::{Client, stored_messages};
+use crate::support::{Client, agentwire_serve, start_child, stored_messages};
 
 const ROUNDS: u64 = 20;
 const CLIENTS: usize = 6;
@@ -36,33 +34,7 @@ impl Moments {
 
 /// `agentwire serve` on `config`, and the address it listens on.
 async fn start(config: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .arg("serve")
-        .arg("--config")
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("agentwire serve starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let address = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains("agentwire listening")
-                && let Some(at) = line.find("127.0.0.1:")
-            {
-                let port: String = line[at + 10..]
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                return format!("127.0.0.1:{port}");
-            }
-        }
-        panic!("agentwire exited before listening");
-    })
-    .await
-    .expect("agentwire listens");
+    let (child, address, mut lines) = start_child(agentwire_serve(config)).await;
     // Keep draining its log so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, address)

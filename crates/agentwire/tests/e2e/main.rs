@@ -11,6 +11,7 @@ mod attachments;
 mod auth;
 mod binary;
 mod binary_frames;
+mod cancel;
 mod chat;
 mod client_tools;
 mod close_rules;

@@ -1,7 +1,6 @@
 //! Traces: the real binary exports its spans over OTLP/HTTP to a receiver
 //! here that decodes the real protobuf (`ExportTraceServiceRequest`).
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,6 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
@@ -23,7 +21,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::credentials::{ALICE_KEY, sha256_hex};
 use crate::fake_http::{Answer, FakeHttp, openai_model, openai_text, openai_tool_call};
-use crate::support::Client;
+use crate::support::{Client, agentwire_serve, start_child};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID: &str = "00f067aa0ba902b7";
@@ -180,37 +178,13 @@ type Logs = Arc<Mutex<Vec<String>>>;
 async fn serve(config: &str, dir: &std::path::Path, env: &[(&str, &str)]) -> (Child, String, Logs) {
     let path = dir.join("agentwire.yaml");
     std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&path)
+    let mut command = agentwire_serve(&path);
+    command
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .env_remove("OTEL_SDK_DISABLED")
-        .env("RUST_LOG", "info")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("agentwire serve starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let address = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains("agentwire listening")
-                && let Some(at) = line.find("127.0.0.1:")
-            {
-                let port: String = line[at + 10..]
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                return format!("127.0.0.1:{port}");
-            }
-        }
-        panic!("agentwire exited before listening");
-    })
-    .await
-    .expect("agentwire listens");
+        .envs(env.iter().copied());
+    let (child, address, mut lines) = start_child(command).await;
     // Keep reading its logs so it never blocks on a full pipe.
     let logs = Logs::default();
     let kept = logs.clone();
