@@ -237,37 +237,42 @@ impl PgStore {
         })
     }
 
-    /// Runs `sql` (prepared once per connection) and returns its rows.
+    /// A connection and `sql` prepared on it (once per connection: cached).
+    async fn prepared(
+        &self,
+        what: &str,
+        sql: &str,
+    ) -> Result<(deadpool_postgres::Client, tokio_postgres::Statement), StoreError> {
+        let client = self.client(what).await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| db_error(&e, what))?;
+        Ok((client, statement))
+    }
+
+    /// Runs `sql` and returns its rows.
     async fn query(
         &self,
         what: &str,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.client(what).await?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| db_error(&e, what))?;
+        let (client, statement) = self.prepared(what, sql).await?;
         client
             .query(&statement, params)
             .await
             .map_err(|e| db_error(&e, what))
     }
 
-    /// Runs `sql` (prepared once per connection) and returns the rows it
-    /// changed.
+    /// Runs `sql` and returns the rows it changed.
     async fn execute(
         &self,
         what: &str,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
-        let client = self.client(what).await?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| db_error(&e, what))?;
+        let (client, statement) = self.prepared(what, sql).await?;
         client
             .execute(&statement, params)
             .await
