@@ -40,7 +40,10 @@ impl MediaResolver {
     /// carries no data resolved afresh; `request` itself, untouched, when
     /// no part needs it. An item that cannot be resolved (gone, expired,
     /// over [`MAX_INLINE_BYTES`]) is left as it is and logged.
-    pub async fn resolve<'r>(&self, request: &'r ModelRequest) -> Cow<'r, ModelRequest> {
+    pub async fn resolve<'r, 'h>(
+        &self,
+        request: &'r ModelRequest<'h>,
+    ) -> Cow<'r, ModelRequest<'h>> {
         let needed = request.messages.iter().any(|m| match m {
             ModelMessage::User { parts, .. } => parts.iter().any(|p| stored_ref(p).is_some()),
             _ => false,
@@ -50,8 +53,10 @@ impl MediaResolver {
         }
         let mut resolved = request.clone();
         for message in &mut resolved.messages {
-            if let ModelMessage::User { parts, .. } = message {
-                for part in parts.iter_mut() {
+            if let ModelMessage::User { parts, .. } = message
+                && parts.iter().any(|p| stored_ref(p).is_some())
+            {
+                for part in parts.to_mut() {
                     self.resolve_part(part).await;
                 }
             }
@@ -164,17 +169,17 @@ mod tests {
         )
     }
 
-    fn request(parts: Vec<ContentPart>) -> ModelRequest {
+    fn request(parts: Vec<ContentPart>) -> ModelRequest<'static> {
         ModelRequest {
             messages: vec![ModelMessage::User {
                 text: "look".into(),
-                parts,
+                parts: parts.into(),
             }],
             ..ModelRequest::default()
         }
     }
 
-    fn media_of(request: &ModelRequest) -> Vec<MediaContent> {
+    fn media_of(request: &ModelRequest<'_>) -> Vec<MediaContent> {
         let ModelMessage::User { parts, .. } = &request.messages[0] else {
             panic!("a user message");
         };

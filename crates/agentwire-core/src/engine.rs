@@ -49,11 +49,13 @@ mod cancel;
 mod records;
 mod rejoin;
 mod turn_task;
+mod write;
 
 pub use cancel::{CancelOutcome, TURN_CANCELLED};
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
 use turn_task::{run_turn, turn_span};
+use write::QuestionWrite;
 
 use crate::turn::{ClientTools, EventSink, Handler, TurnContext, TurnInput};
 
@@ -387,21 +389,22 @@ impl Engine {
             metadata: input.metadata.clone(),
             created_at: now,
         };
-        // The message is in the live history at once and its write runs
-        // beside the turn: the model is not kept waiting for a commit. The
-        // turn's own records wait for it, so `done` still means stored.
+        // The message is in the live history at once; its write waits a
+        // moment to go with the turn's records (`write`), so the model is
+        // not kept waiting for a commit and a short turn costs one write.
+        // The turn's records wait for it, so `done` still means stored.
         let appended = lease
-            .append(vec![user_message])
+            .begin_append(vec![user_message])
             .instrument(span.clone())
             .await;
-        let (history, user_write) = match appended {
+        let (history, question_write) = match appended {
             Ok(appended) => appended,
             Err(e) => {
                 lease.end_turn();
                 return Err(e.into());
             }
         };
-        let user_write = tokio::spawn(user_write);
+        let question_write = QuestionWrite::defer(question_write, span.clone());
         let log = &lease.session.log;
         let writer = log.start_turn(&req.agent.name);
         span.record("agentwire.turn_id", writer.turn().0);
@@ -431,7 +434,7 @@ impl Engine {
                 req.agent.handler.clone(),
                 turn,
                 turn_lease,
-                user_write,
+                question_write,
                 summary_tx,
             )
             .instrument(span),
@@ -463,7 +466,7 @@ impl Engine {
             metadata,
             self.inner.clock.now(),
         );
-        lease.store_messages(vec![event]).await?;
+        lease.store_messages(vec![event], None).await?;
         Ok(())
     }
 
@@ -646,109 +649,19 @@ impl SessionLease {
         finish();
     }
 
-    /// Stores `messages` (their `seq` is assigned here).
-    async fn store_messages(&self, messages: Vec<StoredMessage>) -> Result<(), StoreError> {
-        let (history, write) = self.append(messages).await?;
-        // Not kept across the write: a snapshot alive then keeps the history
-        // from being trimmed.
-        drop(history);
-        write.await
+    /// When a turn of this session completing now makes its summary due;
+    /// `None` without summaries or a policy for the agent.
+    fn summary_due_after_turn(&self) -> Option<Timestamp> {
+        let summaries = self.inner.summaries.as_ref()?;
+        summaries.due_after_turn(&self.session.record.agent)
     }
 
-    /// Puts `messages` in the live history at once (their `seq` assigned
-    /// here) and returns that history with the write that stores them. The
-    /// write holds the session's append lock until it is done, so the next
-    /// append waits for it; if it fails, the messages leave the live history
-    /// again and the session is as if they had never come. Once it is stored,
-    /// the history is trimmed to what the next turn's window can reach,
-    /// unless a running turn still shares it (its own end trims then).
-    async fn append(
-        &self,
-        mut messages: Vec<StoredMessage>,
-    ) -> Result<
-        (
-            Arc<Vec<StoredMessage>>,
-            impl Future<Output = Result<(), StoreError>> + Send + 'static,
-        ),
-        StoreError,
-    > {
-        let appending = self.session.appending.clone().lock_owned().await;
-        let (first_seq, was_persisted, history) = {
-            let mut state = self.session.state.lock();
-            if state.deleted {
-                return Err(StoreError::Rejected(format!(
-                    "session {}: deleted",
-                    self.id()
-                )));
-            }
-            let first_seq = state.next_seq;
-            for (message, seq) in messages.iter_mut().zip(first_seq..) {
-                message.seq = seq;
-            }
-            state.next_seq = first_seq + messages.len() as u64;
-            if let Some(last) = messages.last() {
-                state.last_active_at = state.last_active_at.max(last.created_at);
-            }
-            Arc::make_mut(&mut state.history).extend(messages.iter().cloned());
-            let was_persisted = std::mem::replace(&mut state.persisted, true);
-            (first_seq, was_persisted, state.history.clone())
-        };
-        let store = self.inner.store.clone();
-        let session = self.session.clone();
-        let span = records::write_span(was_persisted, messages.len());
-        let write = async move {
-            let _appending = appending;
-            let result = match was_persisted {
-                true => store.append_messages(&messages).await,
-                false => match store.create_session(&session.record).await {
-                    Ok(()) => store.append_messages(&messages).await,
-                    Err(e) => Err(e),
-                },
-            };
-            let mut state = session.state.lock();
-            match &result {
-                Ok(()) => {
-                    if let Some(history) = Arc::get_mut(&mut state.history) {
-                        let start = retained_start(history, session.window);
-                        history.drain(..start);
-                    }
-                }
-                Err(_) => {
-                    tracing::Span::current().record("error.type", "store_error");
-                    let history = Arc::make_mut(&mut state.history);
-                    let ours = history
-                        .iter()
-                        .position(|m| m.seq >= first_seq)
-                        .unwrap_or(history.len());
-                    history.truncate(ours);
-                    state.next_seq = first_seq;
-                    state.persisted = was_persisted;
-                }
-            }
-            drop(state);
-            result
-        }
-        .instrument(span);
-        Ok((history, write))
-    }
-
-    /// (Re)schedules the session's summary after a completed turn and tells
-    /// the connection when it is due. A failure is logged: the turn stands.
-    async fn schedule_summary(&self, notice: oneshot::Sender<Timestamp>) {
-        let Some(summaries) = &self.inner.summaries else {
-            return;
-        };
-        match summaries
-            .schedule(self.id(), &self.session.record.agent)
-            .await
-        {
-            Ok(Some(due)) => {
-                let _ = notice.send(due);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(session = %self.id(), error = %e, "scheduling the session summary failed");
-            }
+    /// Queues the summary whose due time the turn's write stored, and tells
+    /// the connection when it is due.
+    fn queue_summary(&self, due: Timestamp, notice: oneshot::Sender<Timestamp>) {
+        if let Some(summaries) = &self.inner.summaries {
+            summaries.queue(self.id(), due);
+            let _ = notice.send(due);
         }
     }
 }

@@ -1,33 +1,39 @@
 //! The model port: what the runtime asks a language model and what comes
 //! back, independent of any provider's wire format.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 
 use crate::content::ContentPart;
 use crate::error::ErrorCode;
 
 /// One request to a model: the conversation so far and the tools it may call.
+/// Its messages borrow what they can from the session's history (`'h`): a
+/// turn shows the model its whole window, and copying every text of it on
+/// every turn was a tenth of a streamed turn's CPU.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ModelRequest {
+pub struct ModelRequest<'h> {
     /// The agent's instructions (system prompt).
     pub system: Option<String>,
-    pub messages: Vec<ModelMessage>,
+    pub messages: Vec<ModelMessage<'h>>,
     pub tools: Vec<ToolSpec>,
     /// The message's `mock_scenario` metadata: read by the scripted provider
     /// only, never sent to a real model.
     pub scenario: Option<String>,
 }
 
-/// A message of the conversation as the model sees it.
+/// A message of the conversation as the model sees it: borrowed from the
+/// stored history where it is the stored text, owned where the turn made it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ModelMessage {
+pub enum ModelMessage<'h> {
     User {
-        text: String,
+        text: Cow<'h, str>,
         /// Media parts (images, audio, files) sent beside the text.
-        parts: Vec<ContentPart>,
+        parts: Cow<'h, [ContentPart]>,
     },
     Assistant {
-        text: String,
+        text: Cow<'h, str>,
         tool_calls: Vec<ModelToolCall>,
     },
     /// The outcome of one tool call, answering an assistant's `tool_calls`.
@@ -35,9 +41,54 @@ pub enum ModelMessage {
         call_id: String,
         name: String,
         /// The result as text (JSON for structured results).
-        content: String,
+        content: Cow<'h, str>,
         is_error: bool,
     },
+}
+
+impl ModelRequest<'_> {
+    /// The request with nothing borrowed (test doubles keep what they were
+    /// asked).
+    pub fn into_owned(self) -> ModelRequest<'static> {
+        ModelRequest {
+            system: self.system,
+            messages: self
+                .messages
+                .into_iter()
+                .map(ModelMessage::into_owned)
+                .collect(),
+            tools: self.tools,
+            scenario: self.scenario,
+        }
+    }
+}
+
+impl ModelMessage<'_> {
+    /// The message with nothing borrowed, for a conversation that outlives
+    /// what it was built from.
+    pub fn into_owned(self) -> ModelMessage<'static> {
+        match self {
+            ModelMessage::User { text, parts } => ModelMessage::User {
+                text: Cow::Owned(text.into_owned()),
+                parts: Cow::Owned(parts.into_owned()),
+            },
+            ModelMessage::Assistant { text, tool_calls } => ModelMessage::Assistant {
+                text: Cow::Owned(text.into_owned()),
+                tool_calls,
+            },
+            ModelMessage::Tool {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => ModelMessage::Tool {
+                call_id,
+                name,
+                content: Cow::Owned(content.into_owned()),
+                is_error,
+            },
+        }
+    }
 }
 
 /// A tool call the model made.
@@ -94,7 +145,7 @@ pub trait ModelProvider: Send + Sync + 'static {
     /// Retries, backoff and timeouts happen inside; an `Err` is final.
     async fn complete(
         &self,
-        request: &ModelRequest,
+        request: &ModelRequest<'_>,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError>;
 }
@@ -161,6 +212,12 @@ pub trait ToolBox: Send + Sync {
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<serde_json::Value, String>;
+
+    /// Whether the box can serve no more calls (its server went away): the
+    /// connection's next turn opens a new one instead of reusing it.
+    fn is_closed(&self) -> bool {
+        false
+    }
 }
 
 /// Opens a [`ToolBox`]: once per connection, reused across its turns.

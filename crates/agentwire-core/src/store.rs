@@ -35,6 +35,24 @@ pub trait SessionStore: Send + Sync + 'static {
     /// turn's records go in one call: one round trip and one commit.
     async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError>;
 
+    /// A turn's end: its messages appended as
+    /// [`SessionStore::append_messages`] does and, for a turn that completed
+    /// on an agent whose sessions are summarised, the summary due at
+    /// `summary_due` as [`SessionStore::schedule_summary`] does. A store with
+    /// round trips makes it one, all or none; the default makes the two
+    /// calls in turn.
+    async fn append_turn(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
+        self.append_messages(messages).await?;
+        match (summary_due, messages.first()) {
+            (Some(due), Some(first)) => self.schedule_summary(&first.session_id, due).await,
+            _ => Ok(()),
+        }
+    }
+
     /// [`SessionStore::append_messages`] of one message.
     async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError> {
         self.append_messages(std::slice::from_ref(message)).await

@@ -4,8 +4,9 @@
 //! After every completed turn the engine asks the scheduler to summarise the
 //! session once it has been idle for the agent's `after_idle`; a later turn
 //! pushes the due time back (a debounce). The due time is written to the
-//! store first, so the schedule survives a restart: [`SummaryScheduler::start`]
-//! reads every pending one back and runs the overdue ones at once.
+//! store first, with the turn's records, so the schedule survives a restart:
+//! [`SummaryScheduler::start`] reads every pending one back and runs the
+//! overdue ones at once.
 //!
 //! One background task owns the schedule: a queue sorted by due time, fed by
 //! an unbounded command channel, waiting on a tokio timer for the earliest
@@ -59,7 +60,6 @@ pub struct SummaryScheduler {
 }
 
 struct Shared {
-    store: Arc<dyn SessionStore>,
     clock: Arc<dyn Clock>,
     policies: Arc<HashMap<String, SummaryPolicy>>,
     commands: mpsc::UnboundedSender<Command>,
@@ -103,7 +103,6 @@ impl SummaryScheduler {
         let task = tokio::spawn(worker.run(queue, receiver, cancel.clone()));
         Ok(SummaryScheduler {
             shared: Arc::new(Shared {
-                store,
                 clock,
                 policies,
                 commands,
@@ -113,26 +112,25 @@ impl SummaryScheduler {
         })
     }
 
-    /// (Re)schedules the summary of `session`, a session of `agent`, for the
-    /// agent's idle time from now: stored first, then queued. `Ok(None)` when
-    /// the agent has no summary policy.
-    pub async fn schedule(
-        &self,
-        session: &SessionId,
-        agent: &str,
-    ) -> Result<Option<Timestamp>, StoreError> {
+    /// When a turn of `agent` completing now makes its session's summary
+    /// due: the agent's idle time from now; `None` when the agent has no
+    /// summary policy. The engine stores it with the turn's records, then
+    /// calls [`SummaryScheduler::queue`].
+    pub fn due_after_turn(&self, agent: &str) -> Option<Timestamp> {
         let shared = &self.shared;
-        let Some(policy) = shared.policies.get(agent) else {
-            return Ok(None);
-        };
-        let due = shared.clock.now().plus(policy.after_idle);
-        shared.store.schedule_summary(session, due).await?;
+        let policy = shared.policies.get(agent)?;
+        Some(shared.clock.now().plus(policy.after_idle))
+    }
+
+    /// Queues the summary of `session`, whose due time `due` is stored,
+    /// replacing any earlier one.
+    pub fn queue(&self, session: &SessionId, due: Timestamp) {
         // A stopped task has nothing to run it; the stored due time is
         // picked up by the next start.
-        let _ = shared
+        let _ = self
+            .shared
             .commands
             .send(Command::Schedule(session.clone(), due));
-        Ok(Some(due))
     }
 
     /// Drops the queued summary of `session` (it was deleted).

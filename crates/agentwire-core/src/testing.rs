@@ -1,7 +1,8 @@
 //! Test doubles for the core's ports, shared by the workspace's tests
 //! (feature `testing`; the core's own tests get them without it).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
@@ -10,6 +11,10 @@ use crate::media::{
     Download, MediaBody, MediaError, MediaId, MediaInfo, MediaStore, StorageRef, UploadSpec,
     UploadTicket,
 };
+use crate::session::{
+    SessionCursor, SessionOverview, SessionRecord, SessionSummary, StoredMessage,
+};
+use crate::store::{SessionStore, StoreError};
 use crate::time::{Clock, Timestamp};
 
 /// A clock that always says the same instant.
@@ -189,4 +194,237 @@ pub fn multi_event_turn() -> (String, Vec<crate::turn::TurnEvent>) {
         TurnEvent::Completed(Reply::text("Let me look. It is 21 C.")),
     ];
     ("assistant".to_owned(), events)
+}
+
+/// The switch a test holds to make one adapter fail on demand: while it is
+/// on, every call of a [`FailingSessionStore`] or [`FailingMediaStore`]
+/// built with it fails as if the backend were unreachable. One per server
+/// instance, so tests running side by side do not interfere. Clones share
+/// the switch.
+#[derive(Clone, Default)]
+pub struct FaultSwitch(Arc<FaultState>);
+
+#[derive(Default)]
+struct FaultState {
+    on: AtomicBool,
+    tripped: AtomicU64,
+}
+
+impl FaultSwitch {
+    pub fn new() -> FaultSwitch {
+        FaultSwitch::default()
+    }
+
+    /// Calls fail from now on.
+    pub fn fail(&self) {
+        self.0.on.store(true, Ordering::SeqCst);
+    }
+
+    /// Calls reach the real adapter again.
+    pub fn recover(&self) {
+        self.0.on.store(false, Ordering::SeqCst);
+    }
+
+    pub fn is_failing(&self) -> bool {
+        self.0.on.load(Ordering::SeqCst)
+    }
+
+    /// How many calls have failed because of the switch.
+    pub fn tripped(&self) -> u64 {
+        self.0.tripped.load(Ordering::SeqCst)
+    }
+
+    /// `Err(reason)` while the switch is on (counted), naming `operation`.
+    fn check(&self, operation: &str) -> Result<(), String> {
+        if self.is_failing() {
+            self.0.tripped.fetch_add(1, Ordering::SeqCst);
+            Err(format!("injected fault: {operation}"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A session store that delegates to `inner`, except while its
+/// [`FaultSwitch`] is on: then every call fails with
+/// [`StoreError::Unavailable`] before reaching `inner`, as a store whose
+/// backend is down does. Holds and releases always reach `inner`.
+pub struct FailingSessionStore {
+    inner: Arc<dyn SessionStore>,
+    switch: FaultSwitch,
+}
+
+impl FailingSessionStore {
+    pub fn new(inner: Arc<dyn SessionStore>, switch: FaultSwitch) -> FailingSessionStore {
+        FailingSessionStore { inner, switch }
+    }
+
+    fn check(&self, operation: &str) -> Result<(), StoreError> {
+        self.switch
+            .check(operation)
+            .map_err(StoreError::Unavailable)
+    }
+}
+
+#[async_trait]
+impl SessionStore for FailingSessionStore {
+    async fn create_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        self.check("create_session")?;
+        self.inner.create_session(record).await
+    }
+
+    async fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
+        self.check("load_session")?;
+        self.inner.load_session(id).await
+    }
+
+    async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        self.check("append_messages")?;
+        self.inner.append_messages(messages).await
+    }
+
+    async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        self.check("load_messages")?;
+        self.inner.load_messages(id).await
+    }
+
+    async fn load_recent_messages(
+        &self,
+        id: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.check("load_recent_messages")?;
+        self.inner.load_recent_messages(id, limit).await
+    }
+
+    async fn load_messages_after(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.check("load_messages_after")?;
+        self.inner.load_messages_after(id, after, limit).await
+    }
+
+    fn hold_session(&self, id: &SessionId) {
+        self.inner.hold_session(id);
+    }
+
+    fn release_session(&self, id: &SessionId) {
+        self.inner.release_session(id);
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check("ping")?;
+        self.inner.ping().await
+    }
+
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<Vec<SessionOverview>, StoreError> {
+        self.check("list_sessions")?;
+        self.inner.list_sessions(owner, after, limit).await
+    }
+
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+        self.check("delete_session")?;
+        self.inner.delete_session(id).await
+    }
+
+    async fn load_summary(&self, id: &SessionId) -> Result<Option<SessionSummary>, StoreError> {
+        self.check("load_summary")?;
+        self.inner.load_summary(id).await
+    }
+
+    async fn schedule_summary(&self, id: &SessionId, due: Timestamp) -> Result<(), StoreError> {
+        self.check("schedule_summary")?;
+        self.inner.schedule_summary(id, due).await
+    }
+
+    async fn pending_summaries(&self) -> Result<Vec<(SessionId, Timestamp)>, StoreError> {
+        self.check("pending_summaries")?;
+        self.inner.pending_summaries().await
+    }
+
+    async fn store_summary(
+        &self,
+        id: &SessionId,
+        summary: &SessionSummary,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.check("store_summary")?;
+        self.inner.store_summary(id, summary, handled_due).await
+    }
+
+    async fn clear_summary_due(
+        &self,
+        id: &SessionId,
+        handled_due: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.check("clear_summary_due")?;
+        self.inner.clear_summary_due(id, handled_due).await
+    }
+}
+
+/// A media store that delegates to `inner`, except while its
+/// [`FaultSwitch`] is on: then every call fails with
+/// [`MediaError::Unavailable`] before reaching `inner`, as a store whose
+/// backend is unreachable does.
+pub struct FailingMediaStore {
+    inner: Arc<dyn MediaStore>,
+    switch: FaultSwitch,
+}
+
+impl FailingMediaStore {
+    pub fn new(inner: Arc<dyn MediaStore>, switch: FaultSwitch) -> FailingMediaStore {
+        FailingMediaStore { inner, switch }
+    }
+
+    fn check(&self, operation: &str) -> Result<(), MediaError> {
+        self.switch
+            .check(operation)
+            .map_err(MediaError::Unavailable)
+    }
+}
+
+#[async_trait]
+impl MediaStore for FailingMediaStore {
+    async fn prepare_upload(&self, spec: &UploadSpec) -> Result<UploadTicket, MediaError> {
+        self.check("prepare_upload")?;
+        self.inner.prepare_upload(spec).await
+    }
+
+    async fn write_upload(
+        &self,
+        upload: &MediaId,
+        content_length: Option<u64>,
+        body: MediaBody,
+    ) -> Result<MediaInfo, MediaError> {
+        self.check("write_upload")?;
+        self.inner.write_upload(upload, content_length, body).await
+    }
+
+    async fn put(&self, spec: &UploadSpec, body: MediaBody) -> Result<MediaInfo, MediaError> {
+        self.check("put")?;
+        self.inner.put(spec, body).await
+    }
+
+    async fn confirm_upload(&self, upload: &MediaId) -> Result<MediaInfo, MediaError> {
+        self.check("confirm_upload")?;
+        self.inner.confirm_upload(upload).await
+    }
+
+    async fn info(&self, storage_ref: &StorageRef) -> Result<MediaInfo, MediaError> {
+        self.check("info")?;
+        self.inner.info(storage_ref).await
+    }
+
+    async fn download(&self, storage_ref: &StorageRef) -> Result<Download, MediaError> {
+        self.check("download")?;
+        self.inner.download(storage_ref).await
+    }
 }

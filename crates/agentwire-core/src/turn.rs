@@ -283,7 +283,10 @@ impl TurnContext {
     /// ([`crate::assets`]). Call it for every model call, never once per
     /// turn, and drop the result after the call, so URLs are fresh and no
     /// resolved bytes are kept. Without media storage, `request` itself.
-    pub async fn resolve_media<'r>(&self, request: &'r ModelRequest) -> Cow<'r, ModelRequest> {
+    pub async fn resolve_media<'r, 'h>(
+        &self,
+        request: &'r ModelRequest<'h>,
+    ) -> Cow<'r, ModelRequest<'h>> {
         match &self.media {
             Some(resolver) => resolver.resolve(request).await,
             None => Cow::Borrowed(request),

@@ -8,7 +8,9 @@ use agentwire_core::{MediaError, MediaInfo};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::signer::{HeaderValue, Method, SignedUrlOptions, Signer};
-use object_store::{Attribute, Attributes, ClientOptions, PutMultipartOptions};
+use object_store::{
+    Attribute, Attributes, BackoffConfig, ClientOptions, PutMultipartOptions, RetryConfig,
+};
 
 /// Where the bucket is and how to reach it (`storage.media.*` plus the AWS
 /// credentials from the environment).
@@ -39,6 +41,12 @@ impl std::fmt::Debug for S3Settings {
 /// Requests to the store give up after this long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A failed request is retried at most this often, and never once this
+/// long has passed since the first try: the store's own default (10 retries
+/// within 3 minutes) kept an upload's client waiting minutes for an answer
+/// while the store was down.
+const MAX_RETRIES: usize = 3;
+const RETRY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) fn build(settings: &S3Settings) -> Result<AmazonS3, object_store::Error> {
     // reqwest is built with rustls but no bundled crypto provider (so that
@@ -53,7 +61,12 @@ pub(crate) fn build(settings: &S3Settings) -> Result<AmazonS3, object_store::Err
             ClientOptions::new()
                 .with_timeout(REQUEST_TIMEOUT)
                 .with_connect_timeout(CONNECT_TIMEOUT),
-        );
+        )
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig::default(),
+            max_retries: MAX_RETRIES,
+            retry_timeout: RETRY_TIMEOUT,
+        });
     if let Some(token) = &settings.session_token {
         builder = builder.with_token(token);
     }

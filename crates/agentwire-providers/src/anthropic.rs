@@ -98,7 +98,7 @@ impl ModelProvider for AnthropicProvider {
 
     async fn complete(
         &self,
-        request: &ModelRequest,
+        request: &ModelRequest<'_>,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
         let body = self
@@ -113,7 +113,7 @@ impl ModelProvider for AnthropicProvider {
 }
 
 /// The Messages request for `request`.
-pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
+pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
     let mut messages: Vec<Value> = Vec::with_capacity(request.messages.len());
     // Whether the last message pushed is a user message of tool results, to
     // which the next tool result is added.
@@ -130,7 +130,7 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
                     continue;
                 }
                 let content = if tool_calls.is_empty() {
-                    Value::from(text.as_str())
+                    Value::from(text.as_ref())
                 } else {
                     let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
                     if !text.is_empty() {
@@ -446,7 +446,7 @@ mod tests {
     use super::*;
     use agentwire_core::{MediaContent, ToolSpec};
 
-    fn tool(call_id: &str, content: &str, is_error: bool) -> ModelMessage {
+    fn tool<'a>(call_id: &str, content: &'a str, is_error: bool) -> ModelMessage<'a> {
         ModelMessage::Tool {
             call_id: call_id.into(),
             name: "t".into(),
@@ -487,7 +487,8 @@ mod tests {
                                 ..MediaContent::default()
                             },
                         ),
-                    ],
+                    ]
+                    .into(),
                 },
                 ModelMessage::Assistant {
                     text: "Checking.".into(),
@@ -508,7 +509,7 @@ mod tests {
                 tool("toolu_2", "boom", true),
                 ModelMessage::User {
                     text: "And?".into(),
-                    parts: vec![],
+                    parts: vec![].into(),
                 },
             ],
             tools: vec![ToolSpec {

@@ -47,7 +47,7 @@ impl MockProvider {
         }
     }
 
-    fn scenario(&self, request: &ModelRequest) -> Option<&MockScenario> {
+    fn scenario(&self, request: &ModelRequest<'_>) -> Option<&MockScenario> {
         let scenario = request
             .scenario
             .as_deref()
@@ -73,7 +73,10 @@ impl MockProvider {
 
 /// The turn `scenario` scripts for `request`, numbered from the assistant
 /// messages it already has.
-fn scripted_turn<'a>(scenario: &'a MockScenario, request: &ModelRequest) -> Option<&'a MockTurn> {
+fn scripted_turn<'a>(
+    scenario: &'a MockScenario,
+    request: &ModelRequest<'_>,
+) -> Option<&'a MockTurn> {
     let assistants = request
         .messages
         .iter()
@@ -102,12 +105,12 @@ pub(crate) fn chunks(text: &str) -> impl Iterator<Item = &str> {
 
 const LAST_TOOL_RESULT: &str = "{{last_tool_result}}";
 
-fn with_last_tool_result(text: &str, request: &ModelRequest) -> String {
+fn with_last_tool_result(text: &str, request: &ModelRequest<'_>) -> String {
     if !text.contains(LAST_TOOL_RESULT) {
         return text.to_owned();
     }
     let last = request.messages.iter().rev().find_map(|m| match m {
-        ModelMessage::Tool { content, .. } => Some(content.as_str()),
+        ModelMessage::Tool { content, .. } => Some(content.as_ref()),
         _ => None,
     });
     text.replace(LAST_TOOL_RESULT, last.unwrap_or_default())
@@ -131,7 +134,7 @@ impl ModelProvider for MockProvider {
 
     async fn complete(
         &self,
-        request: &ModelRequest,
+        request: &ModelRequest<'_>,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
         let scenario = self.scenario(request);
@@ -222,7 +225,7 @@ mod tests {
         let request = ModelRequest {
             messages: vec![
                 ModelMessage::Assistant {
-                    text: String::new(),
+                    text: Default::default(),
                     tool_calls: Vec::new(),
                 },
                 ModelMessage::Tool {
@@ -265,7 +268,7 @@ mod tests {
         let request = |scenario: &str, assistants: usize| ModelRequest {
             messages: (0..assistants)
                 .map(|_| ModelMessage::Assistant {
-                    text: String::new(),
+                    text: Default::default(),
                     tool_calls: Vec::new(),
                 })
                 .collect(),

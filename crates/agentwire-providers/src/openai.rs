@@ -90,7 +90,7 @@ impl ModelProvider for OpenAiProvider {
 
     async fn complete(
         &self,
-        request: &ModelRequest,
+        request: &ModelRequest<'_>,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
         let body = self
@@ -105,7 +105,7 @@ impl ModelProvider for OpenAiProvider {
 }
 
 /// The Chat Completions request for `request`.
-pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
+pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({ "role": "system", "content": system }));
@@ -119,7 +119,7 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
                 let content = if text.is_empty() && !tool_calls.is_empty() {
                     Value::Null
                 } else {
-                    Value::from(text.as_str())
+                    Value::from(text.as_ref())
                 };
                 let mut message = json!({ "role": "assistant", "content": content });
                 if !tool_calls.is_empty() {
@@ -403,10 +403,11 @@ mod tests {
                                 ..MediaContent::default()
                             },
                         ),
-                    ],
+                    ]
+                    .into(),
                 },
                 ModelMessage::Assistant {
-                    text: String::new(),
+                    text: Default::default(),
                     tool_calls: vec![ModelToolCall {
                         id: "call_abc".into(),
                         name: "get_weather".into(),
@@ -461,7 +462,7 @@ mod tests {
         let request = ModelRequest {
             messages: vec![ModelMessage::User {
                 text: "hi".into(),
-                parts: vec![ContentPart::text("hi")],
+                parts: vec![ContentPart::text("hi")].into(),
             }],
             ..ModelRequest::default()
         };

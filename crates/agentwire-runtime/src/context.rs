@@ -3,6 +3,7 @@
 //! answers, its tool calls and their results. Failed turns leave their user
 //! message and whatever tool work was done; the failure itself is not shown.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use agentwire_core::{
@@ -59,11 +60,11 @@ impl MetadataTemplate {
 /// The conversation the model sees: at most the latest `limit` stored
 /// messages, from a user message on ([`context_window`], the rule the
 /// engine also keeps live sessions by).
-pub(crate) fn rebuild(
-    history: &[StoredMessage],
+pub(crate) fn rebuild<'h>(
+    history: &'h [StoredMessage],
     template: Option<&MetadataTemplate>,
     limit: usize,
-) -> Vec<ModelMessage> {
+) -> Vec<ModelMessage<'h>> {
     let history = context_window(history, limit);
     let mut out = Vec::with_capacity(history.len());
     let mut step = Step::default();
@@ -75,12 +76,12 @@ pub(crate) fn rebuild(
             }
             MessageBody::Interim { text } => {
                 step.flush(&mut out);
-                step.text = text.clone();
+                step.text = text;
             }
             MessageBody::Reply { text, .. } => {
                 step.flush(&mut out);
                 out.push(ModelMessage::Assistant {
-                    text: text.clone(),
+                    text: Cow::Borrowed(text),
                     tool_calls: Vec::new(),
                 });
             }
@@ -103,34 +104,38 @@ pub(crate) fn rebuild(
     out
 }
 
-fn user_message(message: &StoredMessage, template: Option<&MetadataTemplate>) -> ModelMessage {
-    let mut text = message.body.text().unwrap_or_default().to_owned();
-    if let Some(rendered) = template.and_then(|t| t.render(&message.metadata)) {
-        if !text.is_empty() {
-            text.push_str("\n\n");
-        }
-        text.push_str(&rendered);
-    }
-    let parts = message
-        .body
-        .parts()
-        .iter()
-        .filter(|p| p.media.is_some())
-        .cloned()
-        .collect();
+fn user_message<'h>(
+    message: &'h StoredMessage,
+    template: Option<&MetadataTemplate>,
+) -> ModelMessage<'h> {
+    let stored = message.body.text().unwrap_or_default();
+    let text = match template.and_then(|t| t.render(&message.metadata)) {
+        Some(rendered) if stored.is_empty() => Cow::Owned(rendered),
+        Some(rendered) => Cow::Owned(format!("{stored}\n\n{rendered}")),
+        None => Cow::Borrowed(stored),
+    };
+    let parts = message.body.parts();
+    let parts = match parts.iter().all(|p| p.media.is_some()) {
+        true => Cow::Borrowed(parts),
+        false => parts
+            .iter()
+            .filter(|p| p.media.is_some())
+            .cloned()
+            .collect(),
+    };
     ModelMessage::User { text, parts }
 }
 
 /// One model step in progress: its text, the calls it made, their results.
 #[derive(Default)]
-struct Step {
-    text: String,
+struct Step<'h> {
+    text: &'h str,
     calls: Vec<ModelToolCall>,
-    results: HashMap<String, ModelMessage>,
+    results: HashMap<String, ModelMessage<'h>>,
 }
 
-impl Step {
-    fn add_result(&mut self, id: &str, outcome: &ToolOutcome) {
+impl<'h> Step<'h> {
+    fn add_result(&mut self, id: &str, outcome: &'h ToolOutcome) {
         let name = self
             .calls
             .iter()
@@ -144,7 +149,7 @@ impl Step {
     /// Emits the step: the assistant message with the calls that have a
     /// result, then those results in call order. A call left without a
     /// result (a cancelled turn) is dropped: providers refuse unanswered calls.
-    fn flush(&mut self, out: &mut Vec<ModelMessage>) {
+    fn flush(&mut self, out: &mut Vec<ModelMessage<'h>>) {
         let step = std::mem::take(self);
         let answered: Vec<ModelToolCall> = step
             .calls
@@ -155,12 +160,12 @@ impl Step {
             return;
         }
         let mut results = step.results;
-        let ordered: Vec<ModelMessage> = answered
+        let ordered: Vec<ModelMessage<'h>> = answered
             .iter()
             .filter_map(|c| results.remove(&c.id))
             .collect();
         out.push(ModelMessage::Assistant {
-            text: step.text,
+            text: Cow::Borrowed(step.text),
             tool_calls: answered,
         });
         out.extend(ordered);
@@ -168,11 +173,18 @@ impl Step {
 }
 
 /// A tool's outcome as the model reads it.
-pub(crate) fn tool_message(call_id: &str, name: &str, outcome: &ToolOutcome) -> ModelMessage {
+pub(crate) fn tool_message<'h>(
+    call_id: &str,
+    name: &str,
+    outcome: &'h ToolOutcome,
+) -> ModelMessage<'h> {
     let (content, is_error) = match outcome {
         ToolOutcome::Ok(value) => (as_text(value), false),
-        ToolOutcome::Error(error) => (error.clone(), true),
-        ToolOutcome::Denied(reason) => (format!("the client declined the call: {reason}"), true),
+        ToolOutcome::Error(error) => (Cow::Borrowed(error.as_str()), true),
+        ToolOutcome::Denied(reason) => (
+            Cow::Owned(format!("the client declined the call: {reason}")),
+            true,
+        ),
     };
     ModelMessage::Tool {
         call_id: call_id.to_owned(),
@@ -183,10 +195,10 @@ pub(crate) fn tool_message(call_id: &str, name: &str, outcome: &ToolOutcome) -> 
 }
 
 /// Strings as they are; anything else as JSON.
-fn as_text(value: &serde_json::Value) -> String {
+fn as_text(value: &serde_json::Value) -> Cow<'_, str> {
     match value {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
+        serde_json::Value::String(s) => Cow::Borrowed(s),
+        other => Cow::Owned(other.to_string()),
     }
 }
 
@@ -259,7 +271,7 @@ mod tests {
             vec![
                 ModelMessage::User {
                     text: "weather?\n\n[user u1]".into(),
-                    parts: vec![]
+                    parts: Default::default()
                 },
                 ModelMessage::Assistant {
                     text: "let me check".into(),
@@ -323,8 +335,10 @@ mod tests {
             rebuild(&history, None, limit)
                 .into_iter()
                 .map(|m| match m {
-                    ModelMessage::User { text, .. } | ModelMessage::Assistant { text, .. } => text,
-                    ModelMessage::Tool { content, .. } => content,
+                    ModelMessage::User { text, .. } | ModelMessage::Assistant { text, .. } => {
+                        text.into_owned()
+                    }
+                    ModelMessage::Tool { content, .. } => content.into_owned(),
                 })
                 .collect()
         };
@@ -361,7 +375,8 @@ mod tests {
 
     #[test]
     fn denials_and_errors_are_errors_for_the_model() {
-        let denied = tool_message("c", "t", &ToolOutcome::Denied("no".into()));
+        let outcome = ToolOutcome::Denied("no".into());
+        let denied = tool_message("c", "t", &outcome);
         assert_eq!(
             denied,
             ModelMessage::Tool {

@@ -130,10 +130,10 @@ impl Handler for RuntimeHandler {
 impl RuntimeHandler {
     /// This agent's tool loop on the conversation so far: until it answers,
     /// hands off, or the turn runs out of rounds (counted across handoffs).
-    async fn answer(
+    async fn answer<'t>(
         &self,
-        turn: &TurnContext,
-        messages: &mut Vec<ModelMessage>,
+        turn: &'t TurnContext,
+        messages: &mut Vec<ModelMessage<'t>>,
         rounds: &mut u32,
     ) -> Result<Answer, TurnFailure> {
         let settings = &self.settings;
@@ -183,7 +183,7 @@ impl RuntimeHandler {
                 })
                 .collect();
             request.messages.push(ModelMessage::Assistant {
-                text: reply.text,
+                text: reply.text.into(),
                 tool_calls: calls.clone(),
             });
             let mut handoff = None;
@@ -211,7 +211,7 @@ impl RuntimeHandler {
                 span.record("agentwire.tool.outcome", outcome_label(&outcome));
                 request
                     .messages
-                    .push(context::tool_message(&call.id, &call.name, &outcome));
+                    .push(context::tool_message(&call.id, &call.name, &outcome).into_owned());
             }
             if let Some(target) = handoff {
                 *messages = request.messages;
@@ -335,7 +335,7 @@ pub(crate) async fn announce(turn: &TurnContext, call: &ModelToolCall) {
 /// token recorded when it ends.
 async fn model_call(
     provider: &dyn ModelProvider,
-    request: &ModelRequest,
+    request: &ModelRequest<'_>,
     turn: &TurnContext,
 ) -> Result<ModelReply, ProviderError> {
     let span = tracing::debug_span!(

@@ -53,8 +53,8 @@ impl Summarizer for ModelSummarizer {
         let request = ModelRequest {
             system: Some(SUMMARY_INSTRUCTIONS.to_owned()),
             messages: vec![ModelMessage::User {
-                text: format!("Summarise this conversation.\n\n{}", transcript(messages)),
-                parts: Vec::new(),
+                text: format!("Summarise this conversation.\n\n{}", transcript(messages)).into(),
+                parts: Default::default(),
             }],
             tools: Vec::new(),
             scenario: Some(SUMMARY_SCENARIO.to_owned()),
@@ -158,7 +158,7 @@ mod summary_tests {
     /// Answers `answer` and keeps the request it was asked.
     struct Recorder {
         answer: Result<String, ProviderError>,
-        asked: Mutex<Option<ModelRequest>>,
+        asked: Mutex<Option<ModelRequest<'static>>>,
     }
 
     #[async_trait]
@@ -173,10 +173,10 @@ mod summary_tests {
 
         async fn complete(
             &self,
-            request: &ModelRequest,
+            request: &ModelRequest<'_>,
             _text: &dyn TextSink,
         ) -> Result<ModelReply, ProviderError> {
-            *self.asked.lock() = Some(request.clone());
+            *self.asked.lock() = Some(request.clone().into_owned());
             self.answer.clone().map(|text| ModelReply {
                 text,
                 ..ModelReply::default()

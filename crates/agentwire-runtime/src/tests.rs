@@ -20,18 +20,18 @@ use crate::{
     DEFAULT_CONTEXT_MESSAGES, Delegation, Handoff, Peer, Roster, RuntimeHandler, RuntimeSettings,
 };
 
-type Script = dyn Fn(&ModelRequest) -> Result<ModelReply, ProviderError> + Send + Sync;
+type Script = dyn Fn(&ModelRequest<'_>) -> Result<ModelReply, ProviderError> + Send + Sync;
 
 /// A model that answers with `script(request)`, streaming the text, and
 /// remembers every request.
 struct Scripted {
     script: Box<Script>,
-    seen: Mutex<Vec<ModelRequest>>,
+    seen: Mutex<Vec<ModelRequest<'static>>>,
 }
 
 impl Scripted {
     fn new(
-        script: impl Fn(&ModelRequest) -> Result<ModelReply, ProviderError> + Send + Sync + 'static,
+        script: impl Fn(&ModelRequest<'_>) -> Result<ModelReply, ProviderError> + Send + Sync + 'static,
     ) -> Arc<Scripted> {
         Arc::new(Scripted {
             script: Box::new(script),
@@ -39,7 +39,7 @@ impl Scripted {
         })
     }
 
-    fn requests(&self) -> Vec<ModelRequest> {
+    fn requests(&self) -> Vec<ModelRequest<'static>> {
         self.seen.lock().clone()
     }
 }
@@ -56,10 +56,10 @@ impl ModelProvider for Scripted {
 
     async fn complete(
         &self,
-        request: &ModelRequest,
+        request: &ModelRequest<'_>,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
-        self.seen.lock().push(request.clone());
+        self.seen.lock().push(request.clone().into_owned());
         let reply = (self.script)(request)?;
         if !reply.text.is_empty() {
             text.text(&reply.text).await;
@@ -91,16 +91,16 @@ fn calls(text: &str, tools: &[(&str, Value)]) -> Result<ModelReply, ProviderErro
 }
 
 /// The latest tool result the model was shown, with its error flag.
-fn last_tool_result(request: &ModelRequest) -> Option<(&str, bool)> {
+fn last_tool_result<'r>(request: &'r ModelRequest<'_>) -> Option<(&'r str, bool)> {
     request.messages.iter().rev().find_map(|m| match m {
         ModelMessage::Tool {
             content, is_error, ..
-        } => Some((content.as_str(), *is_error)),
+        } => Some((content.as_ref(), *is_error)),
         _ => None,
     })
 }
 
-fn assistants(request: &ModelRequest) -> usize {
+fn assistants(request: &ModelRequest<'_>) -> usize {
     request
         .messages
         .iter()
@@ -309,7 +309,7 @@ async fn a_delegate_answers_on_a_sub_turn_whose_answer_is_the_tool_result() {
         seen[0].messages,
         [ModelMessage::User {
             text: "How long do refunds take?".into(),
-            parts: vec![]
+            parts: Default::default()
         }]
     );
     assert_eq!(seen[0].scenario, None);
@@ -399,7 +399,7 @@ async fn a_handoff_gives_the_rest_of_the_turn_and_the_conversation_to_the_target
 }
 
 /// The URL of the image in the request's first user message.
-fn image_url(request: &ModelRequest) -> Option<String> {
+fn image_url(request: &ModelRequest<'_>) -> Option<String> {
     request.messages.iter().find_map(|m| match m {
         ModelMessage::User { parts, .. } => {
             parts.iter().find_map(|p| p.media.as_ref()?.url.clone())

@@ -27,7 +27,8 @@ struct ConnectionToolboxes {
 
 /// The agent's tool sets for this turn's connection, opening those not open
 /// yet. A source that fails to open is left out of this turn (and tried again
-/// on the next), so one broken server does not take the agent down.
+/// on the next), so one broken server does not take the agent down; one whose
+/// open box has closed (its MCP server died) is opened again.
 pub(crate) async fn open_for_connection(
     turn: &TurnContext,
     agent: &str,
@@ -36,12 +37,17 @@ pub(crate) async fn open_for_connection(
     let cache = turn.scope.get_or_init(ConnectionToolboxes::default);
     let mut boxes = Vec::with_capacity(sources.len());
     for source in sources {
-        let cell = cache
-            .opened
-            .lock()
-            .entry((agent.to_owned(), source.name().to_owned()))
-            .or_default()
-            .clone();
+        let cell = {
+            let mut opened = cache.opened.lock();
+            let cell = opened
+                .entry((agent.to_owned(), source.name().to_owned()))
+                .or_default();
+            if cell.get().is_some_and(|tool_box| tool_box.is_closed()) {
+                tracing::warn!(tool = source.name(), "tool source closed; opening it again");
+                *cell = OpenOnce::default();
+            }
+            cell.clone()
+        };
         match cell.get_or_try_init(|| source.open()).await {
             Ok(tool_box) => boxes.push(OpenBox {
                 tool_box: tool_box.clone(),

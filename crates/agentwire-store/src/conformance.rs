@@ -32,6 +32,7 @@ macro_rules! conformance_tests {
             pages_after_a_seq_walk_every_message_once,
             append_advances_last_active_at,
             appending_several_is_all_or_nothing,
+            a_turn_and_its_summary_due_are_stored_all_or_none,
             append_to_unknown_session_is_rejected,
             duplicate_seq_is_rejected_alone_in_a_concurrent_batch,
             unknown_ids_load_nothing,
@@ -334,6 +335,43 @@ pub(crate) async fn appending_several_is_all_or_nothing(store: &dyn SessionStore
     assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), turn);
     let loaded = store.load_session(&sid("s1")).await.unwrap().unwrap();
     assert_eq!(loaded.last_active_at, Timestamp(300));
+}
+
+pub(crate) async fn a_turn_and_its_summary_due_are_stored_all_or_none(store: &dyn SessionStore) {
+    store
+        .create_session(&record("s1", None, 100))
+        .await
+        .unwrap();
+    let question = [message("s1", 0, 200)];
+    store.append_turn(&question, None).await.unwrap();
+    assert!(store.pending_summaries().await.unwrap().is_empty());
+    let turn = [message("s1", 1, 300), message("s1", 2, 300)];
+    store
+        .append_turn(&turn, Some(Timestamp(900)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s1"), Timestamp(900))]
+    );
+    // seq 2 is taken: neither the rows nor the new due time are stored.
+    let clash = [message("s1", 3, 400), message("s1", 2, 400)];
+    let err = store
+        .append_turn(&clash, Some(Timestamp(1000)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap().len(), 3);
+    assert_eq!(
+        store.pending_summaries().await.unwrap(),
+        [(sid("s1"), Timestamp(900))]
+    );
+    let err = store
+        .append_turn(&[message("ghost", 0, 1)], Some(Timestamp(5)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+    assert_eq!(store.pending_summaries().await.unwrap().len(), 1);
 }
 
 pub(crate) async fn append_to_unknown_session_is_rejected(store: &dyn SessionStore) {

@@ -492,6 +492,16 @@ impl SessionStore for PgStore {
     }
 
     async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        self.append_turn(messages, None).await
+    }
+
+    /// One statement: the session's row (activity, head, and the summary's
+    /// due time when given) and the rows of the messages.
+    async fn append_turn(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         let Some(first) = messages.first() else {
             return Ok(());
         };
@@ -511,7 +521,8 @@ impl SessionStore for PgStore {
                 "WITH s AS (
                      UPDATE sessions
                      SET last_active_at = GREATEST(last_active_at, $2),
-                         seq_head = GREATEST(seq_head, $3)
+                         seq_head = GREATEST(seq_head, $3),
+                         summary_due_at = COALESCE($10, summary_due_at)
                      WHERE id = $1
                      RETURNING key)
                  INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
@@ -530,6 +541,7 @@ impl SessionStore for PgStore {
                     &columns.parts,
                     &columns.metadata,
                     &columns.created_at,
+                    &summary_due.map(|due| due.0),
                 ],
             )
             .await

@@ -158,6 +158,14 @@ impl SessionStore for SqliteStore {
     }
 
     async fn append_messages(&self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        self.append_turn(messages, None).await
+    }
+
+    async fn append_turn(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         let rows = messages
             .iter()
             .map(NewMessage::encode)
@@ -165,7 +173,12 @@ impl SessionStore for SqliteStore {
         if rows.is_empty() {
             return Ok(());
         }
-        self.call(|reply| Command::Append { rows, reply }).await
+        self.call(|reply| Command::Append {
+            rows,
+            summary_due,
+            reply,
+        })
+        .await
     }
 
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
@@ -392,9 +405,11 @@ enum Command {
         id: SessionId,
         reply: Reply<Option<SessionRecord>>,
     },
-    /// Messages of one session, appended all or none.
+    /// Messages of one session, appended all or none, with the summary's
+    /// new due time if any.
     Append {
         rows: Vec<NewMessage>,
+        summary_due: Option<Timestamp>,
         reply: Reply<()>,
     },
     LoadMessages {
@@ -635,8 +650,12 @@ fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<Strin
             log_write_failure(&result, &record.id, None);
             Outcome::new(reply, result)
         }
-        Command::Append { rows, reply } => {
-            let result = write(tx, broken, |conn| append_messages(conn, &rows));
+        Command::Append {
+            rows,
+            summary_due,
+            reply,
+        } => {
+            let result = write(tx, broken, |conn| append_messages(conn, &rows, summary_due));
             if let Some(first) = rows.first() {
                 log_write_failure(&result, &first.session_id, Some(first.seq));
             }

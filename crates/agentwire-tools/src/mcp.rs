@@ -432,6 +432,12 @@ impl ToolBox for McpToolBox {
         );
         result
     }
+
+    /// The server's end of the session is gone (a stdio server exited or
+    /// was killed): every later call would fail with "closed the session".
+    fn is_closed(&self) -> bool {
+        self.session.is_transport_closed()
+    }
 }
 
 /// A `tools/call` result as the tool's outcome: `structuredContent` when

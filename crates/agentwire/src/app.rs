@@ -48,9 +48,35 @@ impl App {
 
 /// Builds the application: opens the session store and every adapter.
 pub async fn build(config: Config) -> anyhow::Result<App> {
+    build_with(config, Wrappers::default()).await
+}
+
+/// A session store around the opened one.
+pub type WrapSessions = Box<dyn FnOnce(Arc<dyn SessionStore>) -> Arc<dyn SessionStore> + Send>;
+/// A media store around the opened one.
+pub type WrapMedia = Box<dyn FnOnce(Arc<dyn MediaStore>) -> Arc<dyn MediaStore> + Send>;
+
+/// What [`build_with`] puts around the adapters it opens, before anything
+/// uses them: for tests that make a port fail on demand
+/// (`agentwire_core::testing::FailingSessionStore`). The binary wraps
+/// nothing.
+#[derive(Default)]
+pub struct Wrappers {
+    pub sessions: Option<WrapSessions>,
+    pub media: Option<WrapMedia>,
+}
+
+/// [`build`], with the opened session and media stores passed through
+/// `wrappers` once, at startup.
+pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<App> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let public_url = config.public_url.clone();
-    let media = open_media(&config.media, clock.clone())?.map(|store| MediaService {
+    let media = open_media(&config.media, clock.clone())?;
+    let media = match (media, wrappers.media) {
+        (Some(store), Some(wrap)) => Some(wrap(store)),
+        (media, _) => media,
+    };
+    let media = media.map(|store| MediaService {
         store,
         max_bytes: config.media.max_bytes,
         // Known once the listener is bound: `App::into_state`.
@@ -76,6 +102,10 @@ pub async fn build(config: Config) -> anyhow::Result<App> {
     roster.fill(peers);
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let store = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
+    let store = match wrappers.sessions {
+        Some(wrap) => wrap(store),
+        None => store,
+    };
     let mut summary_policies = summaries::policies(&config.agents, &runtime_parts)?;
     summaries::add_team_policies(&mut summary_policies, &config.teams, &teams, &runtime_parts)?;
     // Every summary due from before a restart is queued here. The task stops

@@ -6,12 +6,11 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use super::SessionLease;
 use super::cancel::withdraw_client_calls;
 use super::records::{Ending, terminal_record, tool_records};
-use crate::store::StoreError;
+use super::write::QuestionWrite;
 use crate::time::Timestamp;
 use crate::turn::{Handler, Reply, TurnContext, TurnEvent, TurnFailure};
 
@@ -33,7 +32,7 @@ pub(super) async fn run_turn(
     handler: Arc<dyn Handler>,
     turn: TurnContext,
     lease: SessionLease,
-    user_write: JoinHandle<Result<(), StoreError>>,
+    question_write: QuestionWrite,
     summary: oneshot::Sender<Timestamp>,
 ) {
     let started = tokio::time::Instant::now();
@@ -77,16 +76,16 @@ pub(super) async fn run_turn(
         now,
     );
     records.push(terminal_record(lease.id(), &ending, now));
-    let stored = match user_write.await {
-        Ok(Ok(())) => lease.store_messages(records).await,
-        Ok(Err(e)) => Err(e),
-        Err(e) => Err(StoreError::Unavailable(format!(
-            "the write task ended: {e}"
-        ))),
+    let summary_due = match &ending {
+        Ending::Ran(Ok(_)) => lease.summary_due_after_turn(),
+        _ => None,
     };
+    let stored = question_write.finish(&lease, records, summary_due).await;
     let terminal = match (stored, ending) {
         (Ok(_), Ending::Ran(Ok(reply))) => {
-            lease.schedule_summary(summary).await;
+            if let Some(due) = summary_due {
+                lease.queue_summary(due, summary);
+            }
             TurnEvent::Completed(reply)
         }
         (Ok(_), Ending::Ran(Err(failure))) => TurnEvent::Failed(failure),

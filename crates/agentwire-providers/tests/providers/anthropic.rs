@@ -126,10 +126,11 @@ async fn anthropic_maps_the_request_body() {
                             ..MediaContent::default()
                         },
                     ),
-                ],
+                ]
+                .into(),
             },
             ModelMessage::Assistant {
-                text: String::new(),
+                text: Default::default(),
                 tool_calls: vec![
                     ModelToolCall {
                         id: "toolu_1".into(),

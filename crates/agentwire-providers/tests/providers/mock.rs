@@ -56,7 +56,7 @@ fn mock(default_response: Option<&str>) -> Arc<dyn ModelProvider> {
     .unwrap()
 }
 
-fn scenario(id: Option<&str>, messages: Vec<ModelMessage>) -> ModelRequest {
+fn scenario(id: Option<&str>, messages: Vec<ModelMessage<'static>>) -> ModelRequest<'static> {
     ModelRequest {
         messages,
         scenario: id.map(str::to_owned),
@@ -64,10 +64,10 @@ fn scenario(id: Option<&str>, messages: Vec<ModelMessage>) -> ModelRequest {
     }
 }
 
-fn user_msg(text: &str) -> ModelMessage {
+fn user_msg(text: &str) -> ModelMessage<'static> {
     ModelMessage::User {
-        text: text.into(),
-        parts: Vec::new(),
+        text: text.to_owned().into(),
+        parts: Default::default(),
     }
 }
 
@@ -95,7 +95,7 @@ async fn mock_turns_advance_through_a_tool_round_trip() {
         ]
     );
     messages.push(ModelMessage::Assistant {
-        text: reply.text,
+        text: reply.text.into(),
         tool_calls: reply.tool_calls,
     });
     for (id, content) in [
@@ -126,7 +126,7 @@ async fn mock_turns_advance_through_a_tool_round_trip() {
     );
     // Turn 3 is not scripted: the fallback text.
     messages.push(ModelMessage::Assistant {
-        text: reply.text,
+        text: reply.text.into(),
         tool_calls: Vec::new(),
     });
     messages.push(user_msg("thanks"));

@@ -144,7 +144,8 @@ async fn openai_maps_the_request_body() {
                             ..MediaContent::default()
                         },
                     ),
-                ],
+                ]
+                .into(),
             },
             ModelMessage::Assistant {
                 text: "Let me look it up.".into(),

@@ -251,11 +251,11 @@ pub(crate) fn anthropic(base_url: &str, key: Option<&str>) -> Arc<dyn ModelProvi
     .unwrap()
 }
 
-pub(crate) fn user(text: &str) -> ModelRequest {
+pub(crate) fn user(text: &str) -> ModelRequest<'static> {
     ModelRequest {
         messages: vec![ModelMessage::User {
-            text: text.to_owned(),
-            parts: Vec::new(),
+            text: text.to_owned().into(),
+            parts: Default::default(),
         }],
         ..ModelRequest::default()
     }
@@ -263,7 +263,7 @@ pub(crate) fn user(text: &str) -> ModelRequest {
 
 pub(crate) async fn complete(
     provider: &Arc<dyn ModelProvider>,
-    request: &ModelRequest,
+    request: &ModelRequest<'_>,
 ) -> (Result<ModelReply, ProviderError>, Recorder) {
     let sink = Recorder::default();
     let result = provider.complete(request, &sink).await;

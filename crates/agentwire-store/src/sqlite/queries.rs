@@ -25,7 +25,15 @@ pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Resul
 /// (of one session), and inserts them under its key. The update finds the
 /// session by its id and returns the key, so the inserts and their
 /// foreign-key checks go by rowid; no row back means no such session.
-pub(super) fn append_messages(conn: &Connection, rows: &[NewMessage]) -> Result<(), StoreError> {
+/// The rows of one session and, when `summary_due` is set, the summary's new
+/// due time, in the same update of the session's row (a statement of its
+/// own: naming `summary_due_at` in every append would move its index entry
+/// on every write).
+pub(super) fn append_messages(
+    conn: &Connection,
+    rows: &[NewMessage],
+    summary_due: Option<Timestamp>,
+) -> Result<(), StoreError> {
     let Some(first) = rows.first() else {
         return Ok(());
     };
@@ -37,15 +45,27 @@ pub(super) fn append_messages(conn: &Connection, rows: &[NewMessage]) -> Result<
     }
     let latest = rows.iter().map(|r| r.created_at).max().unwrap_or_default();
     let session = format_args!("session {}", first.session_id);
-    let key: i64 = conn
-        .prepare_cached(
-            "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1
-             RETURNING key",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row((first.session_id.as_str(), latest), |row| row.get(0))
-                .optional()
-        })
+    let touched = match summary_due {
+        None => conn
+            .prepare_cached(
+                "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2) WHERE id = ?1
+                 RETURNING key",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row((first.session_id.as_str(), latest), |row| row.get(0))
+                    .optional()
+            }),
+        Some(due) => conn
+            .prepare_cached(
+                "UPDATE sessions SET last_active_at = MAX(last_active_at, ?2), summary_due_at = ?3
+                 WHERE id = ?1 RETURNING key",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row((first.session_id.as_str(), latest, due.0), |row| row.get(0))
+                    .optional()
+            }),
+    };
+    let key: i64 = touched
         .map_err(|e| write_error(e, &session))?
         .ok_or_else(|| StoreError::Rejected(format!("{session}: unknown session")))?;
     let mut insert = conn

@@ -146,6 +146,7 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
         append_rxs.push(rx);
         batch.push(Command::Append {
             rows: vec![row(seq, at)],
+            summary_due: None,
             reply,
         });
     }
@@ -164,6 +165,7 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
     let (reply, mut pair_rx) = oneshot::channel();
     batch.push(Command::Append {
         rows: vec![row(3, 5), row(1, 6)],
+        summary_due: Some(Timestamp(9)),
         reply,
     });
     // The batch takes every command queued behind the first one.

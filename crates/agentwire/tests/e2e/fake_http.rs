@@ -96,7 +96,8 @@ async fn serve_one(mut stream: TcpStream, log: Arc<Mutex<Vec<Seen>>>, answer: Ar
     let _ = stream.shutdown().await;
 }
 
-async fn read_request(stream: &mut TcpStream) -> Option<Seen> {
+/// Reads one whole request (head and `Content-Length` body) off `stream`.
+pub async fn read_request(stream: &mut TcpStream) -> Option<Seen> {
     let mut raw = Vec::new();
     let mut buffer = [0u8; 8192];
     let head_end = loop {
@@ -211,7 +212,8 @@ fn chunk(choices: &str, usage: &str) -> String {
     )
 }
 
-fn delta(delta: &str, finish: &str) -> String {
+/// One choice delta (`delta` is its JSON) with `finish` as its finish reason.
+pub fn delta(delta: &str, finish: &str) -> String {
     chunk(
         &format!("{{\"index\":0,\"delta\":{delta},\"logprobs\":null,\"finish_reason\":{finish}}}"),
         "null",

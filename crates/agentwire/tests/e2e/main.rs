@@ -23,6 +23,7 @@ mod demo;
 mod docs;
 mod drain;
 mod examples;
+mod faults;
 mod gnosari;
 mod gnosari_contract;
 mod golden;

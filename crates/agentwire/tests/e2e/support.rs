@@ -149,6 +149,35 @@ impl TestServer {
         TestServer::spawn_yaml(db, &yaml).await
     }
 
+    /// A server from the whole config `yaml`, whose session store is the
+    /// SQLite file `db` (which the caller keeps), with its opened stores
+    /// passed through `wrappers` (such as `agentwire_core::testing`'s
+    /// failing ones).
+    pub async fn with_wrappers(
+        db: &Path,
+        yaml: &str,
+        wrappers: agentwire::app::Wrappers,
+    ) -> TestServer {
+        install_tls_provider();
+        let config = agentwire::config::parse(yaml, |_| None).expect("test config is valid");
+        let app = agentwire::app::build_with(config, wrappers)
+            .await
+            .expect("the server builds");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(agentwire::serve(app, listener, async move {
+            let _ = rx.await;
+        }));
+        TestServer {
+            addr,
+            db_path: db.to_owned(),
+            shutdown: Some(tx),
+            task: Some(task),
+            _dir: None,
+        }
+    }
+
     async fn spawn_yaml(db: &Path, yaml: &str) -> TestServer {
         install_tls_provider();
         let config = agentwire::config::parse(yaml, |_| None).expect("test config is valid");
