@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use agentwire::config::{self, Config};
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
+use tracing_appender::non_blocking::WorkerGuard;
 
 /// jemalloc, built with background threads and a 1 s dirty-page decay
 /// (`JEMALLOC_SYS_WITH_MALLOC_CONF` in `.cargo/config.toml`): a thread of
@@ -91,9 +92,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `serve` starts its logs once its config has said whether traces are
     // exported too.
-    if !matches!(cli.command, Command::Serve { .. }) {
-        init_tracing(None);
-    }
+    let _logs = match cli.command {
+        Command::Serve { .. } => None,
+        _ => Some(init_tracing(None)),
+    };
     match cli.command {
         Command::Chat {
             url,
@@ -168,7 +170,7 @@ fn serve(config: Config) -> ExitCode {
         }
         None => None,
     };
-    init_tracing(traces.as_ref());
+    let _logs = init_tracing(traces.as_ref());
     let result = runtime.block_on(async move {
         let listen = config.listen;
         let agents: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
@@ -300,7 +302,14 @@ fn install_tls_provider() {
 /// `AGENTWIRE_LOG_FORMAT=json` writes one JSON object per line (`timestamp`,
 /// `level`, `fields`, `target`, `span`, `spans`) instead of text; colours
 /// only when standard error is a terminal and `NO_COLOR` is unset.
-fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) {
+///
+/// Lines go to a thread of their own, which writes whatever has queued up
+/// in one system call: a line per finished turn would otherwise cost each
+/// turn a blocking write on a runtime worker. The queue is bounded, and a
+/// full one makes the logging thread wait rather than drop lines. The
+/// returned guard writes out what is queued when it is dropped: hold it
+/// until the process ends.
+fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) -> WorkerGuard {
     use std::io::IsTerminal as _;
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -308,6 +317,10 @@ fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let format = std::env::var("AGENTWIRE_LOG_FORMAT").unwrap_or_default();
+    let (stderr, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("agentwire-logs")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
     let logs: Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync> =
         if format.trim().eq_ignore_ascii_case("json") {
             Box::new(
@@ -315,20 +328,21 @@ fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) {
                     .json()
                     .with_current_span(true)
                     .with_span_list(true)
-                    .with_writer(std::io::stderr),
+                    .with_writer(stderr),
             )
         } else {
             let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             Box::new(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
-                    .with_writer(std::io::stderr),
+                    .with_writer(stderr),
             )
         };
     tracing_subscriber::registry()
         .with(logs.with_filter(filter))
         .with(traces.map(|traces| traces.layer()))
         .init();
+    guard
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
