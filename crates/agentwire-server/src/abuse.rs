@@ -112,24 +112,37 @@ impl AbuseGuard {
     /// while either has spent its failures (an unknown address only by the
     /// agent's).
     pub(crate) fn check_auth(&self, address: Option<IpAddr>, agent: &str) -> Result<(), Refused> {
-        let now = Instant::now();
-        if let Some(address) = address {
-            self.auth_by_address
-                .check(&address, now)
-                .map_err(|wait| refused(Limit::AuthPerAddress, wait))?;
-        }
+        self.check_address_auth(address)?;
         self.auth_by_agent
-            .check(agent, now)
+            .check(agent, Instant::now())
             .map_err(|wait| refused(Limit::AuthPerAgent, wait))
     }
 
     /// A credential from `address` for `agent` did not validate.
     pub(crate) fn auth_failed(&self, address: Option<IpAddr>, agent: &str) {
-        let now = Instant::now();
-        if let Some(address) = address {
-            self.auth_by_address.spend(&address, now);
+        self.address_auth_failed(address);
+        self.auth_by_agent.spend(agent, Instant::now());
+    }
+
+    /// Whether `address` may try a credential now on a route no agent
+    /// guards (the sessions and media APIs): only the address's failures
+    /// count there, since their credentials are keys and tokens, not an
+    /// agent's password a distributed guesser could aim at.
+    pub(crate) fn check_address_auth(&self, address: Option<IpAddr>) -> Result<(), Refused> {
+        match address {
+            Some(address) => self
+                .auth_by_address
+                .check(&address, Instant::now())
+                .map_err(|wait| refused(Limit::AuthPerAddress, wait)),
+            None => Ok(()),
         }
-        self.auth_by_agent.spend(agent, now);
+    }
+
+    /// A credential from `address` did not validate on such a route.
+    pub(crate) fn address_auth_failed(&self, address: Option<IpAddr>) {
+        if let Some(address) = address {
+            self.auth_by_address.spend(&address, Instant::now());
+        }
     }
 
     /// Takes one of a caller's turns, if it has one left this minute: the

@@ -215,14 +215,18 @@ pub(crate) fn pseudonym(settings: &IdentitySettings, identity: &Identity) -> Str
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The owner a request that names no agent (the sessions API) speaks for:
-/// `Ok(None)` is an anonymous caller, admitted only when unauthenticated
-/// callers are allowed. 401 for a refused credential, for a missing one
-/// otherwise, and for any credential when no authenticator is configured.
-/// An identity's agent allow-list does not apply: there is no agent.
+/// The owner a request that names no agent (the sessions and media APIs)
+/// speaks for: `Ok(None)` is an anonymous caller, admitted only when
+/// unauthenticated callers are allowed. 401 for a refused credential, for a
+/// missing one otherwise, and for any credential when no authenticator is
+/// configured; 429 with `Retry-After`, before the credential is checked,
+/// while `address` has spent its failed attempts (a refused credential
+/// counts against it, one that could not be checked does not). An
+/// identity's agent allow-list does not apply: there is no agent.
 pub(crate) async fn identify_owner(
     state: &AppState,
     credentials: &Credentials<'_>,
+    ClientAddress(address): ClientAddress,
 ) -> Result<Option<String>, Refusal> {
     let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
     if credentials.is_empty() {
@@ -231,6 +235,11 @@ pub(crate) async fn identify_owner(
         } else {
             Err(unauthorized)
         };
+    }
+    if let Err(refused) = state.abuse.check_address_auth(address) {
+        state.metrics.count_abuse_refusal(refused.limit);
+        tracing::info!(limit = refused.limit.as_str(), "authentication throttled");
+        return Err(Refusal::throttled(refused));
     }
     let Some(authenticator) = &state.identity.authenticator else {
         return Err(unauthorized);
@@ -241,8 +250,17 @@ pub(crate) async fn identify_owner(
     {
         Ok(Some(identity)) => Ok(Some(pseudonym(&state.identity, &identity))),
         Ok(None) => Err(unauthorized),
+        Err(AuthError::Unavailable) => {
+            tracing::info!("credential could not be checked");
+            Err(unauthorized)
+        }
         Err(reason) => {
             tracing::info!(%reason, "credential refused");
+            state
+                .metrics
+                .auth_failures_total
+                .fetch_add(1, Ordering::Relaxed);
+            state.abuse.address_auth_failed(address);
             Err(unauthorized)
         }
     }

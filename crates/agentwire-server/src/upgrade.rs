@@ -105,6 +105,11 @@ impl Refusal {
         }
     }
 
+    /// `Retry-After` in seconds, when the refusal says when to come back.
+    pub(crate) fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after_secs
+    }
+
     /// 429: one of the abuse limits ([`crate::abuse`]) refused the caller.
     pub(crate) fn throttled(refused: abuse::Refused) -> Refusal {
         let message = match refused.limit {

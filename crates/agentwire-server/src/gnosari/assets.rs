@@ -32,7 +32,7 @@ use crate::routes::media::{
     INVALID_BODY, UNSUPPORTED_TYPE, check_session_owner, either, json, method_not_allowed, refusal,
     service,
 };
-use crate::upgrade::Refusal;
+use crate::upgrade::{ClientAddress, Refusal};
 use crate::{AppState, identity};
 
 /// The types an asset may have (§5.15): images and PDF.
@@ -61,11 +61,12 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 async fn upload(
     State(state): State<Arc<AppState>>,
+    address: ClientAddress,
     headers: HeaderMap,
     RawQuery(raw_query): RawQuery,
     body: Result<Multipart, MultipartRejection>,
 ) -> Response {
-    either(upload_inner(&state, &headers, raw_query.as_deref(), body).await)
+    either(upload_inner(&state, &headers, address, raw_query.as_deref(), body).await)
 }
 
 /// The file part as read.
@@ -78,6 +79,7 @@ pub(crate) struct File {
 async fn upload_inner(
     state: &AppState,
     headers: &HeaderMap,
+    address: ClientAddress,
     raw_query: Option<&str>,
     body: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, Refusal> {
@@ -93,7 +95,7 @@ async fn upload_inner(
         api_key,
         password: None,
     };
-    let owner = identity::identify_owner(state, &credentials).await?;
+    let owner = identity::identify_owner(state, &credentials, address).await?;
     let (file, session) = read_form(body, media.max_bytes).await?;
     check_session_owner(state, &session, owner.as_deref()).await?;
     let size_bytes = file.bytes.len() as u64;

@@ -15,14 +15,16 @@
 //! `upload failed`, 404 `not found`, 405 `method not allowed`, 410 `media
 //! expired`, 413 `file too large`, 415 `unsupported media type`. With media
 //! storage off every route answers 404 `media storage is not enabled`; with
-//! `allow_unauthenticated: false` every route answers 401, as the upgrade does.
+//! `allow_unauthenticated: false` every route answers 401, as the upgrade does;
+//! 429 `too many failed authentication attempts` (with `Retry-After`) while
+//! the client's address has spent its failed credentials.
 
 use std::sync::Arc;
 
 use agentwire_core::media::sanitized_filename;
 use agentwire_core::{
-    AgentAuth, Credentials, Download, MediaBytes, MediaError, MediaId, MediaInfo, SessionId,
-    StorageRef, UploadSpec,
+    Credentials, Download, MediaBytes, MediaError, MediaId, MediaInfo, SessionId, StorageRef,
+    UploadSpec,
 };
 use agentwire_omnia as omnia;
 use axum::Router;
@@ -35,7 +37,7 @@ use axum::routing::{get, post, put};
 use futures_util::StreamExt;
 
 use crate::identity;
-use crate::upgrade::Refusal;
+use crate::upgrade::{ClientAddress, Refusal};
 use crate::{AppState, MediaService};
 
 /// The JSON body of `request-upload` is small; anything bigger is refused
@@ -91,27 +93,14 @@ pub(crate) fn service(state: &AppState) -> Result<&MediaService, Refusal> {
 async fn authorize(
     state: &AppState,
     headers: &HeaderMap,
+    address: ClientAddress,
     session: &SessionId,
 ) -> Result<(), Refusal> {
-    let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
-    let owner = match (identity::bearer(headers), &state.identity.authenticator) {
-        (Some(token), Some(authenticator)) => {
-            let credentials = Credentials {
-                bearer: Some(token),
-                ..Credentials::default()
-            };
-            match authenticator
-                .authenticate(&credentials, &AgentAuth::default())
-                .await
-            {
-                Ok(Some(found)) => Some(identity::pseudonym(&state.identity, &found)),
-                Ok(None) | Err(_) => return Err(unauthorized),
-            }
-        }
-        (Some(_), None) => return Err(unauthorized),
-        (None, _) if !state.settings.allow_unauthenticated => return Err(unauthorized),
-        (None, _) => None,
+    let credentials = Credentials {
+        bearer: identity::bearer(headers),
+        ..Credentials::default()
     };
+    let owner = identity::identify_owner(state, &credentials, address).await?;
     check_session_owner(state, session, owner.as_deref()).await
 }
 
@@ -186,15 +175,17 @@ struct RequestUpload {
 
 async fn request_upload(
     State(state): State<Arc<AppState>>,
+    address: ClientAddress,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    either(request_upload_inner(&state, &headers, body).await)
+    either(request_upload_inner(&state, &headers, address, body).await)
 }
 
 async fn request_upload_inner(
     state: &AppState,
     headers: &HeaderMap,
+    address: ClientAddress,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Refusal> {
     let media = service(state)?;
@@ -202,7 +193,7 @@ async fn request_upload_inner(
     let request: RequestUpload = serde_json::from_slice(&body).map_err(|_| INVALID_BODY)?;
     let session =
         agentwire_core::media::media_session_id(&request.session_id).map_err(|_| INVALID_REF)?;
-    authorize(state, headers, &session).await?;
+    authorize(state, headers, address, &session).await?;
     if request.mime_type.is_empty() {
         return Err(UNSUPPORTED_TYPE);
     }
@@ -292,40 +283,44 @@ fn storage_ref(path: Result<Path<String>, PathRejection>) -> Result<StorageRef, 
 
 async fn info(
     State(state): State<Arc<AppState>>,
+    address: ClientAddress,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Response {
-    either(info_inner(&state, &headers, path).await)
+    either(info_inner(&state, &headers, address, path).await)
 }
 
 async fn info_inner(
     state: &AppState,
     headers: &HeaderMap,
+    address: ClientAddress,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Refusal> {
     let media = service(state)?;
     let storage_ref = storage_ref(path)?;
-    authorize(state, headers, &storage_ref.session).await?;
+    authorize(state, headers, address, &storage_ref.session).await?;
     let info = media.store.info(&storage_ref).await.map_err(refusal)?;
     Ok(json(StatusCode::OK, omnia::encode_media_info(&info)))
 }
 
 async fn download(
     State(state): State<Arc<AppState>>,
+    address: ClientAddress,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Response {
-    either(download_inner(&state, &headers, path).await)
+    either(download_inner(&state, &headers, address, path).await)
 }
 
 async fn download_inner(
     state: &AppState,
     headers: &HeaderMap,
+    address: ClientAddress,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Refusal> {
     let media = service(state)?;
     let storage_ref = storage_ref(path)?;
-    authorize(state, headers, &storage_ref.session).await?;
+    authorize(state, headers, address, &storage_ref.session).await?;
     match media.store.download(&storage_ref).await.map_err(refusal)? {
         Download::Redirect { url, .. } => Ok(Redirect::temporary(&url).into_response()),
         Download::Body { info, body } => {

@@ -60,7 +60,7 @@ use serde_json::Value;
 use crate::AppState;
 use crate::identity;
 use crate::query::QueryParams;
-use crate::upgrade::Refusal;
+use crate::upgrade::{ClientAddress, Refusal};
 
 /// Sessions per page when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -100,17 +100,37 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 /// A failure, answered as `{"error": "..."}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ApiError(StatusCode, &'static str);
+struct ApiError {
+    status: StatusCode,
+    message: &'static str,
+    /// `Retry-After` in seconds: a throttled credential's 429.
+    retry_after_secs: Option<u64>,
+}
 
-const NOT_FOUND: ApiError = ApiError(StatusCode::NOT_FOUND, "session not found");
-const INVALID_LIMIT: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid limit");
-const INVALID_CURSOR: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid cursor");
-const INVALID_AFTER: ApiError = ApiError(StatusCode::BAD_REQUEST, "invalid after");
-const INTERNAL: ApiError = ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
+impl ApiError {
+    const fn new(status: StatusCode, message: &'static str) -> ApiError {
+        ApiError {
+            status,
+            message,
+            retry_after_secs: None,
+        }
+    }
+}
+
+const NOT_FOUND: ApiError = ApiError::new(StatusCode::NOT_FOUND, "session not found");
+const INVALID_LIMIT: ApiError = ApiError::new(StatusCode::BAD_REQUEST, "invalid limit");
+const INVALID_CURSOR: ApiError = ApiError::new(StatusCode::BAD_REQUEST, "invalid cursor");
+const INVALID_AFTER: ApiError = ApiError::new(StatusCode::BAD_REQUEST, "invalid after");
+const INTERNAL: ApiError =
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
 
 impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> ApiError {
-        ApiError(refusal.status, refusal.message)
+        ApiError {
+            status: refusal.status,
+            message: refusal.message,
+            retry_after_secs: refusal.retry_after_secs(),
+        }
     }
 }
 
@@ -120,7 +140,18 @@ impl IntoResponse for ApiError {
         struct Body<'a> {
             error: &'a str,
         }
-        json(self.0, &Body { error: self.1 })
+        let mut response = json(
+            self.status,
+            &Body {
+                error: self.message,
+            },
+        );
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -148,7 +179,7 @@ fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
 fn method_not_allowed(allow: &'static str) -> Response {
     (
         [(header::ALLOW, allow)],
-        ApiError(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
     )
         .into_response()
 }
@@ -163,6 +194,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Caller, ApiError> {
+        let address = ClientAddress::from_request_parts(parts, state)
+            .await
+            .unwrap_or_else(|never| match never {});
         let query = QueryParams::parse(parts.uri.query());
         let api_key_header = parts
             .headers
@@ -174,7 +208,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             api_key: api_key_header.or_else(|| query.first("api_key").filter(|v| !v.is_empty())),
             password: None,
         };
-        Ok(Caller(identity::identify_owner(state, &credentials).await?))
+        Ok(Caller(
+            identity::identify_owner(state, &credentials, address).await?,
+        ))
     }
 }
 
@@ -306,7 +342,7 @@ async fn delete(
     match state.engine.delete_session(&record).await {
         // Deleted meanwhile by another request: gone all the same.
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(DeleteError::TurnInProgress) => Err(ApiError(
+        Err(DeleteError::TurnInProgress) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "a turn is running on this session",
         )),

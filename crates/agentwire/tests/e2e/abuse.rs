@@ -15,7 +15,7 @@ use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::credentials::{ALICE_KEY, BOB_KEY, auth_yaml};
-use crate::support::{Client, TestServer, metric};
+use crate::support::{Client, TestServer, http_request_from, metric};
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -278,6 +278,74 @@ async fn a_callers_turns_are_counted_across_its_connections() {
         metric(
             &metrics,
             "agentwire_abuse_refusals_total{limit=\"turns_per_caller\"}"
+        ),
+        2.0
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn failed_keys_on_the_sessions_and_media_apis_are_throttled_by_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = format!(
+        "  media:\n    backend: local\n    path: {}\n{}",
+        dir.path().join("media").display(),
+        auth_yaml()
+    );
+    let server = TestServer::with_storage_yaml(
+        "  limits:\n    auth_failures_per_address_per_minute: 3",
+        &storage,
+    )
+    .await;
+    let from = |host: u8, path: &'static str, key: String| {
+        let addr = server.addr;
+        async move {
+            let source: IpAddr = format!("127.0.0.{host}").parse().unwrap();
+            let auth = format!("Bearer {key}");
+            http_request_from(source, addr, "GET", path, &[("Authorization", &auth)]).await
+        }
+    };
+    const SESSIONS: &str = "/api/v1/sessions";
+    const MEDIA: &str = "/media/info/s/0123456789abcdef0123456789abcdef";
+
+    for guess in 0..3 {
+        let refused = from(1, SESSIONS, format!("guess-{guess}")).await;
+        assert_eq!(
+            (refused.status, refused.json()),
+            (401, json!({"error": "unauthorized"}))
+        );
+    }
+    // Spent: refused before the key is checked, the right one too, on the
+    // sessions API (JSON) and the media routes (plain text, as theirs are).
+    let throttled = from(1, SESSIONS, ALICE_KEY.to_owned()).await;
+    assert_eq!(
+        (throttled.status, throttled.json()),
+        (
+            429,
+            json!({"error": "too many failed authentication attempts"})
+        )
+    );
+    let wait: u64 = throttled.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=20).contains(&wait), "Retry-After {wait}");
+    let media = from(1, MEDIA, ALICE_KEY.to_owned()).await;
+    assert_eq!(
+        (media.status, media.text()),
+        (429, "too many failed authentication attempts\n".to_owned())
+    );
+    assert!(media.header("retry-after").is_some());
+
+    // Another address is not held back, and a valid key counts nothing.
+    let listed = from(2, SESSIONS, ALICE_KEY.to_owned()).await;
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let unknown = from(2, MEDIA, ALICE_KEY.to_owned()).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text());
+
+    let (_, metrics) = server.get("/metrics").await;
+    assert_eq!(metric(&metrics, "agentwire_auth_failures_total"), 3.0);
+    assert_eq!(
+        metric(
+            &metrics,
+            "agentwire_abuse_refusals_total{limit=\"auth_per_address\"}"
         ),
         2.0
     );

@@ -564,13 +564,13 @@ impl HttpResponse {
 /// body (`Content-Length` is added unless the caller sets it or
 /// `Transfer-Encoding`). The request is written whole, ignoring a server
 /// that stops reading early, then the response is read to the end.
-pub async fn http_request(
+fn request_bytes(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> HttpResponse {
+) -> Vec<u8> {
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     let sets = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     if !sets("content-length") && !sets("transfer-encoding") {
@@ -582,7 +582,32 @@ pub async fn http_request(
     request.push_str("\r\n");
     let mut bytes = request.into_bytes();
     bytes.extend_from_slice(body);
-    http_raw(addr, &bytes).await
+    bytes
+}
+
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
+    http_raw(addr, &request_bytes(addr, method, path, headers, body)).await
+}
+
+/// Like [`http_request`], from the local address `source` (any 127.0.0.x
+/// works on loopback): for the limits kept per client address.
+pub async fn http_request_from(
+    source: std::net::IpAddr,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> HttpResponse {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    exchange(stream, &request_bytes(addr, method, path, headers, b"")).await
 }
 
 /// A request to an absolute `http://host:port/path?query` URL, such as a
@@ -632,7 +657,11 @@ pub async fn s3_bucket() -> Option<(String, String)> {
 
 /// Writes `request` as is and reads the response until the server closes.
 pub async fn http_raw(addr: SocketAddr, request: &[u8]) -> HttpResponse {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
+    exchange(TcpStream::connect(addr).await.unwrap(), request).await
+}
+
+/// Writes `request` on `stream` and reads the response to its end.
+async fn exchange(mut stream: TcpStream, request: &[u8]) -> HttpResponse {
     // The server may answer (413) and close before reading everything.
     let _ = stream.write_all(request).await;
     let mut response = Vec::new();
