@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # storage, TLS or WebSocket crate anywhere under it.
 CORE_FORBIDDEN=(axum hyper hyper-util h2 reqwest rusqlite libsqlite3-sys object_store
     tungstenite tokio-tungstenite rustls ring mio socket2 rmcp process-wrap
-    tokio-postgres postgres-protocol deadpool-postgres)
+    tokio-postgres postgres-protocol deadpool-postgres redis)
 # tokio in the core: spawn (rt), sync, time and select! (macros); no net,
 # fs, process, signal, io-util, io-std or runtime flavour. `default` is
 # empty in tokio; `tokio-macros` is the crate behind `macros`.
@@ -27,12 +27,12 @@ PURE_ALLOWED=(agentwire-core serde serde_json thiserror)
 # Adapters, handlers and the runtime see the rest of the system through
 # the core's ports only.
 ADAPTERS=(agentwire-store agentwire-media agentwire-providers agentwire-tools
-    agentwire-auth agentwire-handlers agentwire-runtime)
+    agentwire-auth agentwire-handlers agentwire-runtime agentwire-live)
 
 # The server speaks the dialects over axum; it receives backends built.
 SERVER=agentwire-server
 SERVER_WORKSPACE_ALLOWED=(agentwire-core agentwire-omnia agentwire-gnosari)
-SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp tokio-postgres deadpool-postgres)
+SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp tokio-postgres deadpool-postgres redis)
 
 # Only these know axum (the binary through the server; the load
 # generator's bare baseline).
@@ -44,6 +44,11 @@ AXUM_ALLOWED=(agentwire-server agentwire agentwire-loadgen)
 POSTGRES_CRATES=(tokio-postgres deadpool-postgres postgres-protocol postgres-types)
 POSTGRES_ALLOWED=(agentwire-store agentwire)
 POSTGRES_OWNER=agentwire-store
+
+# The Redis client: the live-state adapter alone (agentwire-live), which the
+# binary gets through its `redis` feature.
+REDIS_OWNER=agentwire-live
+REDIS_ALLOWED=(agentwire-live agentwire)
 
 # The terminal client is a client of the wire alone, so it works against
 # any server that speaks the Omnia dialect: none of our crates.
@@ -190,6 +195,13 @@ for member in "${members[@]}"; do
                 fail "$member depends on $dep directly (PostgreSQL comes through $POSTGRES_OWNER's \`postgres\` feature)"
             fi
         done
+    fi
+    # Redis: the live-state adapter only; the binary through it.
+    if in_list redis ${tree[$member]} && ! in_list "$member" "${REDIS_ALLOWED[@]}"; then
+        fail "$member depends on redis (only $REDIS_OWNER talks to Redis; ${REDIS_ALLOWED[*]} may have it)"
+    fi
+    if [[ $member != "$REDIS_OWNER" ]] && in_list redis ${direct[$member]}; then
+        fail "$member depends on redis directly (Redis comes through $REDIS_OWNER)"
     fi
     for dep in ${tree[$member]}; do
         if in_list "$dep" "${NOWHERE[@]}"; then

@@ -37,6 +37,7 @@ use tracing::Instrument;
 use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
+use crate::live::{Acquired, Fence, LiveError, LocalLeases, TurnLeases};
 use crate::log::{Epoch, LogReader, SessionLog, TurnId};
 use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
@@ -46,12 +47,14 @@ use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
 use crate::tools::ClientToolBroker;
 mod cancel;
+mod leases;
 mod records;
 mod rejoin;
 mod turn_task;
 mod write;
 
 pub use cancel::{CancelOutcome, TURN_CANCELLED};
+pub use leases::TURN_INTERRUPTED;
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
 use turn_task::{run_turn, turn_span};
@@ -81,6 +84,9 @@ struct Inner {
     store: Arc<dyn SessionStore>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
+    /// Who runs each session's turn: this process alone ([`LocalLeases`])
+    /// or every replica sharing the store.
+    leases: Arc<dyn TurnLeases>,
     /// Sessions some connection or turn holds a lease on. An entry leaves the
     /// map when its last lease is dropped, so memory follows attached clients.
     /// The store is told ([`SessionStore::hold_session`]) while an id is in
@@ -168,6 +174,9 @@ pub enum SubmitError {
     TurnInProgress { session: SessionId },
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The shared leases could not be asked; nothing was stored.
+    #[error(transparent)]
+    Live(#[from] LiveError),
 }
 
 /// A running turn, as its connection sees it.
@@ -240,6 +249,7 @@ impl Engine {
                 store,
                 clock,
                 ids,
+                leases: Arc::new(LocalLeases::new()),
                 live: Mutex::new(HashMap::new()),
                 turns_cancel: CancellationToken::new(),
                 summaries,
@@ -256,6 +266,21 @@ impl Engine {
             .expect("with_media is called before the engine is shared")
             .media = Some(MediaResolver::new(media));
         self
+    }
+
+    /// The engine, whose turns take their session's lease from `leases`
+    /// (shared by the replicas of a deployment) instead of this process's
+    /// memory. Call before the engine is cloned.
+    pub fn with_leases(mut self, leases: Arc<dyn TurnLeases>) -> Engine {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_leases is called before the engine is shared")
+            .leases = leases;
+        self
+    }
+
+    /// Whether the shared live state answers (`/readyz`).
+    pub async fn ping_live_state(&self) -> Result<(), LiveError> {
+        self.inner.leases.ping().await
     }
 
     /// Stops the summary scheduler, if any (after the server has drained).
@@ -372,6 +397,7 @@ impl Engine {
             .attach(&target, req.agent, req.namespace, req.owner, own)
             .await?;
         lease.begin_turn()?;
+        let fence = lease.acquire_turn_lease().await?;
         let span = turn_span(&req.agent.name, lease.id());
         let now = self.inner.clock.now();
         let input = TurnInput {
@@ -400,6 +426,7 @@ impl Engine {
         let (history, question_write) = match appended {
             Ok(appended) => appended,
             Err(e) => {
+                lease.release_turn_lease(fence).await;
                 lease.end_turn();
                 return Err(e.into());
             }
@@ -434,6 +461,7 @@ impl Engine {
                 req.agent.handler.clone(),
                 turn,
                 turn_lease,
+                fence,
                 question_write,
                 summary_tx,
             )

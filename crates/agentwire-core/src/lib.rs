@@ -17,6 +17,8 @@
 //! - [`assets`]: the [`MediaResolver`], which turns stored media into what one
 //!   model call sends (inline data or a fresh presigned URL).
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
+//! - [`live`]: the [`TurnLeases`] port: who runs each session's turn, in
+//!   this process ([`LocalLeases`]) or across replicas.
 //! - [`log`]: a session's turn log: every event numbered `(epoch, seq)`, one
 //!   [`TurnWriter`] per turn, any number of [`LogReader`]s.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
@@ -37,6 +39,7 @@ pub mod content;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod live;
 pub mod log;
 pub mod media;
 pub mod model;
@@ -59,10 +62,11 @@ pub use auth::{
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use engine::{
     Agent, CancelOutcome, DeleteError, Engine, REJOIN_GRACE, RejoinRequest, Rejoined, SessionLease,
-    SubmitError, SubmitRequest, SummaryNotice, TURN_CANCELLED, TurnHandle,
+    SubmitError, SubmitRequest, SummaryNotice, TURN_CANCELLED, TURN_INTERRUPTED, TurnHandle,
 };
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};
+pub use live::{Acquired, Fence, LiveError, LocalLeases, TurnLease, TurnLeases};
 pub use log::{Epoch, Lagged, LogEntry, LogReader, SessionLog, TurnId, TurnWriter};
 pub use media::{
     Download, InvalidMediaId, InvalidStorageRef, MediaBody, MediaBytes, MediaError, MediaId,

@@ -417,7 +417,7 @@ pub(crate) struct SubmitRefusal {
 
 impl SubmitRefusal {
     /// `expired` is the dialect's text for a session past its
-    /// `context_ttl`. A store failure is logged here and told as an
+    /// `context_ttl`. A store or live-state failure is logged here and told as an
     /// internal error without detail.
     pub(crate) fn new(error: SubmitError, expired: &str) -> SubmitRefusal {
         let (code, text, session) = match error {
@@ -433,6 +433,10 @@ impl SubmitRefusal {
             ),
             SubmitError::InvalidSessionId(e) => (ErrorCode::InvalidMessage, e.to_string(), None),
             SubmitError::Store(e) => {
+                tracing::error!(error = %e, "accepting a message failed");
+                (ErrorCode::Internal, INTERNAL.to_owned(), None)
+            }
+            SubmitError::Live(e) => {
                 tracing::error!(error = %e, "accepting a message failed");
                 (ErrorCode::Internal, INTERNAL.to_owned(), None)
             }

@@ -18,7 +18,8 @@ use agentwire_store::{MemoryLimits, MemoryStore, SqliteStore};
 use anyhow::Context as _;
 
 use crate::config::{
-    AgentConfig, AuthConfig, Config, HandlerKind, MediaBackend, MediaConfig, SessionStorage,
+    AgentConfig, AuthConfig, Config, HandlerKind, LiveConfig, MediaBackend, MediaConfig,
+    SessionStorage,
 };
 use crate::system::{RandomIds, SystemClock};
 
@@ -114,6 +115,10 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         .await
         .context("storage.sessions: cannot read the pending session summaries")?;
     let engine = Engine::with_summaries(store, clock, Arc::new(RandomIds), summaries);
+    let engine = match open_leases(&config.live).await? {
+        Some(leases) => engine.with_leases(leases),
+        None => engine,
+    };
     let engine = match &media {
         Some(media) => engine.with_media(media.store.clone()),
         None => engine,
@@ -282,6 +287,41 @@ async fn open_store(
             })?)
         }
     })
+}
+
+/// The shared turn leases for `live: redis://…`; `None` for `memory`
+/// (the engine's own, in this process).
+async fn open_leases(
+    live: &LiveConfig,
+) -> anyhow::Result<Option<Arc<dyn agentwire_core::TurnLeases>>> {
+    match live {
+        LiveConfig::Memory => Ok(None),
+        #[cfg(feature = "redis")]
+        LiveConfig::Redis(redis) => {
+            let settings = agentwire_live::RedisSettings {
+                url: redis.url.clone(),
+                key_prefix: redis.key_prefix.clone(),
+                lease_ttl: redis.lease_ttl,
+                timeout: redis.timeout,
+                replica_id: crate::system::replica_id(),
+            };
+            let replica = settings.replica_id.clone();
+            let leases = agentwire_live::RedisLeases::connect(settings)
+                .await
+                .with_context(|| {
+                    format!(
+                        "live: cannot open Redis {}",
+                        agentwire_store::redact_url(&redis.url)
+                    )
+                })?;
+            tracing::info!(replica = %replica, "live state on Redis");
+            Ok(Some(Arc::new(leases)))
+        }
+        #[cfg(not(feature = "redis"))]
+        LiveConfig::Redis(_) => {
+            anyhow::bail!("live: redis is not built into this binary (cargo feature `redis`)")
+        }
+    }
 }
 
 /// The agent's entry; its handler joins `peers`, the roster of delegation

@@ -11,6 +11,7 @@ use serde::Deserialize;
 mod auth;
 mod duration;
 mod env;
+mod live;
 mod media;
 mod mock;
 mod postgres;
@@ -25,6 +26,7 @@ mod telemetry;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
+pub use live::{LiveConfig, RedisConfig};
 pub use media::{MediaBackend, MediaConfig};
 pub use print::{REDACTED, effective_yaml, load_effective_yaml};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
@@ -48,6 +50,8 @@ pub struct Config {
     pub console: bool,
     pub limits: LimitsConfig,
     pub sessions: SessionStorage,
+    /// `live` and `redis`: the state replicas share.
+    pub live: LiveConfig,
     /// `storage.media`.
     pub media: MediaConfig,
     /// `auth.*`: validators and the pseudonym key.
@@ -199,6 +203,13 @@ fn validate(
         raw.storage.postgres,
     )?;
     let media = media::validate(raw.storage.media)?;
+    let live = live::validate(&raw.live, raw.redis)?;
+    if let (LiveConfig::Redis(_), MediaBackend::Local { .. }) = (&live, &media.backend) {
+        return Err(ConfigError::new(
+            "storage.media.backend",
+            "`local` cannot be shared by replicas: with `live: redis://…` use `s3` (or `none`)",
+        ));
+    }
     let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
@@ -253,6 +264,7 @@ fn validate(
         console: server.console,
         limits,
         sessions,
+        live,
         media,
         auth,
         screening,
@@ -457,6 +469,16 @@ mod raw {
         /// Where sessions and media live.
         #[serde(default)]
         pub(super) storage: Storage,
+        /// Where the state replicas share lives (who runs each session's
+        /// turn): `memory` (this process alone; the default) or a Redis URL,
+        /// `redis://[:PASSWORD@]HOST:PORT[/DB]` or `redis+unix:///PATH`,
+        /// shared by every replica of the deployment.
+        #[serde(default = "default_live")]
+        pub(super) live: String,
+        /// With a Redis URL in `live`: its keys, lease and timeouts; ignored
+        /// otherwise.
+        #[serde(default)]
+        pub(super) redis: super::live::RawRedis,
         /// Caller identity: API keys, JWTs, the pseudonym key. Default: none
         /// (every agent public unless it has a password).
         pub(super) auth: Option<super::auth::RawAuth>,
@@ -477,6 +499,10 @@ mod raw {
         pub(super) teams: Vec<super::team::RawTeam>,
         /// OpenTelemetry export. Default: off.
         pub(super) telemetry: Option<super::telemetry::RawTelemetry>,
+    }
+
+    fn default_live() -> String {
+        super::live::DEFAULT_LIVE.to_owned()
     }
 
     /// `server`: the listener and what it admits.

@@ -32,3 +32,17 @@ impl IdSource for RandomIds {
         (uuid::Uuid::new_v4().as_u128() >> 64) as u64
     }
 }
+
+/// This process among the replicas of a deployment: its host name (when
+/// the kernel tells it), its pid and a random part, so a restarted process
+/// on the same host is another replica.
+#[cfg(feature = "redis")]
+pub(crate) fn replica_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty() && !name.contains(':'))
+        .unwrap_or_else(|| "agentwire".to_owned());
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &random[..8])
+}

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use super::SessionLease;
 use super::cancel::withdraw_client_calls;
+use super::leases::TURN_INTERRUPTED;
 use super::records::{Ending, terminal_record, tool_records};
 use super::write::QuestionWrite;
+use super::{Fence, SessionLease};
 use crate::time::Timestamp;
 use crate::turn::{Handler, Reply, TurnContext, TurnEvent, TurnFailure};
 
@@ -32,6 +33,7 @@ pub(super) async fn run_turn(
     handler: Arc<dyn Handler>,
     turn: TurnContext,
     lease: SessionLease,
+    fence: Fence,
     question_write: QuestionWrite,
     summary: oneshot::Sender<Timestamp>,
 ) {
@@ -41,9 +43,16 @@ pub(super) async fn run_turn(
     // Cancelled, the handler's future is dropped where it waits: the
     // provider's response (so its HTTP stream closes), a tool call (an MCP
     // request sends `notifications/cancelled` as it drops), a client call.
+    // A turn whose lease is lost stops as a cancelled one does, and fails:
+    // another replica may be running the session by now.
+    let mut lost = false;
     let finished = tokio::select! {
         finished = run => Some(finished),
         () = cancel.cancelled() => None,
+        () = lease.lease_lost(fence) => {
+            lost = true;
+            None
+        }
     };
     // How the turn ends is decided here, under the lock `cancel_turn` takes:
     // a cancel from now on (while the records are stored, which takes a
@@ -55,6 +64,14 @@ pub(super) async fn run_turn(
         cancel.is_cancelled()
     };
     let ending = match finished {
+        _ if lost => {
+            tracing::warn!(session = %turn.session_id, "the turn lost its lease");
+            withdraw_client_calls(&turn).await;
+            Ending::Ran(Err(TurnFailure::new(
+                crate::error::ErrorCode::Internal,
+                TURN_INTERRUPTED,
+            )))
+        }
         _ if cancelled => {
             withdraw_client_calls(&turn).await;
             Ending::Cancelled(Reply::text(turn.events().streamed()))
@@ -97,6 +114,9 @@ pub(super) async fn run_turn(
     };
     record_outcome(&terminal);
     log_finished(&lease, &terminal, started.elapsed());
+    if !lost {
+        lease.release_turn_lease(fence).await;
+    }
     // The session is free once the terminal is in the log, at the same
     // moment: a reader that sees it may send the next message at once, and
     // that next turn's start must come after this terminal.

@@ -13,22 +13,26 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// 503 while draining or while the session store does not answer.
+/// 503 while draining, or while the session store or the shared live
+/// state does not answer.
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.lifecycle.is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
     }
-    match state.engine.store().ping().await {
-        Ok(()) => "ok\n".into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check: session store down");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "session store unavailable\n",
-            )
-                .into_response()
-        }
+    let (store, live) = tokio::join!(state.engine.store().ping(), state.engine.ping_live_state());
+    if let Err(e) = store {
+        tracing::warn!(error = %e, "readiness check: session store down");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session store unavailable\n",
+        )
+            .into_response();
     }
+    if let Err(e) = live {
+        tracing::warn!(error = %e, "readiness check: live state down");
+        return (StatusCode::SERVICE_UNAVAILABLE, "live state unavailable\n").into_response();
+    }
+    "ok\n".into_response()
 }
 
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {

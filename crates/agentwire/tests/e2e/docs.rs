@@ -113,6 +113,7 @@ fn version_names_the_commit_and_the_features() {
     );
     let built: Vec<&str> = [
         ("postgres", cfg!(feature = "postgres")),
+        ("redis", cfg!(feature = "redis")),
         ("s3", cfg!(feature = "s3")),
     ]
     .into_iter()

@@ -103,6 +103,13 @@ impl TestServer {
         TestServer::spawn_yaml(Path::new(""), &yaml).await
     }
 
+    /// A server from `top_level` (its whole config but `agents:`) and the
+    /// standard agents; `db_path` names no file.
+    pub async fn with_top_level(top_level: &str) -> TestServer {
+        let yaml = format!("server:\n  listen: 127.0.0.1:0\n{top_level}\n{AGENTS}");
+        TestServer::spawn_yaml(Path::new(""), &yaml).await
+    }
+
     /// A server with the standard agents plus `extra_agents` (list items),
     /// and `top_level` (such as `providers:` and `tools:`) beside them.
     pub async fn with_runtime(top_level: &str, extra_agents: &str) -> TestServer {

@@ -1,0 +1,99 @@
+//! A turn's lease on its session ([`crate::live::TurnLeases`]): taken after
+//! the session's own flag, before anything is stored; renewed while the turn
+//! runs when the leases expire; given up before the terminal is appended, so
+//! a client that answers `done` at once, on any replica, finds the session
+//! free.
+
+use std::sync::Arc;
+
+use super::{Acquired, Fence, SessionLease, SubmitError};
+use crate::session::retained_start;
+
+/// The failure of a turn that lost its lease (its renewals failed for a
+/// whole lease's life, or another replica took the session over): it stops
+/// where it is.
+pub const TURN_INTERRUPTED: &str = "turn interrupted";
+
+impl SessionLease {
+    /// Takes the session's lease for the turn `begin_turn` admitted here;
+    /// on refusal the session is free here again. A lease that changed
+    /// hands means another replica wrote: the live history is read again.
+    pub(super) async fn acquire_turn_lease(&self) -> Result<Fence, SubmitError> {
+        let granted = match self.inner.leases.acquire(self.id()).await {
+            Ok(Acquired::Granted(granted)) => granted,
+            Ok(Acquired::Held) => {
+                self.end_turn();
+                return Err(SubmitError::TurnInProgress {
+                    session: self.id().clone(),
+                });
+            }
+            Err(e) => {
+                self.end_turn();
+                return Err(e.into());
+            }
+        };
+        if granted.changed_hands
+            && let Err(e) = self.reload_history().await
+        {
+            self.release_turn_lease(granted.fence).await;
+            self.end_turn();
+            return Err(e.into());
+        }
+        Ok(granted.fence)
+    }
+
+    /// Gives the turn's lease up. A failure is logged, not returned: the
+    /// lease then expires by itself.
+    pub(super) async fn release_turn_lease(&self, fence: Fence) {
+        if let Err(e) = self.inner.leases.release(self.id(), fence).await {
+            tracing::warn!(session = %self.id(), error = %e, "releasing a turn lease failed");
+        }
+    }
+
+    /// Resolves once the turn's lease is lost: a renewal said it is no
+    /// longer ours, or renewals failed for the lease's whole life. Never,
+    /// when leases do not expire.
+    pub(super) async fn lease_lost(&self, fence: Fence) {
+        let leases = &self.inner.leases;
+        let Some(every) = leases.renew_every() else {
+            return std::future::pending().await;
+        };
+        let mut renewed_at = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(every).await;
+            match leases.renew(self.id(), fence).await {
+                Ok(true) => renewed_at = tokio::time::Instant::now(),
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::warn!(session = %self.id(), error = %e, "renewing a turn lease failed");
+                    if renewed_at.elapsed() >= leases.ttl() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the session's window from the store again, under its append
+    /// lock, replacing what this process held: another replica's turns
+    /// wrote since.
+    async fn reload_history(&self) -> Result<(), crate::store::StoreError> {
+        let _appending = self.session.appending.lock().await;
+        let store = &self.inner.store;
+        let window = self.session.window;
+        let mut history = store.load_recent_messages(self.id(), window.max(1)).await?;
+        let Some(last) = history.last() else {
+            // Not stored yet (or deleted): nothing newer than what is here.
+            return Ok(());
+        };
+        let next_seq = last.seq + 1;
+        let last_active_at = last.created_at;
+        history.drain(..retained_start(&history, window));
+        let mut state = self.session.state.lock();
+        state.persisted = true;
+        state.next_seq = next_seq;
+        state.last_active_at = state.last_active_at.max(last_active_at);
+        state.history = Arc::new(history);
+        Ok(())
+    }
+}

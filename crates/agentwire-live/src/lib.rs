@@ -1,0 +1,250 @@
+//! Live state shared by the replicas of one deployment, on Redis
+//! (`../shared/design/scale-out.md` §3): the [`TurnLeases`] port's shared
+//! adapter, [`RedisLeases`].
+//!
+//! Each session's keys carry its id as a hash tag (`{prefix}{<session>}:…`),
+//! so they live in one Redis Cluster slot and a script may touch them all.
+//! Every operation is one Lua script, so what it reads and what it writes
+//! are atomic; scripts are sent by SHA (`EVALSHA`, loaded on first use).
+//!
+//! Losing Redis loses no message (those are in the session store): a
+//! lease's fence is seeded from Redis's clock when its counter is missing,
+//! so fences still grow after a restart wiped it, and a turn whose
+//! renewals fail for a whole lease's life stops.
+
+use std::time::Duration;
+
+use agentwire_core::{Acquired, Fence, LiveError, SessionId, TurnLease, TurnLeases};
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+
+/// How the adapter reaches Redis and names its keys.
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// `redis://[user:password@]host:port[/db]` or `redis+unix:///path`.
+    pub url: String,
+    /// Put before every key, so deployments (or tests) can share a server.
+    pub key_prefix: String,
+    /// How long a lease lives without a renewal; renewed every third of it.
+    pub lease_ttl: Duration,
+    /// How long a command (and opening a connection) may take.
+    pub timeout: Duration,
+    /// This process among the replicas: written into the leases it holds.
+    pub replica_id: String,
+}
+
+impl std::fmt::Debug for RedisSettings {
+    /// Without the URL, which may hold a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("key_prefix", &self.key_prefix)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("timeout", &self.timeout)
+            .field("replica_id", &self.replica_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`RedisLeases::connect`] failed. Never quotes the URL.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("not a Redis URL ({0})")]
+    InvalidUrl(String),
+    #[error("cannot reach Redis: {0}")]
+    Unreachable(String),
+}
+
+/// How long the fence counter and the last holder outlive the last turn:
+/// after that a session's next lease is seeded from the clock and counts
+/// as changed hands, both of which are safe.
+const SESSION_KEYS_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Takes the lease unless the turn key exists. The fence is the session's
+/// counter plus one, or Redis's clock in microseconds when the counter is
+/// gone (so it still exceeds every fence handed out before). Returns
+/// `{fence, changed_hands}` or `{0, 0}` when held. The fence travels as a
+/// string: Lua's numbers print large integers in exponent form.
+const ACQUIRE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {'0', 0}
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('INCR', KEYS[2])
+else
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local fence = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
+local last = redis.call('GET', KEYS[3])
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
+if last == ARGV[1] then
+  return {fence, 0}
+end
+return {fence, 1}
+";
+
+/// Extends the lease if it is still the one named (`replica:fence`).
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// Deletes the lease if it is still the one named.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Turn leases on Redis, shared by every replica given the same server and
+/// key prefix.
+pub struct RedisLeases {
+    connection: ConnectionManager,
+    settings: RedisSettings,
+    acquire: Script,
+    renew: Script,
+    release: Script,
+}
+
+impl RedisLeases {
+    /// Connects (within `settings.timeout`) and checks the server answers:
+    /// a server that cannot be reached is a startup error, never a
+    /// fallback to this process's memory.
+    pub async fn connect(settings: RedisSettings) -> Result<RedisLeases, ConnectError> {
+        let client = redis::Client::open(settings.url.as_str())
+            .map_err(|e| ConnectError::InvalidUrl(e.kind_text()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(settings.timeout)
+            .set_response_timeout(settings.timeout)
+            .set_number_of_retries(2)
+            .set_max_delay(1_000);
+        let connect = client.get_connection_manager_with_config(config);
+        let mut connection = tokio::time::timeout(settings.timeout, connect)
+            .await
+            .map_err(|_| ConnectError::Unreachable("timed out".to_owned()))?
+            .map_err(|e| ConnectError::Unreachable(e.kind_text()))?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(|e| ConnectError::Unreachable(e.kind_text()))?;
+        Ok(RedisLeases {
+            connection,
+            settings,
+            acquire: Script::new(ACQUIRE),
+            renew: Script::new(RENEW),
+            release: Script::new(RELEASE),
+        })
+    }
+
+    fn key(&self, session: &SessionId, what: &str) -> String {
+        format!(
+            "{}{{{}}}:{what}",
+            self.settings.key_prefix,
+            session.as_str()
+        )
+    }
+
+    /// What the turn key holds while `fence` is the lease.
+    fn holder(&self, fence: Fence) -> String {
+        format!("{}:{}", self.settings.replica_id, fence.0)
+    }
+
+    fn millis(duration: Duration) -> u64 {
+        duration.as_millis().max(1) as u64
+    }
+}
+
+/// A Redis error in words that name no key, value or URL.
+trait KindText {
+    fn kind_text(&self) -> String;
+}
+
+impl KindText for RedisError {
+    fn kind_text(&self) -> String {
+        if self.is_timeout() {
+            "timed out".to_owned()
+        } else if self.is_connection_dropped() || self.is_io_error() {
+            "connection lost".to_owned()
+        } else {
+            format!("{:?}", self.kind())
+        }
+    }
+}
+
+fn unavailable(e: RedisError) -> LiveError {
+    LiveError::Unavailable(format!("redis: {}", e.kind_text()))
+}
+
+#[async_trait]
+impl TurnLeases for RedisLeases {
+    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
+        let (fence, changed): (String, u8) = self
+            .acquire
+            .key(self.key(session, "turn"))
+            .key(self.key(session, "fence"))
+            .key(self.key(session, "holder"))
+            .arg(&self.settings.replica_id)
+            .arg(Self::millis(self.settings.lease_ttl))
+            .arg(Self::millis(SESSION_KEYS_TTL))
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)?;
+        let fence = fence
+            .parse::<u64>()
+            .map_err(|_| LiveError::Unavailable("redis: a fence that is not a number".into()))?;
+        if fence == 0 {
+            return Ok(Acquired::Held);
+        }
+        Ok(Acquired::Granted(TurnLease {
+            fence: Fence(fence),
+            changed_hands: changed == 1,
+        }))
+    }
+
+    async fn renew(&self, session: &SessionId, fence: Fence) -> Result<bool, LiveError> {
+        let renewed: u8 = self
+            .renew
+            .key(self.key(session, "turn"))
+            .arg(self.holder(fence))
+            .arg(Self::millis(self.settings.lease_ttl))
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(renewed == 1)
+    }
+
+    async fn release(&self, session: &SessionId, fence: Fence) -> Result<(), LiveError> {
+        let _: u8 = self
+            .release
+            .key(self.key(session, "turn"))
+            .arg(self.holder(fence))
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn renew_every(&self) -> Option<Duration> {
+        Some(self.settings.lease_ttl / 3)
+    }
+
+    fn ttl(&self) -> Duration {
+        self.settings.lease_ttl
+    }
+
+    async fn ping(&self) -> Result<(), LiveError> {
+        redis::cmd("PING")
+            .query_async::<()>(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests;

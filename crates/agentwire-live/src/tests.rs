@@ -1,0 +1,184 @@
+//! Against a real Redis server: `AGENTWIRE_TEST_REDIS` (`scripts/test`
+//! starts one with `scripts/redis.sh`). Without it the tests are skipped,
+//! except under `CI`. Each test uses a key prefix of its own.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use agentwire_core::live::conformance;
+use agentwire_core::{Acquired, Fence, SessionId, TurnLease, TurnLeases};
+
+use super::{ConnectError, RedisLeases, RedisSettings};
+
+fn redis_url() -> Option<String> {
+    match std::env::var("AGENTWIRE_TEST_REDIS") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the Redis tests: set AGENTWIRE_TEST_REDIS (scripts/test does)"
+            );
+            eprintln!("skipped: no Redis server (set AGENTWIRE_TEST_REDIS)");
+            None
+        }
+    }
+}
+
+/// A prefix no other test (or run) uses.
+fn prefix() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "test-{}-{}-{}:",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+async fn replica(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> RedisLeases {
+    RedisLeases::connect(RedisSettings {
+        url: url.to_owned(),
+        key_prefix: prefix.to_owned(),
+        lease_ttl,
+        timeout: Duration::from_secs(2),
+        replica_id: id.to_owned(),
+    })
+    .await
+    .unwrap()
+}
+
+fn session(name: &str) -> SessionId {
+    SessionId::parse(name).unwrap()
+}
+
+fn granted(acquired: Acquired) -> TurnLease {
+    match acquired {
+        Acquired::Granted(lease) => lease,
+        Acquired::Held => panic!("expected the lease to be granted"),
+    }
+}
+
+#[tokio::test]
+async fn redis_leases_pass_the_conformance_suite_across_two_replicas() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix();
+    let one = replica(&url, &prefix, "r1", Duration::from_secs(10)).await;
+    let two = replica(&url, &prefix, "r2", Duration::from_secs(10)).await;
+    conformance::one_holder_at_a_time(&one, &two, &session("s-1")).await;
+    conformance::sessions_are_independent(&one, &session("s-2"), &session("s-3")).await;
+    conformance::sessions_are_independent(&two, &session("s-4"), &session("s:5")).await;
+}
+
+#[tokio::test]
+async fn a_lease_changes_hands_only_when_another_replica_held_it() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix();
+    let one = replica(&url, &prefix, "r1", Duration::from_secs(10)).await;
+    let two = replica(&url, &prefix, "r2", Duration::from_secs(10)).await;
+    let id = session("hands");
+    // Nobody held it before: what this process read may be stale.
+    let first = granted(one.acquire(&id).await.unwrap());
+    assert!(first.changed_hands);
+    one.release(&id, first.fence).await.unwrap();
+    let again = granted(one.acquire(&id).await.unwrap());
+    assert!(!again.changed_hands, "the same replica again");
+    one.release(&id, again.fence).await.unwrap();
+    let other = granted(two.acquire(&id).await.unwrap());
+    assert!(other.changed_hands);
+    two.release(&id, other.fence).await.unwrap();
+    let back = granted(one.acquire(&id).await.unwrap());
+    assert!(back.changed_hands, "r2 held it in between");
+    one.release(&id, back.fence).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unrenewed_lease_expires_and_its_holder_can_no_longer_renew_it() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix();
+    let ttl = Duration::from_millis(300);
+    let one = replica(&url, &prefix, "r1", ttl).await;
+    let two = replica(&url, &prefix, "r2", ttl).await;
+    assert_eq!(one.renew_every(), Some(Duration::from_millis(100)));
+    let id = session("expiry");
+    let held = granted(one.acquire(&id).await.unwrap());
+    // Renewed, it outlives its TTL.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(one.renew(&id, held.fence).await.unwrap());
+    }
+    assert_eq!(two.acquire(&id).await.unwrap(), Acquired::Held);
+    // Not renewed, it is gone after its TTL and the next holder gets a
+    // larger fence; the old holder's renewal and release do nothing.
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    let taken = granted(two.acquire(&id).await.unwrap());
+    assert!(taken.fence > held.fence);
+    assert!(!one.renew(&id, held.fence).await.unwrap());
+    one.release(&id, held.fence).await.unwrap();
+    assert_eq!(one.acquire(&id).await.unwrap(), Acquired::Held);
+    two.release(&id, taken.fence).await.unwrap();
+}
+
+#[tokio::test]
+async fn fences_keep_growing_after_the_counter_is_lost() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix();
+    let one = replica(&url, &prefix, "r1", Duration::from_secs(10)).await;
+    let id = session("wiped");
+    let mut fences = Vec::new();
+    for _ in 0..3 {
+        let lease = granted(one.acquire(&id).await.unwrap());
+        fences.push(lease.fence);
+        one.release(&id, lease.fence).await.unwrap();
+    }
+    // As after a Redis restart without persistence: the counter is gone.
+    let mut connection = one.connection.clone();
+    redis::cmd("DEL")
+        .arg(one.key(&id, "fence"))
+        .query_async::<()>(&mut connection)
+        .await
+        .unwrap();
+    let after = granted(one.acquire(&id).await.unwrap());
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    assert!(
+        after.fence > *fences.last().unwrap(),
+        "{after:?} after {fences:?}"
+    );
+    assert!(
+        after.fence > Fence(1_700_000_000_000_000),
+        "seeded from the clock"
+    );
+    one.release(&id, after.fence).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() {
+    let result = RedisLeases::connect(RedisSettings {
+        url: "redis://:redis-s3cret-42@127.0.0.1:1/0".to_owned(),
+        key_prefix: "x:".to_owned(),
+        lease_ttl: Duration::from_secs(10),
+        timeout: Duration::from_secs(2),
+        replica_id: "r1".to_owned(),
+    })
+    .await;
+    let Err(error) = result else {
+        panic!("connected to port 1")
+    };
+    assert!(matches!(error, ConnectError::Unreachable(_)), "{error:?}");
+    assert!(!error.to_string().contains("s3cret"), "{error}");
+    let invalid = RedisLeases::connect(RedisSettings {
+        url: "http://:redis-s3cret-42@127.0.0.1:1/0".to_owned(),
+        key_prefix: "x:".to_owned(),
+        lease_ttl: Duration::from_secs(10),
+        timeout: Duration::from_secs(2),
+        replica_id: "r1".to_owned(),
+    })
+    .await;
+    let Err(error) = invalid else {
+        panic!("an http URL was accepted")
+    };
+    assert!(matches!(error, ConnectError::InvalidUrl(_)), "{error:?}");
+    assert!(!error.to_string().contains("s3cret"), "{error}");
+}
