@@ -37,7 +37,7 @@ use tracing::Instrument;
 use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
-use crate::live::{Acquired, Fence, LiveError, LocalLeases, TurnLeases};
+use crate::live::{Acquired, Fence, LiveError, LocalLeases, SharedLogs, TurnLeases};
 use crate::log::{Epoch, LogReader, SessionLog, TurnId};
 use crate::media::MediaStore;
 use crate::scope::ConnectionScope;
@@ -50,6 +50,7 @@ mod cancel;
 mod leases;
 mod records;
 mod rejoin;
+mod shared;
 mod turn_task;
 mod write;
 
@@ -87,6 +88,9 @@ struct Inner {
     /// Who runs each session's turn: this process alone ([`LocalLeases`])
     /// or every replica sharing the store.
     leases: Arc<dyn TurnLeases>,
+    /// The turn logs shared with the other replicas (`shared`); `None`: one
+    /// process, whose logs are its own.
+    logs: Option<Arc<dyn SharedLogs>>,
     /// Sessions some connection or turn holds a lease on. An entry leaves the
     /// map when its last lease is dropped, so memory follows attached clients.
     /// The store is told ([`SessionStore::hold_session`]) while an id is in
@@ -120,6 +124,11 @@ struct LiveSession {
     /// connection on it (each is the owner's: a rejoin checks), so a client
     /// that lost its socket answers from the new one.
     client_tools: Arc<ClientToolBroker>,
+    /// Held by the task publishing this replica's running turn to the
+    /// shared log (`shared`): the next turn here waits for it.
+    publishing: Arc<tokio::sync::Mutex<()>>,
+    /// A follower mirrors a turn running on another replica (`shared`).
+    following: std::sync::atomic::AtomicBool,
 }
 
 struct LiveState {
@@ -139,6 +148,9 @@ struct LiveState {
     /// Deleted through [`Engine::delete_session`]: whoever still holds a
     /// lease is refused as for an expired session.
     deleted: bool,
+    /// The running turn's lease fence, where logs are shared: its writes
+    /// are fenced with it ([`SessionStore::append_turn_fenced`]).
+    write_fence: Option<Fence>,
 }
 
 /// A message a connection wants answered.
@@ -250,6 +262,7 @@ impl Engine {
                 clock,
                 ids,
                 leases: Arc::new(LocalLeases::new()),
+                logs: None,
                 live: Mutex::new(HashMap::new()),
                 turns_cancel: CancellationToken::new(),
                 summaries,
@@ -265,16 +278,6 @@ impl Engine {
         Arc::get_mut(&mut self.inner)
             .expect("with_media is called before the engine is shared")
             .media = Some(MediaResolver::new(media));
-        self
-    }
-
-    /// The engine, whose turns take their session's lease from `leases`
-    /// (shared by the replicas of a deployment) instead of this process's
-    /// memory. Call before the engine is cloned.
-    pub fn with_leases(mut self, leases: Arc<dyn TurnLeases>) -> Engine {
-        Arc::get_mut(&mut self.inner)
-            .expect("with_leases is called before the engine is shared")
-            .leases = leases;
         self
     }
 
@@ -309,6 +312,8 @@ impl Engine {
                     appending: Arc::default(),
                     log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
                     client_tools: ClientToolBroker::new(),
+                    publishing: Arc::default(),
+                    following: Default::default(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -317,6 +322,7 @@ impl Engine {
                         history: Arc::new(Vec::new()),
                         next_seq: 0,
                         deleted: false,
+                        write_fence: None,
                     }),
                 }));
                 (placeholder.clone(), true)
@@ -397,6 +403,7 @@ impl Engine {
             .attach(&target, req.agent, req.namespace, req.owner, own)
             .await?;
         lease.begin_turn()?;
+        let publishing = lease.publishing_slot().await;
         let fence = lease.acquire_turn_lease().await?;
         let span = turn_span(&req.agent.name, lease.id());
         let now = self.inner.clock.now();
@@ -433,7 +440,11 @@ impl Engine {
         };
         let question_write = QuestionWrite::defer(question_write, span.clone());
         let log = &lease.session.log;
+        let published = log.head();
         let writer = log.start_turn(&req.agent.name);
+        if let Some(slot) = publishing {
+            lease.publish(fence, published, writer.turn(), slot);
+        }
         span.record("agentwire.turn_id", writer.turn().0);
         let reader = log.reader_after(writer.turn().0 - 1);
         let cancel = self.inner.turns_cancel.child_token();
@@ -517,6 +528,7 @@ impl Engine {
         // between the load and the live map.
         let hold = Hold::new(&*self.inner.store, id);
         let window = agent.handler.history_window();
+        let log = self.inner.open_log(id).await?;
         let loaded = match self.inner.store.load_session(id).await? {
             Some(record) => {
                 // At least one message, for the next `seq`.
@@ -530,8 +542,10 @@ impl Engine {
                 LiveSession {
                     window,
                     appending: Arc::default(),
-                    log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
+                    log,
                     client_tools: ClientToolBroker::new(),
+                    publishing: Arc::default(),
+                    following: Default::default(),
                     state: Mutex::new(LiveState {
                         persisted: true,
                         last_active_at: record.last_active_at,
@@ -540,6 +554,7 @@ impl Engine {
                         history: Arc::new(history),
                         next_seq,
                         deleted: false,
+                        write_fence: None,
                     }),
                     record,
                 }
@@ -549,8 +564,10 @@ impl Engine {
                 LiveSession {
                     window,
                     appending: Arc::default(),
-                    log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
+                    log,
                     client_tools: ClientToolBroker::new(),
+                    publishing: Arc::default(),
+                    following: Default::default(),
                     record: SessionRecord {
                         id: id.clone(),
                         agent: agent.name.clone(),
@@ -567,6 +584,7 @@ impl Engine {
                         history: Arc::new(Vec::new()),
                         next_seq: 0,
                         deleted: false,
+                        write_fence: None,
                     }),
                 }
             }
@@ -628,12 +646,6 @@ impl SessionLease {
         &self.session.record.id
     }
 
-    /// Client tool calls pending on the session's turns: a connection on
-    /// the session delivers its client's answers here.
-    pub fn client_tools(&self) -> &Arc<ClientToolBroker> {
-        &self.session.client_tools
-    }
-
     /// Whether this lease is the only one on its session (the live map
     /// holds the other reference).
     fn is_sole(&self) -> bool {
@@ -665,7 +677,9 @@ impl SessionLease {
     }
 
     fn end_turn(&self) {
-        self.session.state.lock().turn_running = false;
+        let mut state = self.session.state.lock();
+        state.turn_running = false;
+        state.write_fence = None;
     }
 
     /// Frees the session and runs `finish` (which appends the terminal)
@@ -674,6 +688,7 @@ impl SessionLease {
         let mut state = self.session.state.lock();
         state.turn_running = false;
         state.turn_cancel = None;
+        state.write_fence = None;
         finish();
     }
 

@@ -18,7 +18,8 @@
 //!   model call sends (inline data or a fresh presigned URL).
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
 //! - [`live`]: the [`TurnLeases`] port: who runs each session's turn, in
-//!   this process ([`LocalLeases`]) or across replicas.
+//!   this process ([`LocalLeases`]) or across replicas; and the
+//!   [`live::SharedLogs`] port: turn logs and controls the replicas share.
 //! - [`log`]: a session's turn log: every event numbered `(epoch, seq)`, one
 //!   [`TurnWriter`] per turn, any number of [`LogReader`]s.
 //! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session

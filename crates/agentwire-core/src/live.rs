@@ -1,5 +1,6 @@
 //! Live state that the replicas of one deployment share: who runs each
-//! session's turn ([`TurnLeases`]).
+//! session's turn ([`TurnLeases`]), and the turn logs and controls between
+//! them ([`SharedLogs`], `logs`).
 //!
 //! One process needs none of it shared: [`LocalLeases`] keeps the leases in
 //! memory and is the default. Several processes over one database take
@@ -21,6 +22,20 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use crate::ids::SessionId;
+
+mod logs;
+#[cfg(any(test, feature = "testing"))]
+pub mod logs_conformance;
+#[cfg(any(test, feature = "testing"))]
+mod memory;
+
+pub(crate) use logs::base64_bytes;
+pub use logs::{
+    Append, Appended, Control, DecodeError, LogFollower, LogPage, MAX_BATCH, SharedHead,
+    SharedLive, SharedLogs, batch_end, decode_batch, decode_control, encode_batch, encode_control,
+};
+#[cfg(any(test, feature = "testing"))]
+pub use memory::{MemoryLive, MemoryLiveState};
 
 /// A lease's number: every grant of a session's lease gets a larger one
 /// than the grants before it.
@@ -205,5 +220,38 @@ mod tests {
             leases.held.lock().is_empty(),
             "released leases are forgotten"
         );
+    }
+
+    #[tokio::test]
+    async fn memory_live_passes_the_conformance_suites() {
+        let state = MemoryLiveState::new();
+        let one = MemoryLive::new(&state, "one", Duration::from_secs(10));
+        let two = MemoryLive::new(&state, "two", Duration::from_secs(10));
+        conformance::one_holder_at_a_time(&one, &two, &session(4)).await;
+        conformance::sessions_are_independent(&one, &session(5), &session(6)).await;
+        logs_conformance::appends_are_fenced_and_read_back(&one, &two, &session(7)).await;
+        logs_conformance::turns_are_found_and_epochs_replaced(&one, &two, &session(8)).await;
+        logs_conformance::followers_wait_for_appends(&one, &two, &session(9)).await;
+        logs_conformance::controls_reach_the_holder(&one, &two, &session(10)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_memory_lease_expires_unless_renewed() {
+        let state = MemoryLiveState::new();
+        let one = MemoryLive::new(&state, "one", Duration::from_secs(3));
+        let two = MemoryLive::new(&state, "two", Duration::from_secs(3));
+        let Acquired::Granted(lease) = one.acquire(&session(11)).await.unwrap() else {
+            panic!("granted");
+        };
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(one.renew(&session(11), lease.fence).await.unwrap());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(two.acquire(&session(11)).await.unwrap(), Acquired::Held);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let Acquired::Granted(taken) = two.acquire(&session(11)).await.unwrap() else {
+            panic!("the expired lease is taken over");
+        };
+        assert!(taken.changed_hands && taken.fence > lease.fence);
+        assert!(!one.renew(&session(11), lease.fence).await.unwrap());
     }
 }

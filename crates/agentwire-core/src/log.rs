@@ -75,7 +75,9 @@ impl fmt::Display for Epoch {
 }
 
 /// A turn of a session: the seq of its `TurnStarted` entry.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct TurnId(pub u64);
 
 /// One entry of the log. Cheap to clone: readers share the event.
@@ -97,13 +99,14 @@ pub struct Lagged {
 
 /// A session's log. Shared by its turn's writer and its readers.
 pub struct SessionLog {
-    epoch: Epoch,
     state: Mutex<LogState>,
     /// Woken on every append.
     appended: Notify,
 }
 
 struct LogState {
+    /// Changes only when a mirror starts again ([`SessionLog::reset`]).
+    epoch: Epoch,
     entries: VecDeque<Kept>,
     /// The seq of the latest entry; 0 before the first.
     head: u64,
@@ -124,8 +127,8 @@ struct Kept {
 impl SessionLog {
     pub fn new(epoch: Epoch) -> Arc<SessionLog> {
         Arc::new(SessionLog {
-            epoch,
             state: Mutex::new(LogState {
+                epoch,
                 entries: VecDeque::new(),
                 head: 0,
                 bytes: 0,
@@ -137,7 +140,7 @@ impl SessionLog {
     }
 
     pub fn epoch(&self) -> Epoch {
-        self.epoch
+        self.state.lock().epoch
     }
 
     /// The seq of the latest entry; 0 while the log is empty.
@@ -157,25 +160,22 @@ impl SessionLog {
     }
 
     /// Starts a turn: appends its `TurnStarted`. One turn runs per session
-    /// (the engine's rule); a turn still open is ended `Failed` first, so
-    /// every turn keeps exactly one terminal.
+    /// (the engine's rule); a turn still open (mirrored from a replica that
+    /// died) is ended `Failed` first, so every turn keeps exactly one
+    /// terminal.
     pub fn start_turn(self: &Arc<Self>, agent: &str) -> TurnWriter {
         let mut state = self.state.lock();
         if let Some(open) = state.running {
-            state.push(open, TurnEvent::Failed(TurnFailure::internal()));
-        }
-        // Every reader has had its turn's end by now, or is a slow one.
-        while state.bytes > FINISHED_MAX_BYTES && !state.entries.is_empty() {
-            state.pop_oldest();
+            state.push(
+                open,
+                TurnEvent::Failed(TurnFailure::new(
+                    crate::error::ErrorCode::Internal,
+                    crate::engine::TURN_INTERRUPTED,
+                )),
+            );
         }
         let turn = TurnId(state.head + 1);
-        state.turns.push_back(turn);
-        while state.turns.len() > KEPT_TURNS + 1 {
-            if let Some(oldest) = state.turns.pop_front() {
-                state.drop_turn(oldest);
-            }
-        }
-        state.running = Some(turn);
+        state.open_turn(turn);
         state.push(
             turn,
             TurnEvent::TurnStarted {
@@ -193,6 +193,7 @@ impl SessionLog {
     /// A reader of the entries after `seq` (0: from the oldest kept).
     pub fn reader_after(self: &Arc<Self>, seq: u64) -> LogReader {
         LogReader {
+            epoch: self.epoch(),
             log: self.clone(),
             cursor: seq,
             merged: 0,
@@ -247,19 +248,41 @@ impl SessionLog {
 }
 
 impl LogState {
+    /// Makes `turn` the running one, dropping what the bounds on finished
+    /// turns no longer keep.
+    fn open_turn(&mut self, turn: TurnId) {
+        // Every reader has had its turn's end by now, or is a slow one.
+        while self.bytes > FINISHED_MAX_BYTES && !self.entries.is_empty() {
+            self.pop_oldest();
+        }
+        self.turns.push_back(turn);
+        while self.turns.len() > KEPT_TURNS + 1 {
+            if let Some(oldest) = self.turns.pop_front() {
+                self.drop_turn(oldest);
+            }
+        }
+        self.running = Some(turn);
+    }
+
     fn push(&mut self, turn: TurnId, event: TurnEvent) -> u64 {
-        if event.is_terminal() {
+        self.push_entry(LogEntry {
+            seq: self.head + 1,
+            turn,
+            event: Arc::new(event),
+        })
+    }
+
+    /// Appends `entry`, whose seq is the head + 1.
+    fn push_entry(&mut self, entry: LogEntry) -> u64 {
+        debug_assert_eq!(entry.seq, self.head + 1);
+        if entry.event.is_terminal() {
             self.running = None;
         }
-        self.head += 1;
-        let bytes = payload_bytes(&event) + ENTRY_OVERHEAD;
+        self.head = entry.seq;
+        let bytes = payload_bytes(&entry.event) + ENTRY_OVERHEAD;
         self.bytes += bytes;
         self.entries.push_back(Kept {
-            entry: LogEntry {
-                seq: self.head,
-                turn,
-                event: Arc::new(event),
-            },
+            entry,
             appended_at: Instant::now(),
             bytes,
         });
@@ -382,6 +405,9 @@ impl Drop for TurnWriter {
 /// A cursor into a session's log: the entries after the last one it read.
 pub struct LogReader {
     log: Arc<SessionLog>,
+    /// The log's epoch when the reader was made: a log that started again
+    /// since has nothing this reader can read on from.
+    epoch: Epoch,
     /// The seq of the last entry read.
     cursor: u64,
     /// Deltas merged into others since [`LogReader::take_merged`].
@@ -395,7 +421,7 @@ impl LogReader {
     }
 
     pub fn epoch(&self) -> Epoch {
-        self.log.epoch
+        self.epoch
     }
 
     /// Whether there is more to read now or to come: entries this reader
@@ -409,11 +435,26 @@ impl LogReader {
     /// Far behind the head ([`COALESCE_BEHIND`]), a run of text deltas of
     /// one turn comes as one delta carrying the last one's seq.
     pub fn try_next(&mut self) -> Result<Option<LogEntry>, Lagged> {
+        self.read_next(COALESCE_BEHIND)
+    }
+
+    /// The next entry; a run of deltas merged when more than
+    /// `coalesce_behind` entries behind the head.
+    fn read_next(&mut self, coalesce_behind: u64) -> Result<Option<LogEntry>, Lagged> {
         let state = self.log.state.lock();
+        let oldest = state
+            .entries
+            .front()
+            .map_or(state.head + 1, |k| k.entry.seq);
+        if state.epoch != self.epoch {
+            return Err(Lagged {
+                after: self.cursor,
+                oldest,
+            });
+        }
         if self.cursor >= state.head {
             return Ok(None);
         }
-        let oldest = state.entries.front().map_or(state.head, |k| k.entry.seq);
         if self.cursor + 1 < oldest {
             return Err(Lagged {
                 after: self.cursor,
@@ -423,7 +464,7 @@ impl LogReader {
         let start = (self.cursor + 1 - oldest) as usize;
         let first = &state.entries[start].entry;
         let entry = match &*first.event {
-            TurnEvent::TextDelta(_) if state.head - self.cursor > COALESCE_BEHIND => {
+            TurnEvent::TextDelta(_) if state.head - self.cursor > coalesce_behind => {
                 merge_deltas(&state.entries, start)
             }
             _ => first.clone(),
@@ -442,7 +483,15 @@ impl LogReader {
 
     /// The next entry, once there is one.
     pub async fn next(&mut self) -> Result<LogEntry, Lagged> {
-        if let Some(entry) = self.try_next()? {
+        self.next_with(LogReader::try_next).await
+    }
+
+    /// The next entry `try_next` reads, once there is one.
+    async fn next_with(
+        &mut self,
+        try_next: fn(&mut LogReader) -> Result<Option<LogEntry>, Lagged>,
+    ) -> Result<LogEntry, Lagged> {
+        if let Some(entry) = try_next(self)? {
             return Ok(entry);
         }
         let log = self.log.clone();
@@ -451,7 +500,7 @@ impl LogReader {
             // Registered before the check, so an append between the check
             // and the wait still wakes us.
             appended.as_mut().enable();
-            if let Some(entry) = self.try_next()? {
+            if let Some(entry) = try_next(self)? {
                 return Ok(entry);
             }
             appended.await;
@@ -462,10 +511,13 @@ impl LogReader {
     /// entries behind the head, or its next entry older than [`SLOW_AGE`].
     pub fn is_slow(&self) -> bool {
         let state = self.log.state.lock();
-        if state.head.saturating_sub(self.cursor) > SLOW_BEHIND {
+        if state.epoch != self.epoch || state.head.saturating_sub(self.cursor) > SLOW_BEHIND {
             return true;
         }
-        let oldest = state.entries.front().map_or(state.head, |k| k.entry.seq);
+        let oldest = state
+            .entries
+            .front()
+            .map_or(state.head + 1, |k| k.entry.seq);
         let next = self.cursor + 1;
         match next.checked_sub(oldest) {
             Some(index) => state
@@ -505,6 +557,9 @@ fn merge_deltas(entries: &VecDeque<Kept>, start: usize) -> LogEntry {
         event: Arc::new(TurnEvent::TextDelta(text)),
     }
 }
+
+mod mirror;
+pub use mirror::MirrorGap;
 
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,10 @@ pub enum StoreError {
     Rejected(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A fenced write ([`SessionStore::append_turn_fenced`]) came from a
+    /// turn whose lease has since been granted to another: refused.
+    #[error("session store refused a write from a superseded turn lease: {0}")]
+    Fenced(String),
 }
 
 /// Durable sessions and messages. Implementations must make a write visible to
@@ -51,6 +55,36 @@ pub trait SessionStore: Send + Sync + 'static {
             (Some(due), Some(first)) => self.schedule_summary(&first.session_id, due).await,
             _ => Ok(()),
         }
+    }
+
+    /// [`SessionStore::append_turn`] for a turn holding its session's lease
+    /// with `fence` among replicas: refused ([`StoreError::Fenced`], nothing
+    /// written) once a write with a larger fence was made for the session,
+    /// so a replica that lost its lease (paused past it, cut off) cannot
+    /// write over its successor. A store only one process uses has no one
+    /// to fence off: the default ignores the fence.
+    async fn append_turn_fenced(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+        fence: crate::live::Fence,
+    ) -> Result<(), StoreError> {
+        let _ = fence;
+        self.append_turn(messages, summary_due).await
+    }
+
+    /// Raises the session's fence to `fence` (never lowers it): from now on
+    /// fenced writes with a smaller fence are refused. A replica that takes
+    /// over a session from another calls it before reading the session, so
+    /// whatever the other still writes afterwards is refused rather than
+    /// interleaved. The default (one process) does nothing.
+    async fn fence_session(
+        &self,
+        id: &SessionId,
+        fence: crate::live::Fence,
+    ) -> Result<(), StoreError> {
+        let _ = (id, fence);
+        Ok(())
     }
 
     /// [`SessionStore::append_messages`] of one message.

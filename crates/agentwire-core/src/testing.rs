@@ -283,6 +283,27 @@ impl SessionStore for FailingSessionStore {
         self.inner.append_messages(messages).await
     }
 
+    async fn append_turn_fenced(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+        fence: crate::live::Fence,
+    ) -> Result<(), StoreError> {
+        self.check("append_turn_fenced")?;
+        self.inner
+            .append_turn_fenced(messages, summary_due, fence)
+            .await
+    }
+
+    async fn fence_session(
+        &self,
+        id: &SessionId,
+        fence: crate::live::Fence,
+    ) -> Result<(), StoreError> {
+        self.check("fence_session")?;
+        self.inner.fence_session(id, fence).await
+    }
+
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
         self.check("load_messages")?;
         self.inner.load_messages(id).await

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use crate::turn::ToolOutcome;
 
 /// What a client says about a pending call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ClientAnswer {
     /// Received; working on it. Moves the call from the ack wait to the result wait.
     Ack,

@@ -1,6 +1,7 @@
 //! Live state shared by the replicas of one deployment, on Redis
-//! (`../shared/design/scale-out.md` §3): the [`TurnLeases`] port's shared
-//! adapter, [`RedisLeases`].
+//! (`../shared/design/scale-out.md` §3): [`RedisLive`], the shared adapter
+//! of the [`TurnLeases`] and [`SharedLogs`](agentwire_core::live::SharedLogs) ports (the log and the control
+//! bus are in `logs`).
 //!
 //! Each session's keys carry its id as a hash tag (`{prefix}{<session>}:…`),
 //! so they live in one Redis Cluster slot and a script may touch them all.
@@ -14,10 +15,15 @@
 
 use std::time::Duration;
 
+use agentwire_core::live::Control;
 use agentwire_core::{Acquired, Fence, LiveError, SessionId, TurnLease, TurnLeases};
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
+use tokio::sync::mpsc;
+
+mod logs;
 
 /// How the adapter reaches Redis and names its keys.
 #[derive(Clone)]
@@ -46,7 +52,7 @@ impl std::fmt::Debug for RedisSettings {
     }
 }
 
-/// Why [`RedisLeases::connect`] failed. Never quotes the URL.
+/// Why [`RedisLive::connect`] failed. Never quotes the URL.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("not a Redis URL ({0})")]
@@ -102,21 +108,26 @@ end
 return 0
 ";
 
-/// Turn leases on Redis, shared by every replica given the same server and
-/// key prefix.
-pub struct RedisLeases {
+/// Turn leases, turn logs and the control bus on Redis, shared by every
+/// replica given the same server and key prefix.
+pub struct RedisLive {
+    client: redis::Client,
     connection: ConnectionManager,
     settings: RedisSettings,
     acquire: Script,
     renew: Script,
     release: Script,
+    scripts: logs::Scripts,
+    /// This replica's controls, until the engine takes them.
+    controls: Mutex<Option<mpsc::Receiver<(SessionId, Control)>>>,
 }
 
-impl RedisLeases {
+impl RedisLive {
     /// Connects (within `settings.timeout`) and checks the server answers:
     /// a server that cannot be reached is a startup error, never a
     /// fallback to this process's memory.
-    pub async fn connect(settings: RedisSettings) -> Result<RedisLeases, ConnectError> {
+    /// Needs a tokio runtime: it subscribes to this replica's controls.
+    pub async fn connect(settings: RedisSettings) -> Result<RedisLive, ConnectError> {
         let client = redis::Client::open(settings.url.as_str())
             .map_err(|e| ConnectError::InvalidUrl(e.kind_text()))?;
         let config = ConnectionManagerConfig::new()
@@ -133,13 +144,18 @@ impl RedisLeases {
             .query_async::<()>(&mut connection)
             .await
             .map_err(|e| ConnectError::Unreachable(e.kind_text()))?;
-        Ok(RedisLeases {
+        let live = RedisLive {
+            client,
             connection,
             settings,
             acquire: Script::new(ACQUIRE),
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),
-        })
+            scripts: logs::Scripts::new(),
+            controls: Mutex::new(None),
+        };
+        *live.controls.lock() = Some(live.spawn_control_listener());
+        Ok(live)
     }
 
     fn key(&self, session: &SessionId, what: &str) -> String {
@@ -182,7 +198,7 @@ fn unavailable(e: RedisError) -> LiveError {
 }
 
 #[async_trait]
-impl TurnLeases for RedisLeases {
+impl TurnLeases for RedisLive {
     async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
         let (fence, changed): (String, u8) = self
             .acquire

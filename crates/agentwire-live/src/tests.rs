@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentwire_core::live::conformance;
 use agentwire_core::{Acquired, Fence, SessionId, TurnLease, TurnLeases};
 
-use super::{ConnectError, RedisLeases, RedisSettings};
+use super::{ConnectError, RedisLive, RedisSettings};
 
 fn redis_url() -> Option<String> {
     match std::env::var("AGENTWIRE_TEST_REDIS") {
@@ -38,8 +38,8 @@ fn prefix() -> String {
     )
 }
 
-async fn replica(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> RedisLeases {
-    RedisLeases::connect(RedisSettings {
+async fn replica(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> RedisLive {
+    RedisLive::connect(RedisSettings {
         url: url.to_owned(),
         key_prefix: prefix.to_owned(),
         lease_ttl,
@@ -155,7 +155,7 @@ async fn fences_keep_growing_after_the_counter_is_lost() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() {
-    let result = RedisLeases::connect(RedisSettings {
+    let result = RedisLive::connect(RedisSettings {
         url: "redis://:redis-s3cret-42@127.0.0.1:1/0".to_owned(),
         key_prefix: "x:".to_owned(),
         lease_ttl: Duration::from_secs(10),
@@ -168,7 +168,7 @@ async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() 
     };
     assert!(matches!(error, ConnectError::Unreachable(_)), "{error:?}");
     assert!(!error.to_string().contains("s3cret"), "{error}");
-    let invalid = RedisLeases::connect(RedisSettings {
+    let invalid = RedisLive::connect(RedisSettings {
         url: "http://:redis-s3cret-42@127.0.0.1:1/0".to_owned(),
         key_prefix: "x:".to_owned(),
         lease_ttl: Duration::from_secs(10),
@@ -181,4 +181,19 @@ async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() 
     };
     assert!(matches!(error, ConnectError::InvalidUrl(_)), "{error:?}");
     assert!(!error.to_string().contains("s3cret"), "{error}");
+}
+
+#[tokio::test]
+async fn redis_logs_pass_the_shared_log_conformance_suite_across_two_replicas() {
+    let Some(url) = redis_url() else {
+        return;
+    };
+    let prefix = prefix();
+    let one = replica(&url, &prefix, "one", Duration::from_secs(10)).await;
+    let two = replica(&url, &prefix, "two", Duration::from_secs(10)).await;
+    use agentwire_core::live::logs_conformance as suite;
+    suite::appends_are_fenced_and_read_back(&one, &two, &session("s-append")).await;
+    suite::turns_are_found_and_epochs_replaced(&one, &two, &session("s-turns")).await;
+    suite::followers_wait_for_appends(&one, &two, &session("s-follow")).await;
+    suite::controls_reach_the_holder(&one, &two, &session("s-controls")).await;
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::{
-    SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore, SessionSummary,
+    Fence, SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore, SessionSummary,
     StoreError, StoredMessage, Timestamp,
 };
 use async_trait::async_trait;
@@ -495,65 +495,39 @@ impl SessionStore for PgStore {
         self.append_turn(messages, None).await
     }
 
-    /// One statement: the session's row (activity, head, and the summary's
-    /// due time when given) and the rows of the messages.
     async fn append_turn(
         &self,
         messages: &[StoredMessage],
         summary_due: Option<Timestamp>,
     ) -> Result<(), StoreError> {
-        let Some(first) = messages.first() else {
-            return Ok(());
-        };
-        if let Some(stray) = messages.iter().find(|m| m.session_id != first.session_id) {
-            return Err(StoreError::Rejected(format!(
-                "message {} of session {}: one call appends to one session",
-                stray.seq, stray.session_id
-            )));
-        }
-        let columns = Columns::encode(messages)?;
-        let latest = columns.created_at.iter().copied().max().unwrap_or_default();
-        let head = columns.seq.iter().copied().max().unwrap_or_default();
-        let session = format!("messages of session {}", first.session_id);
-        let result = self
-            .execute(
-                &session,
-                "WITH s AS (
-                     UPDATE sessions
-                     SET last_active_at = GREATEST(last_active_at, $2),
-                         seq_head = GREATEST(seq_head, $3),
-                         summary_due_at = COALESCE($10, summary_due_at)
-                     WHERE id = $1
-                     RETURNING key)
-                 INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
-                 SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
-                        m.created_at
-                 FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
-                                $9::bigint[])
-                         AS m (seq, role, content, parts, metadata, created_at)",
-                &[
-                    &first.session_id.as_str(),
-                    &latest,
-                    &head,
-                    &columns.seq,
-                    &columns.role,
-                    &columns.content,
-                    &columns.parts,
-                    &columns.metadata,
-                    &columns.created_at,
-                    &summary_due.map(|due| due.0),
-                ],
-            )
-            .await
-            .and_then(|inserted| {
-                if inserted == 0 {
-                    Err(StoreError::Rejected(format!("{session}: unknown session")))
-                } else {
-                    Ok(())
-                }
-            });
-        log_write_failure(&result, &first.session_id, columns.seq.first().copied());
-        result
+        self.append(messages, summary_due, None).await
+    }
+
+    async fn fence_session(&self, id: &SessionId, fence: Fence) -> Result<(), StoreError> {
+        let fence = i64::try_from(fence.0)
+            .map_err(|_| StoreError::Rejected(format!("fence {} out of range", fence.0)))?;
+        let what = format!("fence of session {id}");
+        self.execute(
+            &what,
+            "UPDATE sessions SET turn_fence = GREATEST(turn_fence, $2) WHERE id = $1",
+            &[&id.as_str(), &fence],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// As `append_turn`, in the same one statement: the session's
+    /// `turn_fence` is raised to `fence`, and a session whose fence is
+    /// already larger takes nothing.
+    async fn append_turn_fenced(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+        fence: Fence,
+    ) -> Result<(), StoreError> {
+        let fence = i64::try_from(fence.0)
+            .map_err(|_| StoreError::Rejected(format!("fence {} out of range", fence.0)))?;
+        self.append(messages, summary_due, Some(fence)).await
     }
 
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
@@ -790,6 +764,90 @@ impl SessionStore for PgStore {
             .map(drop);
         log_write_failure(&result, id, None);
         result
+    }
+}
+
+impl PgStore {
+    /// One statement: the session's row (activity, head, the summary's due
+    /// time when given, the turn fence when given) and the rows of the
+    /// messages.
+    async fn append(
+        &self,
+        messages: &[StoredMessage],
+        summary_due: Option<Timestamp>,
+        fence: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let Some(first) = messages.first() else {
+            return Ok(());
+        };
+        if let Some(stray) = messages.iter().find(|m| m.session_id != first.session_id) {
+            return Err(StoreError::Rejected(format!(
+                "message {} of session {}: one call appends to one session",
+                stray.seq, stray.session_id
+            )));
+        }
+        let columns = Columns::encode(messages)?;
+        let latest = columns.created_at.iter().copied().max().unwrap_or_default();
+        let head = columns.seq.iter().copied().max().unwrap_or_default();
+        let session = format!("messages of session {}", first.session_id);
+        let result = self
+            .execute(
+                &session,
+                "WITH s AS (
+                     UPDATE sessions
+                     SET last_active_at = GREATEST(last_active_at, $2),
+                         seq_head = GREATEST(seq_head, $3),
+                         summary_due_at = COALESCE($10, summary_due_at),
+                         turn_fence = GREATEST(turn_fence, COALESCE($11, turn_fence))
+                     WHERE id = $1 AND turn_fence <= COALESCE($11, turn_fence)
+                     RETURNING key)
+                 INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
+                 SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
+                        m.created_at
+                 FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
+                                $9::bigint[])
+                         AS m (seq, role, content, parts, metadata, created_at)",
+                &[
+                    &first.session_id.as_str(),
+                    &latest,
+                    &head,
+                    &columns.seq,
+                    &columns.role,
+                    &columns.content,
+                    &columns.parts,
+                    &columns.metadata,
+                    &columns.created_at,
+                    &summary_due.map(|due| due.0),
+                    &fence,
+                ],
+            )
+            .await;
+        let result = match result {
+            Ok(0) if fence.is_some() => Err(self.why_nothing_appended(&first.session_id).await),
+            Ok(0) => Err(StoreError::Rejected(format!("{session}: unknown session"))),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        log_write_failure(&result, &first.session_id, columns.seq.first().copied());
+        result
+    }
+
+    /// Why a fenced append inserted nothing: the session is unknown, or a
+    /// later lease wrote it (rare: read only then).
+    async fn why_nothing_appended(&self, id: &SessionId) -> StoreError {
+        let what = format!("messages of session {id}");
+        match self
+            .query(
+                &what,
+                "SELECT 1 FROM sessions WHERE id = $1",
+                &[&id.as_str()],
+            )
+            .await
+        {
+            Ok(rows) if rows.is_empty() => StoreError::Rejected(format!("{what}: unknown session")),
+            Ok(_) => StoreError::Fenced(format!("{what}: a later turn lease wrote it")),
+            Err(e) => e,
+        }
     }
 }
 

@@ -115,8 +115,8 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         .await
         .context("storage.sessions: cannot read the pending session summaries")?;
     let engine = Engine::with_summaries(store, clock, Arc::new(RandomIds), summaries);
-    let engine = match open_leases(&config.live).await? {
-        Some(leases) => engine.with_leases(leases),
+    let engine = match open_live(&config.live).await? {
+        Some(live) => engine.with_shared_live(live),
         None => engine,
     };
     let engine = match &media {
@@ -289,11 +289,12 @@ async fn open_store(
     })
 }
 
-/// The shared turn leases for `live: redis://…`; `None` for `memory`
-/// (the engine's own, in this process).
-async fn open_leases(
+/// The live state shared with the other replicas (turn leases, turn logs,
+/// the control bus) for `live: redis://…`; `None` for `memory` (the
+/// engine's own, in this process).
+async fn open_live(
     live: &LiveConfig,
-) -> anyhow::Result<Option<Arc<dyn agentwire_core::TurnLeases>>> {
+) -> anyhow::Result<Option<Arc<dyn agentwire_core::live::SharedLive>>> {
     match live {
         LiveConfig::Memory => Ok(None),
         #[cfg(feature = "redis")]
@@ -306,7 +307,7 @@ async fn open_leases(
                 replica_id: crate::system::replica_id(),
             };
             let replica = settings.replica_id.clone();
-            let leases = agentwire_live::RedisLeases::connect(settings)
+            let leases = agentwire_live::RedisLive::connect(settings)
                 .await
                 .with_context(|| {
                     format!(

@@ -1,8 +1,8 @@
 //! A turn's lease on its session ([`crate::live::TurnLeases`]): taken after
 //! the session's own flag, before anything is stored; renewed while the turn
 //! runs when the leases expire; given up before the terminal is appended, so
-//! a client that answers `done` at once, on any replica, finds the session
-//! free.
+//! a client that answers `done` at once finds the session free (where logs
+//! are shared, with the terminal's publication instead: `shared`).
 
 use std::sync::Arc;
 
@@ -32,12 +32,25 @@ impl SessionLease {
                 return Err(e.into());
             }
         };
+        // Taken over from another replica: fence it off in the store first,
+        // then read what it wrote.
         if granted.changed_hands
-            && let Err(e) = self.reload_history().await
+            && let Err(e) = self.take_over(granted.fence).await
         {
             self.release_turn_lease(granted.fence).await;
             self.end_turn();
             return Err(e.into());
+        }
+        // The turn's entries go on from the shared log's head.
+        if let Err(e) = self.catch_up().await {
+            self.release_turn_lease(granted.fence).await;
+            self.end_turn();
+            return Err(e.into());
+        }
+        // Fences only mean something to a store where they are shared
+        // (this process's own restart from 1).
+        if self.shares_logs() {
+            self.session.state.lock().write_fence = Some(granted.fence);
         }
         Ok(granted.fence)
     }
@@ -72,6 +85,13 @@ impl SessionLease {
                 }
             }
         }
+    }
+
+    async fn take_over(&self, fence: Fence) -> Result<(), crate::store::StoreError> {
+        if self.shares_logs() {
+            self.inner.store.fence_session(self.id(), fence).await?;
+        }
+        self.reload_history().await
     }
 
     /// Reads the session's window from the store again, under its append

@@ -53,6 +53,15 @@ impl Engine {
         let lease = self
             .attach(&id, req.agent, req.namespace, req.owner, false)
             .await?;
+        // Where logs are shared, the turn may have run (or run now) on
+        // another replica: this one's log catches up first.
+        lease.catch_up().await?;
+        if let Some((epoch, after)) = req.position
+            && epoch == lease.session.log.epoch()
+        {
+            lease.backfill_for_rejoin(after).await?;
+        }
+        lease.follow_foreign_turn();
         let log = &lease.session.log;
         let replay = match req.position {
             Some((epoch, after)) if epoch == log.epoch() => log.rejoin_reader(after),

@@ -114,7 +114,8 @@ pub(super) async fn run_turn(
     };
     record_outcome(&terminal);
     log_finished(&lease, &terminal, started.elapsed());
-    if !lost {
+    // Where logs are shared, the lease goes with the terminal's batch.
+    if !lost && !lease.shares_logs() {
         lease.release_turn_lease(fence).await;
     }
     // The session is free once the terminal is in the log, at the same

@@ -39,6 +39,7 @@ pub(super) struct PendingWrite {
     messages: Vec<StoredMessage>,
     first_seq: u64,
     was_persisted: bool,
+    fence: Option<crate::live::Fence>,
 }
 
 impl SessionLease {
@@ -51,7 +52,7 @@ impl SessionLease {
         mut messages: Vec<StoredMessage>,
     ) -> Result<(Arc<Vec<StoredMessage>>, PendingWrite), StoreError> {
         let appending = self.session.appending.clone().lock_owned().await;
-        let (first_seq, was_persisted, history) = {
+        let (first_seq, was_persisted, history, fence) = {
             let mut state = self.session.state.lock();
             if state.deleted {
                 return Err(StoreError::Rejected(format!(
@@ -61,7 +62,12 @@ impl SessionLease {
             }
             let first_seq = admit(&mut state, &mut messages);
             let was_persisted = std::mem::replace(&mut state.persisted, true);
-            (first_seq, was_persisted, state.history.clone())
+            (
+                first_seq,
+                was_persisted,
+                state.history.clone(),
+                state.write_fence,
+            )
         };
         let write = PendingWrite {
             _appending: appending,
@@ -70,6 +76,7 @@ impl SessionLease {
             messages,
             first_seq,
             was_persisted,
+            fence,
         };
         Ok((history, write))
     }
@@ -123,14 +130,21 @@ impl PendingWrite {
             messages,
             first_seq,
             was_persisted,
+            fence,
         } = self;
         async move {
-            let result = match was_persisted {
-                true => store.append_turn(&messages, summary_due).await,
-                false => match store.create_session(&session.record).await {
-                    Ok(()) => store.append_turn(&messages, summary_due).await,
-                    Err(e) => Err(e),
-                },
+            let created = match was_persisted {
+                true => Ok(()),
+                false => store.create_session(&session.record).await,
+            };
+            let result = match (created, fence) {
+                (Err(e), _) => Err(e),
+                (Ok(()), Some(fence)) => {
+                    store
+                        .append_turn_fenced(&messages, summary_due, fence)
+                        .await
+                }
+                (Ok(()), None) => store.append_turn(&messages, summary_due).await,
             };
             let mut state = session.state.lock();
             match &result {

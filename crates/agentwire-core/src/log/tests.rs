@@ -360,3 +360,115 @@ fn finished_turns_shrink_to_their_own_bound_when_the_next_turn_starts() {
     );
     next.finish(completed("y"));
 }
+
+/// Every entry of `log`, exactly as appended.
+fn exact(log: &Arc<SessionLog>, after: u64) -> Vec<LogEntry> {
+    let mut reader = log.reader_after(after);
+    let mut read = Vec::new();
+    while let Some(entry) = reader.try_next_exact().expect("not lagged") {
+        read.push(entry);
+    }
+    read
+}
+
+#[test]
+fn a_mirror_holds_the_entries_of_the_log_it_follows_at_the_same_seqs() {
+    let source = SessionLog::new(Epoch(7));
+    source.start_turn("assistant").finish(completed("one"));
+    let mirror = SessionLog::starting_at(Epoch(7), source.head());
+    scripted_turn(&source);
+    let after_first = exact(&source, 2);
+    // In two parts, the second overlapping the first (a retried batch).
+    mirror.mirror(&after_first[..3]).unwrap();
+    assert_eq!(mirror.running(), Some(TurnId(3)));
+    mirror.mirror(&after_first[1..]).unwrap();
+    assert_eq!(exact(&mirror, 2), after_first);
+    assert_eq!((mirror.head(), mirror.running()), (source.head(), None));
+    // A client rejoins the mirror as it would the source: from the start
+    // of the turn holding its position.
+    let mut reader = mirror.rejoin_reader(5).unwrap();
+    assert_eq!(reader.try_next().unwrap().map(|e| e.seq), Some(3));
+    assert!(mirror.rejoin_reader(1).is_none(), "not mirrored: reload");
+}
+
+#[test]
+fn a_mirror_refuses_a_gap_and_a_reset_makes_its_readers_lag() {
+    let source = SessionLog::new(Epoch(1));
+    scripted_turn(&source);
+    let entries = exact(&source, 0);
+    let mirror = SessionLog::starting_at(Epoch(1), 0);
+    assert_eq!(
+        mirror.mirror(&entries[2..]),
+        Err(MirrorGap { expected: 1 }),
+        "entries 1 and 2 are missing"
+    );
+    mirror.mirror(&entries[..2]).unwrap();
+    let mut reader = mirror.reader_after(0);
+    assert!(reader.try_next().unwrap().is_some());
+    mirror.reset(Epoch(2), 40);
+    assert!(reader.try_next().is_err(), "the old epoch's reader lagged");
+    assert!(reader.is_slow());
+    assert_eq!(
+        (mirror.epoch(), mirror.head(), mirror.held().0),
+        (Epoch(2), 40, 0)
+    );
+    let fresh = mirror.reader_after(40);
+    assert_eq!(fresh.epoch(), Epoch(2));
+}
+
+#[test]
+fn a_backfill_reaches_back_from_the_head_and_a_turn_left_open_ends_interrupted() {
+    let source = SessionLog::new(Epoch(3));
+    let writer = source.start_turn("assistant");
+    writer.append(delta("partial"));
+    std::mem::forget(writer);
+    let entries = exact(&source, 0);
+    let mirror = SessionLog::starting_at(Epoch(3), source.head());
+    mirror.backfill(&entries);
+    assert_eq!(exact(&mirror, 0), entries);
+    assert_eq!(mirror.running(), Some(TurnId(1)));
+    // The next turn here ends the one its replica left open.
+    let next = mirror.start_turn("assistant");
+    let ended = exact(&mirror, 2);
+    match &*ended[0].event {
+        TurnEvent::Failed(failure) => {
+            assert_eq!(failure.message, crate::engine::TURN_INTERRUPTED);
+            assert_eq!(ended[0].turn, TurnId(1));
+        }
+        other => panic!("expected the open turn's end, got {other:?}"),
+    }
+    assert_eq!(next.turn(), TurnId(4));
+}
+
+#[test]
+fn exact_reads_never_merge_deltas() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("assistant");
+    for _ in 0..(COALESCE_BEHIND + 10) {
+        writer.append(delta("x"));
+    }
+    assert_eq!(exact(&log, 0).len() as u64, COALESCE_BEHIND + 11);
+    assert!(drain(&log, 0).len() < exact(&log, 0).len());
+}
+
+#[test]
+fn a_pending_client_call_is_known_until_its_outcome() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("assistant");
+    writer.append(TurnEvent::ToolCall(crate::turn::ToolCall {
+        id: "c1".to_owned(),
+        name: "where".to_owned(),
+        arguments: serde_json::json!({}),
+        side: crate::turn::ToolSide::Client,
+        consent_message: None,
+        categories: Vec::new(),
+    }));
+    assert!(log.awaits_client_call("c1"));
+    assert!(!log.awaits_client_call("c2"));
+    writer.append(TurnEvent::ToolResult {
+        id: "c1".to_owned(),
+        outcome: crate::turn::ToolOutcome::Ok(serde_json::json!("here")),
+        side: crate::turn::ToolSide::Client,
+    });
+    assert!(!log.awaits_client_call("c1"));
+}

@@ -225,7 +225,7 @@ impl Dialect for Gnosari {
         {
             let denial = ClientAnswer::Nack(CLIENT_TOOLS_UNAVAILABLE.to_owned());
             if let Some(lease) = &self.lease {
-                lease.client_tools().answer(&call.id, denial);
+                lease.answer_client_call(&call.id, denial);
             }
         }
         let replaying = entry.seq <= turn.send_after;

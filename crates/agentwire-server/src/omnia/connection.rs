@@ -252,7 +252,7 @@ impl Omnia {
     fn answer_call(&self, call_id: &str, answer: ClientAnswer) -> bool {
         self.lease
             .as_ref()
-            .is_some_and(|lease| lease.client_tools().answer(call_id, answer))
+            .is_some_and(|lease| lease.answer_client_call(call_id, answer))
     }
 
     /// Cancels the running turn of the connection's session; idempotent,

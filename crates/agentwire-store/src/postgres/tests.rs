@@ -343,6 +343,47 @@ async fn a_turn_is_one_statement_and_parts_round_trip_through_jsonb() {
     assert_eq!(loaded.last_active_at, Timestamp(59));
 }
 
+#[tokio::test]
+async fn a_write_fenced_below_the_sessions_fence_is_refused_and_writes_nothing() {
+    let Some((store, _database)) = make().await else {
+        return;
+    };
+    store.create_session(&record("s1", None, 1)).await.unwrap();
+    let first = [message("s1", 0, 10)];
+    store
+        .append_turn_fenced(&first, None, Fence(100))
+        .await
+        .unwrap();
+    // Another replica takes the session over with a larger fence...
+    store.fence_session(&sid("s1"), Fence(200)).await.unwrap();
+    // ...and the old holder, paused past its lease, can no longer write.
+    let late = [message("s1", 1, 11)];
+    let refused = store.append_turn_fenced(&late, None, Fence(100)).await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert_eq!(
+        store.load_messages(&sid("s1")).await.unwrap(),
+        first.to_vec()
+    );
+    // The new holder writes; unfenced writes (one process) are never refused.
+    let next = [message("s1", 1, 12)];
+    store
+        .append_turn_fenced(&next, None, Fence(200))
+        .await
+        .unwrap();
+    store
+        .append_messages(&[message("s1", 2, 13)])
+        .await
+        .unwrap();
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap().len(), 3);
+    let unknown = store
+        .append_turn_fenced(&[message("nope", 0, 1)], None, Fence(1))
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::Rejected(_))),
+        "{unknown:?}"
+    );
+}
+
 #[test]
 fn parsed_urls_show_redacted_and_bad_ones_do_not_echo_the_password() {
     let url = PgUrl::parse("postgres://aw:s3cret@db.internal/agentwire").unwrap();

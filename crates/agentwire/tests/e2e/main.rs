@@ -37,6 +37,7 @@ mod memory_bounds;
 mod messages;
 mod ops;
 mod postgres;
+mod replica_turns;
 mod replicas;
 mod runtime;
 mod sessions;

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
 use crate::support::{Client, TestServer, agentwire_serve, http_get, start_child};
 
-fn required(var: &str, what: &str) -> Option<String> {
+pub(crate) fn required(var: &str, what: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(value) if !value.is_empty() => Some(value),
         _ => {
@@ -29,13 +29,13 @@ fn required(var: &str, what: &str) -> Option<String> {
 }
 
 /// The PostgreSQL and Redis URLs, when both servers are there.
-fn servers() -> Option<(String, String)> {
+pub(crate) fn servers() -> Option<(String, String)> {
     let postgres = required("AGENTWIRE_TEST_POSTGRES", "PostgreSQL server")?;
     let redis = required("AGENTWIRE_TEST_REDIS", "Redis server")?;
     Some((postgres, redis))
 }
 
-fn unique_prefix(test: &str) -> String {
+pub(crate) fn unique_prefix(test: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -45,7 +45,7 @@ fn unique_prefix(test: &str) -> String {
 
 /// The config of every replica of one deployment: the same database,
 /// Redis and key prefix.
-fn deployment(postgres: &str, redis: &str, prefix: &str, lease_ttl: &str) -> String {
+pub(crate) fn deployment(postgres: &str, redis: &str, prefix: &str, lease_ttl: &str) -> String {
     format!(
         "storage:\n  sessions: \"{postgres}\"\nlive: \"{redis}\"\nredis:\n  key_prefix: \"{prefix}\"\n  lease_ttl: {lease_ttl}\n  timeout: 300ms\n"
     )

@@ -139,7 +139,7 @@ pub(crate) const POSITIONED: &str = "agent=test-agent&stream=2";
 
 /// The query of a rejoin after `frame` (the last one the client had) of
 /// the turn that `started` (its `turn_started` frame) opened.
-fn rejoin_query(started: &Value, frame: &Value) -> String {
+pub(crate) fn rejoin_query(started: &Value, frame: &Value) -> String {
     format!(
         "{POSITIONED}&resume={}&after={}&epoch={}",
         started["session_id"].as_str().unwrap(),
@@ -150,7 +150,7 @@ fn rejoin_query(started: &Value, frame: &Value) -> String {
 
 /// A frame as two runs of one script compare: without its timestamp,
 /// session id and log epoch, which differ from session to session.
-fn shape(frame: &Value) -> Value {
+pub(crate) fn shape(frame: &Value) -> Value {
     let mut frame = frame.clone();
     let object = frame.as_object_mut().unwrap();
     object.remove("timestamp");

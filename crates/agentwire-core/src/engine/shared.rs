@@ -1,0 +1,470 @@
+//! A session's log shared by the replicas ([`crate::live::SharedLogs`]):
+//! the running replica publishes its turn's entries, the others mirror them
+//! for their clients, and what a client says to a turn that runs elsewhere
+//! (a cancel, a client tool's answer) is forwarded to where it runs.
+//!
+//! The local [`SessionLog`] stays the only thing a connection reads: on the
+//! running replica it is the turn's own log; elsewhere it is a mirror,
+//! filled by a follower (one per session and replica, however many sockets
+//! read it) at the same `(epoch, seq)` positions, so a client rejoins on
+//! any replica with the position it had. Before a turn starts, its replica
+//! catches its log up with the shared one, so seqs go on from the shared
+//! head, whoever ran the last turn.
+//!
+//! A turn whose replica died leaves its shared log open with nobody holding
+//! its lease. A follower that has seen nothing for a while, or the next
+//! message on any replica, takes the lease and ends that turn with one
+//! `Failed` ([`TURN_INTERRUPTED`]) entry, so every turn keeps its one
+//! terminal.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::leases::TURN_INTERRUPTED;
+use super::{Acquired, Engine, Fence, Inner, SessionLease, SubmitError};
+use crate::error::ErrorCode;
+use crate::ids::SessionId;
+use crate::live::{Append, Appended, Control, LiveError, MAX_BATCH, SharedHead, SharedLogs};
+use crate::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
+use crate::tools::ClientAnswer;
+use crate::turn::{TurnEvent, TurnFailure};
+
+/// How long a follower waits for entries in one read when leases never
+/// expire (they always do where logs are shared; a bound all the same).
+const DEFAULT_WAIT: Duration = Duration::from_secs(2);
+
+/// How long after a failed shared-log call the next is tried.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+
+impl Inner {
+    /// A new session's log: at the shared log's epoch and head when logs are
+    /// shared (creating the shared one with a fresh epoch when it has none).
+    pub(super) async fn open_log(&self, id: &SessionId) -> Result<Arc<SessionLog>, LiveError> {
+        let proposed = Epoch(self.ids.log_epoch());
+        match &self.logs {
+            None => Ok(SessionLog::new(proposed)),
+            Some(logs) => {
+                let shared = logs.open(id, proposed).await?;
+                Ok(SessionLog::starting_at(shared.epoch, shared.head))
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// The engine, whose turns take their leases from `live` and publish
+    /// their logs to it, and whose sessions mirror turns running on other
+    /// replicas; controls other replicas send are delivered here. Call
+    /// before the engine is cloned, within a tokio runtime.
+    pub fn with_shared_live(mut self, live: Arc<dyn crate::live::SharedLive>) -> Engine {
+        let controls = live.take_controls();
+        {
+            let inner = Arc::get_mut(&mut self.inner)
+                .expect("with_shared_live is called before the engine is shared");
+            inner.leases = live.clone();
+            inner.logs = Some(live);
+        }
+        if let Some(mut controls) = controls {
+            let inner = Arc::downgrade(&self.inner);
+            tokio::spawn(async move {
+                while let Some((session, control)) = controls.recv().await {
+                    let Some(inner) = inner.upgrade() else {
+                        return;
+                    };
+                    inner.deliver(&session, control);
+                }
+            });
+        }
+        self
+    }
+}
+
+impl Inner {
+    /// A control from another replica, for a turn running here.
+    fn deliver(&self, id: &SessionId, control: Control) {
+        let Some(session) = self.live.lock().get(id).cloned() else {
+            return;
+        };
+        match control {
+            Control::Cancel { turn } => {
+                let state = session.state.lock();
+                if let Some((running, token)) = &state.turn_cancel
+                    && *running == turn
+                {
+                    token.cancel();
+                }
+            }
+            Control::Answer { call_id, answer } => {
+                session.client_tools.answer(&call_id, answer);
+            }
+        }
+    }
+}
+
+impl SessionLease {
+    fn shared_logs(&self) -> Option<&Arc<dyn SharedLogs>> {
+        self.inner.logs.as_ref()
+    }
+
+    /// The turn the log shows running when it is not this replica's own:
+    /// mirrored from the replica that runs it.
+    fn foreign_turn(&self) -> Option<TurnId> {
+        self.shared_logs()?;
+        let running = self.session.log.running()?;
+        let own = self.session.state.lock().turn_running;
+        (!own).then_some(running)
+    }
+
+    /// Cancels a turn that runs on another replica (when `turn` names it, or
+    /// is `None`): forwarded; its `Cancelled` comes back through the log.
+    pub(super) fn cancel_foreign_turn(&self, turn: Option<TurnId>) -> Option<TurnId> {
+        let running = self.foreign_turn()?;
+        if turn.is_some_and(|t| t != running) {
+            return None;
+        }
+        self.forward(Control::Cancel { turn: running });
+        Some(running)
+    }
+
+    /// Delivers a client's answer to a call pending on the session's turn,
+    /// here or, forwarded, on the replica running it. `false` when no such
+    /// call is pending.
+    pub fn answer_client_call(&self, call_id: &str, answer: ClientAnswer) -> bool {
+        if self.session.client_tools.answer(call_id, answer.clone()) {
+            return true;
+        }
+        if self.foreign_turn().is_none() || !self.session.log.awaits_client_call(call_id) {
+            return false;
+        }
+        self.forward(Control::Answer {
+            call_id: call_id.to_owned(),
+            answer,
+        });
+        true
+    }
+
+    fn forward(&self, control: Control) {
+        let Some(logs) = self.shared_logs().cloned() else {
+            return;
+        };
+        let id = self.id().clone();
+        tokio::spawn(async move {
+            if let Err(e) = logs.send(&id, &control).await {
+                tracing::warn!(session = %id, error = %e, "forwarding a control failed");
+            }
+        });
+    }
+
+    /// Brings the local log up to the shared one: the entries it lacks, or,
+    /// when the shared log is of another past or no longer reaches back to
+    /// ours, a fresh start at its head (readers of the old one are told
+    /// they lagged, and reload). A shared log that has lost everything
+    /// (no epoch) leaves ours as it is: our next append restores it.
+    pub(super) async fn catch_up(&self) -> Result<(), LiveError> {
+        let Some(logs) = self.shared_logs() else {
+            return Ok(());
+        };
+        let log = &self.session.log;
+        loop {
+            let page = logs.read_after(self.id(), log.head()).await?;
+            if page.entries.is_empty() {
+                if page.head.epoch != Epoch(0) && log.head() < page.head.head {
+                    // The shared log no longer reaches back to ours.
+                    log.reset(page.head.epoch, page.head.head);
+                }
+                return Ok(());
+            }
+            if !self.mirror(page.head, &page.entries) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Mirrors `entries` read from the shared log at `head`; whether the
+    /// log is still in step with it (else it started again at its head).
+    fn mirror(&self, head: SharedHead, entries: &[LogEntry]) -> bool {
+        let log = &self.session.log;
+        if head.epoch == Epoch(0) {
+            return false;
+        }
+        if head.epoch != log.epoch() || log.mirror(entries).is_err() {
+            log.reset(head.epoch, head.head);
+            return false;
+        }
+        true
+    }
+
+    /// How long publishing retries an unreachable shared log.
+    fn retry_budget(&self) -> Duration {
+        let leases = &self.inner.leases;
+        leases.renew_every().unwrap_or(leases.ttl())
+    }
+
+    /// For a client rejoining at `after` (of the shared log's epoch): when
+    /// the local log does not reach back to the start of the turn holding
+    /// `after`, that turn read back from the shared log, so it can be
+    /// replayed here.
+    pub(super) async fn backfill_for_rejoin(&self, after: u64) -> Result<(), LiveError> {
+        let Some(logs) = self.shared_logs() else {
+            return Ok(());
+        };
+        let log = &self.session.log;
+        let replayable = log.holds(after) && log.rejoin_reader(after).is_some();
+        if after == 0 || after > log.head() || replayable {
+            return Ok(());
+        }
+        let page = logs.read_turn_of(self.id(), after).await?;
+        if page.head.epoch == log.epoch() {
+            log.backfill(&page.entries);
+        }
+        Ok(())
+    }
+
+    /// Follows the turn the log shows running on another replica, unless
+    /// this replica already does: mirrors its entries until its terminal,
+    /// and ends it if its replica is gone.
+    pub(super) fn follow_foreign_turn(&self) {
+        let Some(logs) = self.shared_logs().cloned() else {
+            return;
+        };
+        if self.foreign_turn().is_none() || self.session.following.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let lease = self.clone_lease();
+        tokio::spawn(async move {
+            lease.follow(&*logs).await;
+            lease.session.following.store(false, Ordering::SeqCst);
+            if lease.is_sole() {
+                lease.keep_for_rejoin();
+            }
+        });
+    }
+
+    async fn follow(&self, logs: &dyn SharedLogs) {
+        let wait = self.inner.leases.renew_every().unwrap_or(DEFAULT_WAIT);
+        let mut follower = match logs.follow(self.id()).await {
+            Ok(follower) => follower,
+            Err(e) => {
+                tracing::warn!(session = %self.id(), error = %e, "cannot follow a turn");
+                return;
+            }
+        };
+        let mut failing_since = None;
+        while self.foreign_turn().is_some() {
+            let head = self.session.log.head();
+            match follower.read_after(head, wait).await {
+                Ok(page) if page.entries.is_empty() => {
+                    failing_since = None;
+                    self.end_orphan().await;
+                }
+                Ok(page) => {
+                    failing_since = None;
+                    if !self.mirror(page.head, &page.entries) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(session = %self.id(), error = %e, "following a turn failed");
+                    let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() >= self.inner.leases.ttl() {
+                        // Clients on this mirror learn of the loss by
+                        // lagging, and reload from the store.
+                        self.session
+                            .log
+                            .reset(self.session.log.epoch(), self.session.log.head());
+                        return;
+                    }
+                    tokio::time::sleep(RETRY_AFTER).await;
+                }
+            }
+        }
+    }
+
+    /// Ends the turn the log shows open if nobody holds its lease (its
+    /// replica died): takes the lease, catches up, appends the turn's
+    /// `Failed` terminal and gives the lease up with it.
+    pub(super) async fn end_orphan(&self) {
+        let Some(logs) = self.shared_logs() else {
+            return;
+        };
+        if self.begin_turn().is_err() {
+            return;
+        }
+        let fence = match self.inner.leases.acquire(self.id()).await {
+            Ok(Acquired::Granted(granted)) => granted.fence,
+            Ok(Acquired::Held) | Err(_) => {
+                self.end_turn();
+                return;
+            }
+        };
+        if let Err(e) = self.end_orphan_holding(&**logs, fence).await {
+            tracing::warn!(session = %self.id(), error = %e, "ending an orphaned turn failed");
+            self.release_turn_lease(fence).await;
+        }
+        self.end_turn();
+    }
+
+    async fn end_orphan_holding(
+        &self,
+        logs: &dyn SharedLogs,
+        fence: Fence,
+    ) -> Result<(), LiveError> {
+        self.catch_up().await?;
+        let log = &self.session.log;
+        let Some(turn) = log.running() else {
+            self.release_turn_lease(fence).await;
+            return Ok(());
+        };
+        tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
+        let terminal = [LogEntry {
+            seq: log.head() + 1,
+            turn,
+            event: Arc::new(TurnEvent::Failed(TurnFailure::new(
+                ErrorCode::Internal,
+                TURN_INTERRUPTED,
+            ))),
+        }];
+        let batch = Append {
+            fence,
+            epoch: log.epoch(),
+            entries: &terminal,
+            release: true,
+        };
+        if logs.append(self.id(), batch).await? == Appended::Done {
+            // Ours now: a failure to mirror cannot happen (we caught up
+            // under the lease), and would only make readers reload.
+            let _ = log.mirror(&terminal);
+        }
+        Ok(())
+    }
+
+    /// Waits for this replica's previous turn to finish publishing, so the
+    /// next turn's entries follow it in the shared log.
+    pub(super) async fn publishing_slot(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.shared_logs()?;
+        Some(self.session.publishing.clone().lock_owned().await)
+    }
+
+    /// Starts publishing the turn `turn` (and whatever the log holds after
+    /// `after` before it: an orphan's terminal) to the shared log.
+    pub(super) fn publish(
+        &self,
+        fence: Fence,
+        after: u64,
+        turn: TurnId,
+        slot: tokio::sync::OwnedMutexGuard<()>,
+    ) {
+        let Some(logs) = self.shared_logs().cloned() else {
+            return;
+        };
+        let reader = self.session.log.reader_after(after);
+        let lease = self.clone_lease();
+        tokio::spawn(async move {
+            let released = lease.publish_turn(&*logs, fence, reader, turn).await;
+            // The next turn here need not wait for a release that may be
+            // as slow as the failure that called for it.
+            drop(slot);
+            if !released {
+                lease.release_turn_lease(fence).await;
+            }
+        });
+    }
+
+    /// Publishes up to the turn's terminal; whether the lease went with it.
+    async fn publish_turn(
+        &self,
+        logs: &dyn SharedLogs,
+        fence: Fence,
+        mut reader: LogReader,
+        turn: TurnId,
+    ) -> bool {
+        let epoch = reader.epoch();
+        let mut next: Option<LogEntry> = None;
+        loop {
+            let first = match next.take() {
+                Some(entry) => entry,
+                None => match reader.next_exact().await {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        tracing::warn!(session = %self.id(), error = %e, "publishing a turn fell behind");
+                        return false;
+                    }
+                },
+            };
+            let mut ends = ends_turn(&first, turn);
+            let mut batch = vec![first];
+            while !ends && batch.len() < MAX_BATCH {
+                match reader.try_next_exact() {
+                    // A turn's start opens a batch of its own.
+                    Ok(Some(entry)) if matches!(*entry.event, TurnEvent::TurnStarted { .. }) => {
+                        next = Some(entry);
+                        break;
+                    }
+                    Ok(Some(entry)) => {
+                        ends = ends_turn(&entry, turn);
+                        batch.push(entry);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(session = %self.id(), error = %e, "publishing a turn fell behind");
+                        return false;
+                    }
+                }
+            }
+            let append = Append {
+                fence,
+                epoch,
+                entries: &batch,
+                release: ends,
+            };
+            match self.append_retrying(logs, append).await {
+                Ok(Appended::Done) if ends => return true,
+                Ok(Appended::Done) => {}
+                Ok(Appended::Fenced) => {
+                    tracing::warn!(session = %self.id(), "publishing a turn was fenced off");
+                    return true;
+                }
+                Err(e) => {
+                    tracing::warn!(session = %self.id(), error = %e, "publishing a turn failed");
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Appends, trying again while the shared state is unreachable, for as
+    /// long as one renewal period: the next turn here waits for this one's
+    /// publication, and a lease that cannot be renewed is lost soon anyway.
+    async fn append_retrying(
+        &self,
+        logs: &dyn SharedLogs,
+        append: Append<'_>,
+    ) -> Result<Appended, SubmitError> {
+        let deadline = tokio::time::Instant::now() + self.retry_budget();
+        loop {
+            let attempt = tokio::time::timeout_at(deadline, logs.append(self.id(), append)).await;
+            match attempt {
+                Ok(Ok(appended)) => return Ok(appended),
+                Ok(Err(_)) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(RETRY_AFTER).await;
+                }
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => {
+                    return Err(LiveError::Unavailable("shared log: timed out".to_owned()).into());
+                }
+            }
+        }
+    }
+}
+
+fn ends_turn(entry: &LogEntry, turn: TurnId) -> bool {
+    entry.turn == turn && entry.event.is_terminal()
+}
+
+impl SessionLease {
+    /// Whether this session's log is shared with other replicas.
+    pub(super) fn shares_logs(&self) -> bool {
+        self.inner.logs.is_some()
+    }
+}

@@ -1,0 +1,346 @@
+//! Shared live state in one process's memory ([`MemoryLive`]): what several
+//! engines in one test use as their "Redis", so the replica rules
+//! (leases that expire, the shared log, the control bus) are tested without
+//! a server, and the conformance suites have a reference to pass.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use super::logs::{
+    Append, Appended, Control, LogFollower, LogPage, SharedHead, SharedLogs, batch_end,
+    decode_batch, encode_batch,
+};
+use super::{Acquired, Fence, LiveError, TurnLease, TurnLeases};
+use crate::ids::SessionId;
+use crate::log::{Epoch, LogEntry, TurnId};
+
+/// Batches a session's shared log keeps, as Redis's stream does.
+const KEPT_BATCHES: usize = 256;
+
+/// The state every [`MemoryLive`] made from it shares.
+#[derive(Default)]
+pub struct MemoryLiveState {
+    sessions: Mutex<HashMap<SessionId, SharedSession>>,
+    next_fence: AtomicU64,
+    appended: Notify,
+    replicas: Mutex<HashMap<String, mpsc::Sender<(SessionId, Control)>>>,
+    /// Set: every call fails as an unreachable server's would.
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+struct SharedSession {
+    /// Holder, fence and expiry.
+    lease: Option<(String, Fence, Instant)>,
+    last_holder: Option<String>,
+    epoch: Option<Epoch>,
+    head: u64,
+    running: Option<TurnId>,
+    /// Encoded batches with the seq of their last entry.
+    batches: std::collections::VecDeque<(u64, String)>,
+}
+
+impl SharedSession {
+    fn lease_holder(&self) -> Option<&(String, Fence, Instant)> {
+        self.lease
+            .as_ref()
+            .filter(|(_, _, expiry)| *expiry > Instant::now())
+    }
+
+    fn shared_head(&self) -> SharedHead {
+        SharedHead {
+            epoch: self.epoch.unwrap_or(Epoch(0)),
+            head: self.head,
+            running: self.running,
+        }
+    }
+
+    fn entries_after(&self, after: u64) -> Vec<LogEntry> {
+        self.batches
+            .iter()
+            .filter(|(last, _)| *last > after)
+            .flat_map(|(_, batch)| decode_batch(batch.as_bytes()).expect("own batches decode"))
+            .filter(|entry| entry.seq > after)
+            .collect()
+    }
+}
+
+impl MemoryLiveState {
+    pub fn new() -> Arc<MemoryLiveState> {
+        Arc::default()
+    }
+
+    /// Makes every call fail (`true`) or answer again, as stopping and
+    /// starting a server would; stopping also forgets everything, as a
+    /// Redis without persistence does.
+    pub fn set_down(&self, down: bool) {
+        if down {
+            self.sessions.lock().clear();
+        }
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), LiveError> {
+        match self.down.load(Ordering::SeqCst) {
+            true => Err(LiveError::Unavailable("memory: down".to_owned())),
+            false => Ok(()),
+        }
+    }
+}
+
+/// One replica's view of a [`MemoryLiveState`].
+pub struct MemoryLive {
+    state: Arc<MemoryLiveState>,
+    replica: String,
+    ttl: Duration,
+    controls: Mutex<Option<mpsc::Receiver<(SessionId, Control)>>>,
+}
+
+impl MemoryLive {
+    /// Replica `replica` of the deployment sharing `state`; its leases live
+    /// `ttl` unless renewed.
+    pub fn new(state: &Arc<MemoryLiveState>, replica: &str, ttl: Duration) -> MemoryLive {
+        let (tx, rx) = mpsc::channel(256);
+        state.replicas.lock().insert(replica.to_owned(), tx);
+        MemoryLive {
+            state: state.clone(),
+            replica: replica.to_owned(),
+            ttl,
+            controls: Mutex::new(Some(rx)),
+        }
+    }
+
+    fn holds(&self, session: &SharedSession, fence: Fence) -> bool {
+        session
+            .lease_holder()
+            .is_some_and(|(holder, held, _)| *holder == self.replica && *held == fence)
+    }
+}
+
+#[async_trait]
+impl TurnLeases for MemoryLive {
+    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
+        self.state.check()?;
+        let mut sessions = self.state.sessions.lock();
+        let shared = sessions.entry(session.clone()).or_default();
+        if shared.lease_holder().is_some() {
+            return Ok(Acquired::Held);
+        }
+        let fence = Fence(self.state.next_fence.fetch_add(1, Ordering::Relaxed) + 1);
+        shared.lease = Some((self.replica.clone(), fence, Instant::now() + self.ttl));
+        let changed_hands = shared.last_holder.as_deref() != Some(&self.replica);
+        shared.last_holder = Some(self.replica.clone());
+        Ok(Acquired::Granted(TurnLease {
+            fence,
+            changed_hands,
+        }))
+    }
+
+    async fn renew(&self, session: &SessionId, fence: Fence) -> Result<bool, LiveError> {
+        self.state.check()?;
+        let mut sessions = self.state.sessions.lock();
+        let Some(shared) = sessions.get_mut(session) else {
+            return Ok(false);
+        };
+        if !self.holds(shared, fence) {
+            return Ok(false);
+        }
+        shared.lease = Some((self.replica.clone(), fence, Instant::now() + self.ttl));
+        Ok(true)
+    }
+
+    async fn release(&self, session: &SessionId, fence: Fence) -> Result<(), LiveError> {
+        self.state.check()?;
+        let mut sessions = self.state.sessions.lock();
+        if let Some(shared) = sessions.get_mut(session)
+            && self.holds(shared, fence)
+        {
+            shared.lease = None;
+        }
+        Ok(())
+    }
+
+    fn renew_every(&self) -> Option<Duration> {
+        Some(self.ttl / 3)
+    }
+
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    async fn ping(&self) -> Result<(), LiveError> {
+        self.state.check()
+    }
+}
+
+#[async_trait]
+impl SharedLogs for MemoryLive {
+    async fn open(&self, session: &SessionId, proposed: Epoch) -> Result<SharedHead, LiveError> {
+        self.state.check()?;
+        let mut sessions = self.state.sessions.lock();
+        let shared = sessions.entry(session.clone()).or_default();
+        shared.epoch.get_or_insert(proposed);
+        Ok(shared.shared_head())
+    }
+
+    async fn append(&self, session: &SessionId, batch: Append<'_>) -> Result<Appended, LiveError> {
+        self.state.check()?;
+        let Some((last, running)) = batch_end(batch.entries) else {
+            return Ok(Appended::Done);
+        };
+        let first = batch.entries[0].seq;
+        let mut sessions = self.state.sessions.lock();
+        let shared = sessions.entry(session.clone()).or_default();
+        if !self.holds(shared, batch.fence) {
+            return Ok(Appended::Fenced);
+        }
+        let in_step = shared.epoch == Some(batch.epoch) && first <= shared.head + 1;
+        if !in_step {
+            // Another past: the producer's log wins.
+            shared.epoch = Some(batch.epoch);
+            shared.batches.clear();
+            shared.head = first - 1;
+        }
+        if last > shared.head {
+            let fresh: Vec<LogEntry> = batch
+                .entries
+                .iter()
+                .filter(|entry| entry.seq > shared.head)
+                .cloned()
+                .collect();
+            shared.batches.push_back((last, encode_batch(&fresh)));
+            while shared.batches.len() > KEPT_BATCHES {
+                shared.batches.pop_front();
+            }
+            shared.head = last;
+            shared.running = running;
+        }
+        if batch.release {
+            shared.lease = None;
+        }
+        drop(sessions);
+        self.state.appended.notify_waiters();
+        Ok(Appended::Done)
+    }
+
+    async fn read_after(&self, session: &SessionId, after: u64) -> Result<LogPage, LiveError> {
+        self.state.check()?;
+        let sessions = self.state.sessions.lock();
+        let Some(shared) = sessions.get(session) else {
+            return Ok(LogPage {
+                head: unknown_head(),
+                entries: Vec::new(),
+            });
+        };
+        Ok(LogPage {
+            head: shared.shared_head(),
+            entries: shared.entries_after(after),
+        })
+    }
+
+    async fn read_turn_of(&self, session: &SessionId, seq: u64) -> Result<LogPage, LiveError> {
+        self.state.check()?;
+        let sessions = self.state.sessions.lock();
+        let Some(shared) = sessions.get(session) else {
+            return Ok(LogPage {
+                head: unknown_head(),
+                entries: Vec::new(),
+            });
+        };
+        let holding = shared.entries_after(seq.saturating_sub(1));
+        let entries = match holding.first().filter(|entry| entry.seq == seq) {
+            Some(entry) => shared.entries_after(entry.turn.0 - 1),
+            None => Vec::new(),
+        };
+        let starts_turn = entries
+            .first()
+            .is_some_and(|e| matches!(*e.event, crate::turn::TurnEvent::TurnStarted { .. }));
+        Ok(LogPage {
+            head: shared.shared_head(),
+            entries: if starts_turn { entries } else { Vec::new() },
+        })
+    }
+
+    async fn follow(&self, session: &SessionId) -> Result<Box<dyn LogFollower>, LiveError> {
+        self.state.check()?;
+        Ok(Box::new(MemoryFollower {
+            state: self.state.clone(),
+            session: session.clone(),
+        }))
+    }
+
+    async fn send(&self, session: &SessionId, control: &Control) -> Result<bool, LiveError> {
+        self.state.check()?;
+        let holder = {
+            let sessions = self.state.sessions.lock();
+            sessions
+                .get(session)
+                .and_then(|shared| shared.lease_holder().map(|(holder, _, _)| holder.clone()))
+        };
+        let Some(holder) = holder else {
+            return Ok(false);
+        };
+        let tx = self.state.replicas.lock().get(&holder).cloned();
+        Ok(match tx {
+            Some(tx) => tx.try_send((session.clone(), control.clone())).is_ok(),
+            None => false,
+        })
+    }
+
+    fn take_controls(&self) -> Option<mpsc::Receiver<(SessionId, Control)>> {
+        self.controls.lock().take()
+    }
+}
+
+/// The head of a session the shared state has never seen.
+fn unknown_head() -> SharedHead {
+    SharedHead {
+        epoch: Epoch(0),
+        head: 0,
+        running: None,
+    }
+}
+
+struct MemoryFollower {
+    state: Arc<MemoryLiveState>,
+    session: SessionId,
+}
+
+#[async_trait]
+impl LogFollower for MemoryFollower {
+    async fn read_after(&mut self, after: u64, wait: Duration) -> Result<LogPage, LiveError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let appended = self.state.appended.notified();
+            let mut appended = std::pin::pin!(appended);
+            appended.as_mut().enable();
+            self.state.check()?;
+            let page = {
+                let sessions = self.state.sessions.lock();
+                match sessions.get(&self.session) {
+                    Some(shared) => LogPage {
+                        head: shared.shared_head(),
+                        entries: shared.entries_after(after),
+                    },
+                    None => LogPage {
+                        head: unknown_head(),
+                        entries: Vec::new(),
+                    },
+                }
+            };
+            if !page.entries.is_empty() {
+                return Ok(page);
+            }
+            if tokio::time::timeout_at(deadline, appended).await.is_err() {
+                return Ok(page);
+            }
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! One turn seen from two replicas (`live: redis://…`): a client that
+//! comes back through the balancer to the other replica mid-turn rejoins
+//! the turn from its position there, on both dialects; a cancel or a
+//! client tool's answer sent to the other replica reaches the turn; and a
+//! turn whose replica was killed ends, for a client on the survivor, with
+//! one `error` "turn interrupted" once its lease has expired.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+use crate::replicas::{deployment, servers, unique_prefix};
+use crate::support::{Client, TestServer, agentwire_serve, start_child};
+use crate::turn_log::{
+    ALICE, BOB, POSITIONED, connect_as, connect_gnosari_as, digest, paced_message, rejoin_query,
+    shape,
+};
+
+/// The two owners' API keys, as `turn_log`'s servers have them.
+fn owners() -> String {
+    format!(
+        "auth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
+        digest(ALICE),
+        digest(BOB)
+    )
+}
+
+/// Two replicas of one deployment, with owners; `None` without the servers.
+async fn two_replicas(test: &str, lease_ttl: &str) -> Option<(TestServer, TestServer)> {
+    let (postgres, redis) = servers()?;
+    let config = format!(
+        "{}{}",
+        owners(),
+        deployment(&postgres, &redis, &unique_prefix(test), lease_ttl)
+    );
+    let one = TestServer::with_top_level(&config).await;
+    let two = TestServer::with_top_level(&config).await;
+    Some((one, two))
+}
+
+#[tokio::test]
+async fn an_omnia_client_dropped_after_any_frame_rejoins_on_the_other_replica_and_gets_the_rest() {
+    let Some((one, two)) = two_replicas("omnia-rejoin", "10s").await else {
+        return;
+    };
+    let (mut whole, _) = connect_as(&one, POSITIONED, ALICE).await;
+    whole.script("paced", "go").await;
+    let full = whole.recv_turn().await;
+    assert_eq!(full.last().unwrap()["type"], "done", "{full:?}");
+
+    let runs = (1..full.len()).map(|cut| {
+        let (one, two) = (&one, &two);
+        async move {
+            let (mut client, _) = connect_as(one, POSITIONED, ALICE).await;
+            client.script("paced", "go").await;
+            let mut seen = Vec::new();
+            for _ in 0..cut {
+                seen.push(client.recv().await);
+            }
+            drop(client);
+            let query = rejoin_query(&seen[0], seen.last().unwrap());
+            let (mut back, connected) = connect_as(two, &query, ALICE).await;
+            assert_eq!(connected["session_id"], seen[0]["session_id"], "cut {cut}");
+            let log = &connected["connected"]["capabilities"]["event_log"];
+            assert_eq!(log["replayed"], true, "cut {cut}: {connected}");
+            assert_eq!(log["epoch"], seen[0]["turn_started"]["epoch"], "cut {cut}");
+            seen.extend(back.recv_turn().await);
+            back.expect_silence(Duration::from_millis(200)).await;
+            // The session is free on either replica once the end is seen.
+            back.script("echo", "next").await;
+            let next = back.recv_turn().await;
+            assert_eq!(next.last().unwrap()["content"], "echo: next", "cut {cut}");
+            assert!(
+                next[0]["seq"].as_u64() > seen.last().unwrap()["seq"].as_u64(),
+                "cut {cut}: the next turn's seqs go on from the shared head: {next:?}"
+            );
+            (cut, seen)
+        }
+    });
+    let expected: Vec<_> = full.iter().map(shape).collect();
+    for (cut, seen) in futures_util::future::join_all(runs).await {
+        let seen: Vec<_> = seen.iter().map(shape).collect();
+        assert_eq!(
+            seen, expected,
+            "cut after {cut} frames: no gap, no duplicate"
+        );
+    }
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn a_gnosari_client_dropped_after_any_event_rejoins_on_the_other_replica_and_gets_the_rest() {
+    let Some((one, two)) = two_replicas("gnosari-rejoin", "10s").await else {
+        return;
+    };
+    let mut whole = connect_gnosari_as(&one, "stream=2", ALICE).await;
+    whole.send_json(paced_message()).await;
+    let full = whole.recv_gnosari_turn().await;
+    assert_eq!(full.last().unwrap()["type"], "agent_completed", "{full:?}");
+
+    let runs = (2..full.len()).map(|cut| {
+        let (one, two) = (&one, &two);
+        async move {
+            let mut client = connect_gnosari_as(one, "stream=2", ALICE).await;
+            client.send_json(paced_message()).await;
+            let mut seen = Vec::new();
+            for _ in 0..cut {
+                seen.push(client.recv_event().await);
+            }
+            drop(client);
+            let query = format!(
+                "stream=2&session_id={}&after={}&epoch={}",
+                seen[0]["session_id"].as_str().unwrap(),
+                seen.last().unwrap()["seq"],
+                seen[0]["epoch"].as_str().unwrap()
+            );
+            let mut back = connect_gnosari_as(two, &query, ALICE).await;
+            let info = back.recv_event().await;
+            assert_eq!(info["type"], "stream_info", "cut {cut}: {info}");
+            assert_eq!(info["replayed"], true, "cut {cut}: {info}");
+            seen.extend(back.recv_gnosari_turn().await);
+            (cut, seen)
+        }
+    });
+    let shape = |event: &Value| {
+        let mut event = event.clone();
+        let object = event.as_object_mut().unwrap();
+        for key in ["session_id", "epoch"] {
+            object.remove(key);
+        }
+        event
+    };
+    let expected: Vec<_> = full.iter().map(shape).collect();
+    for (cut, seen) in futures_util::future::join_all(runs).await {
+        let seen: Vec<_> = seen.iter().map(shape).collect();
+        assert_eq!(
+            seen, expected,
+            "cut after {cut} events: no gap, no duplicate"
+        );
+    }
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_sent_to_the_other_replica_stops_the_turn_where_it_runs() {
+    let Some((one, two)) = two_replicas("cancel", "10s").await else {
+        return;
+    };
+    let (mut runner, _) = connect_as(&one, POSITIONED, ALICE).await;
+    runner.script("paced", "go").await;
+    let started = runner.recv().await;
+    let first = runner.recv().await;
+    assert_eq!(first["type"], "chunk", "{first}");
+    let (mut other, _) = connect_as(&two, &rejoin_query(&started, &first), ALICE).await;
+    other.send_json(json!({"type": "cancel"})).await;
+    // Both sockets see the one terminal: cancelled, short of the script.
+    let on_one = runner.recv_turn().await;
+    let on_two = other.recv_turn().await;
+    for frames in [&on_one, &on_two] {
+        let done = frames.last().unwrap();
+        assert_eq!(done["type"], "done", "{frames:?}");
+        assert_eq!(done["cancelled"], true, "{done}");
+        assert_ne!(done["content"], "one two three four five", "{done}");
+        assert_eq!(frames.iter().filter(|f| f["type"] == "done").count(), 1);
+    }
+    assert_eq!(on_one.last().unwrap()["seq"], on_two.last().unwrap()["seq"]);
+    other.script("echo", "after").await;
+    assert_eq!(
+        other.recv_turn().await.last().unwrap()["content"],
+        "echo: after"
+    );
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_tool_call_is_answered_on_the_other_replica() {
+    let Some((one, two)) = two_replicas("client-tool", "10s").await else {
+        return;
+    };
+    let (mut client, _) = connect_as(&one, POSITIONED, ALICE).await;
+    client.script("client-tool", "where am I?").await;
+    let started = client.recv().await;
+    let call = client.recv().await;
+    assert_eq!(call["type"], "tool_call", "{call}");
+    let id = call["tool_call"]["id"].as_str().unwrap().to_owned();
+    drop(client);
+    let (mut back, _) = connect_as(&two, &rejoin_query(&started, &started), ALICE).await;
+    let again = back.recv().await;
+    assert_eq!(again["type"], "tool_call", "{again}");
+    assert_eq!(again["tool_call"]["id"], id.as_str());
+    let answer = json!({"type": "tool_result", "tool_result": {"call_id": id, "result": {"city": "Lisbon"}}});
+    back.send_json(answer).await;
+    let done = back.recv_turn().await.pop().unwrap();
+    assert_eq!(done["content"], "Tool result received", "{done}");
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn a_turn_whose_replica_is_killed_ends_interrupted_for_a_client_on_the_survivor() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("orphan");
+    let shared = format!(
+        "{}{}",
+        owners(),
+        deployment(&postgres, &redis, &prefix, "3s")
+    );
+    let config_text = format!(
+        "server:\n  listen: 127.0.0.1:0\n{shared}agents:\n  - name: test-agent\n    handler: test\n"
+    );
+    let config = dir.path().join("agentwire.yaml");
+    std::fs::write(&config, config_text).unwrap();
+    let (mut child, address, mut lines) = start_child(agentwire_serve(&config)).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut request = format!("ws://{address}/ws?{POSITIONED}")
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut doomed = Client { ws };
+    assert_eq!(doomed.recv().await["type"], "connected");
+    doomed.script("echo", "stored").await;
+    assert_eq!(
+        doomed.recv_turn().await.last().unwrap()["content"],
+        "echo: stored"
+    );
+    doomed.script("slow", "never answered").await;
+    let started = doomed.recv().await;
+    assert_eq!(started["type"], "turn_started", "{started}");
+
+    let survivor = TestServer::with_top_level(&shared).await;
+    let (mut follower, connected) =
+        connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
+    assert_eq!(
+        connected["connected"]["capabilities"]["event_log"]["replayed"], true,
+        "{connected}"
+    );
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let killed_at = tokio::time::Instant::now();
+    let frames = tokio::time::timeout(Duration::from_secs(6), follower.recv_turn())
+        .await
+        .expect("the orphaned turn ends");
+    let ended = killed_at.elapsed();
+    let error = frames.last().unwrap();
+    assert_eq!(error["type"], "error", "{frames:?}");
+    assert_eq!(error["error"]["code"], "INTERNAL_ERROR", "{error}");
+    assert_eq!(error["error"]["message"], "turn interrupted", "{error}");
+    assert_eq!(frames.iter().filter(|f| f["type"] == "error").count(), 1);
+    assert!(
+        ended < Duration::from_secs(4),
+        "ended {ended:?} after the kill (lease TTL 3 s)"
+    );
+    follower.script("history", "again").await;
+    let done = follower.recv_turn().await.pop().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    let history = done["content"].as_str().unwrap();
+    assert!(history.contains("user: stored\n"), "{history}");
+    assert!(history.contains("assistant: echo: stored\n"), "{history}");
+    survivor.stop().await;
+}
+
+fn signal(child: &tokio::process::Child, signal: &str) {
+    let pid = child.id().expect("the child runs").to_string();
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_paused_replica_whose_lease_was_taken_over_cannot_write() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("paused");
+    let shared = format!(
+        "{}{}",
+        owners(),
+        deployment(&postgres, &redis, &prefix, "1500ms")
+    );
+    let config_text = format!(
+        "server:\n  listen: 127.0.0.1:0\n{shared}agents:\n  - name: test-agent\n    handler: test\n"
+    );
+    let config = dir.path().join("agentwire.yaml");
+    std::fs::write(&config, config_text).unwrap();
+    let (mut child, address, mut lines) = start_child(agentwire_serve(&config)).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut request = format!("ws://{address}/ws?{POSITIONED}")
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut paused = Client { ws };
+    let connected = paused.recv().await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    paused.script("echo", "stored").await;
+    paused.recv_turn().await;
+    paused.script("slow", "from the paused one").await;
+    assert_eq!(paused.recv().await["type"], "turn_started");
+    signal(&child, "-STOP");
+
+    // Its lease expires while it sleeps; the survivor takes the session.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let survivor = TestServer::with_top_level(&shared).await;
+    let (mut client, _) = connect_as(&survivor, POSITIONED, ALICE).await;
+    let ask = |text: &str, scenario: &str| {
+        json!({"type": "message", "content": text, "session_id": session,
+               "metadata": {"mock_scenario": scenario}})
+    };
+    // The survivor's turn runs while the old holder wakes: the old one's
+    // pending writes (its question, its turn's end) come now, and must not
+    // take the seqs the survivor's turn is about to write.
+    client.send_json(ask("taken over", "slow")).await;
+    assert_eq!(client.recv().await["type"], "turn_started");
+    signal(&child, "-CONT");
+    let done = client.recv_turn().await.pop().unwrap();
+    assert_eq!(done["content"], "done: taken over", "{done}");
+
+    client.send_json(ask("what is stored?", "history")).await;
+    let done = client.recv_turn().await.pop().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    let history = done["content"].as_str().unwrap();
+    assert!(history.contains("assistant: echo: stored\n"), "{history}");
+    assert!(
+        history.contains("assistant: done: taken over\n"),
+        "{history}"
+    );
+    assert!(
+        !history.contains("from the paused one"),
+        "the paused replica wrote after losing its lease: {history}"
+    );
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    survivor.stop().await;
+}
