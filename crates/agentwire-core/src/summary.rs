@@ -35,6 +35,11 @@ use crate::time::{Clock, Timestamp};
 /// Summaries written at once; further due ones wait for a free slot.
 pub const MAX_RUNNING: usize = 4;
 
+/// How long a claimed summary is this process's to write: longer than any
+/// summarizer takes. A process that dies holding a claim leaves the summary
+/// due, for the next start to write.
+const CLAIM_FOR: Duration = Duration::from_secs(10 * 60);
+
 /// Writes a session's summary from its stored messages.
 #[async_trait]
 pub trait Summarizer: Send + Sync + 'static {
@@ -256,6 +261,17 @@ impl Worker {
     }
 
     async fn try_summarize(&self, id: &SessionId, due: Timestamp) -> Result<(), StoreError> {
+        // Several replicas may have the same summary queued (each loads the
+        // pending ones when it starts): the one that claims it writes it.
+        let now = self.clock.now();
+        if !self
+            .store
+            .claim_summary(id, due, now, now.plus(CLAIM_FOR))
+            .await?
+        {
+            tracing::debug!(session = %id, "the session's summary is another's to write");
+            return Ok(());
+        }
         let Some(record) = self.store.load_session(id).await? else {
             // Deleted since it was scheduled.
             return Ok(());

@@ -381,6 +381,17 @@ impl SessionStore for FailingSessionStore {
         self.inner.store_summary(id, summary, handled_due).await
     }
 
+    async fn claim_summary(
+        &self,
+        id: &SessionId,
+        due: Timestamp,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.check("claim_summary")?;
+        self.inner.claim_summary(id, due, now, until).await
+    }
+
     async fn clear_summary_due(
         &self,
         id: &SessionId,

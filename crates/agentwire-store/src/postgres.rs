@@ -748,6 +748,27 @@ impl SessionStore for PgStore {
         result
     }
 
+    /// One statement: the claim is taken only while the due time is still
+    /// `due` and nobody's claim is running.
+    async fn claim_summary(
+        &self,
+        id: &SessionId,
+        due: Timestamp,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let claimed = self
+            .execute(
+                &format!("summary claim of session {id}"),
+                "UPDATE sessions SET summary_claimed_until = $4
+                 WHERE id = $1 AND summary_due_at = $2
+                   AND (summary_claimed_until IS NULL OR summary_claimed_until <= $3)",
+                &[&id.as_str(), &due.0, &now.0, &until.0],
+            )
+            .await?;
+        Ok(claimed == 1)
+    }
+
     async fn clear_summary_due(
         &self,
         id: &SessionId,

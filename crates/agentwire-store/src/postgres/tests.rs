@@ -243,6 +243,74 @@ async fn the_ledger_exists_and_goes_with_its_session() {
     assert_eq!(left, 0);
 }
 
+/// Counts the summaries it writes.
+#[derive(Default)]
+struct CountingSummarizer(AtomicU64);
+
+#[async_trait::async_trait]
+impl agentwire_core::Summarizer for CountingSummarizer {
+    async fn summarize(&self, messages: &[StoredMessage]) -> Result<String, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(format!("{} messages", messages.len()))
+    }
+}
+
+#[tokio::test]
+async fn two_replicas_with_the_same_summaries_pending_write_each_once() {
+    const SESSIONS: usize = 20;
+    let Some((options, _database)) = empty_database().await else {
+        return;
+    };
+    let one: Arc<dyn SessionStore> = Arc::new(PgStore::connect(&options).await.unwrap());
+    let two: Arc<dyn SessionStore> = Arc::new(PgStore::connect(&options).await.unwrap());
+    for i in 0..SESSIONS {
+        let id = format!("s{i:03}");
+        let mut session = record(&id, None, 1);
+        session.agent = "summarised".to_owned();
+        one.create_session(&session).await.unwrap();
+        one.append_messages(&[message(&id, 0, 2)]).await.unwrap();
+        one.schedule_summary(&sid(&id), Timestamp(10))
+            .await
+            .unwrap();
+    }
+    let summarizer = Arc::new(CountingSummarizer::default());
+    let policies = || {
+        std::collections::HashMap::from([(
+            "summarised".to_owned(),
+            agentwire_core::SummaryPolicy {
+                after_idle: Duration::from_secs(1),
+                summarizer: summarizer.clone(),
+            },
+        )])
+    };
+    let clock: Arc<dyn agentwire_core::Clock> =
+        Arc::new(agentwire_core::testing::FixedClock(Timestamp(1_000)));
+    // Both start with every summary overdue, as replicas restarted together.
+    let (a, b) = tokio::join!(
+        agentwire_core::SummaryScheduler::start(one.clone(), clock.clone(), policies()),
+        agentwire_core::SummaryScheduler::start(two.clone(), clock.clone(), policies()),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !one.pending_summaries().await.unwrap().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "summaries still pending"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Whatever was still running has had its chance to write twice.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+    let written = summarizer.0.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(written, SESSIONS as u64, "each summary written once");
+    for i in 0..SESSIONS {
+        let summary = two.load_summary(&sid(&format!("s{i:03}"))).await.unwrap();
+        assert_eq!(summary.unwrap().text, "1 messages");
+    }
+}
+
 #[tokio::test]
 async fn two_claimers_never_get_the_same_due_summary() {
     const SESSIONS: usize = 60;
