@@ -91,6 +91,8 @@ struct Inner {
     /// The turn logs shared with the other replicas (`shared`); `None`: one
     /// process, whose logs are its own.
     logs: Option<Arc<dyn SharedLogs>>,
+    /// What was done with the leases and shared logs, for `/metrics`.
+    live_counters: crate::live::LiveCounters,
     /// Sessions some connection or turn holds a lease on. An entry leaves the
     /// map when its last lease is dropped, so memory follows attached clients.
     /// The store is told ([`SessionStore::hold_session`]) while an id is in
@@ -263,6 +265,7 @@ impl Engine {
                 ids,
                 leases: Arc::new(LocalLeases::new()),
                 logs: None,
+                live_counters: Default::default(),
                 live: Mutex::new(HashMap::new()),
                 turns_cancel: CancellationToken::new(),
                 summaries,
@@ -279,6 +282,11 @@ impl Engine {
             .expect("with_media is called before the engine is shared")
             .media = Some(MediaResolver::new(media));
         self
+    }
+
+    /// What this engine did with leases, shared logs and controls.
+    pub fn live_counters(&self) -> &crate::live::LiveCounters {
+        &self.inner.live_counters
     }
 
     /// Whether the shared live state answers (`/readyz`).

@@ -23,12 +23,14 @@ use parking_lot::Mutex;
 
 use crate::ids::SessionId;
 
+mod counters;
 mod logs;
 #[cfg(any(test, feature = "testing"))]
 pub mod logs_conformance;
 #[cfg(any(test, feature = "testing"))]
 mod memory;
 
+pub use counters::LiveCounters;
 pub(crate) use logs::base64_bytes;
 pub use logs::{
     Append, Appended, Control, DecodeError, LogFollower, LogPage, MAX_BATCH, SharedHead,

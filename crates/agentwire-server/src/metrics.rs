@@ -211,6 +211,17 @@ impl Metrics {
     }
 }
 
+/// The engine's live-state counters (`agentwire_live_*`): leases, shared
+/// log batches, mirrored entries, controls between replicas, Redis errors.
+pub fn render_live(out: &mut String, counters: &agentwire_core::live::LiveCounters) {
+    for (name, help, value) in counters.all() {
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_live_{name} {help}\n# TYPE agentwire_live_{name} counter\nagentwire_live_{name} {value}"
+        );
+    }
+}
+
 /// Values sampled at render time rather than counted.
 pub struct Gauges {
     pub connections_active: u64,

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::{Acquired, Fence, SessionLease, SubmitError};
+use crate::live::LiveCounters;
 use crate::session::retained_start;
 
 /// The failure of a turn that lost its lease (its renewals failed for a
@@ -19,15 +20,21 @@ impl SessionLease {
     /// on refusal the session is free here again. A lease that changed
     /// hands means another replica wrote: the live history is read again.
     pub(super) async fn acquire_turn_lease(&self) -> Result<Fence, SubmitError> {
+        let counters = &self.inner.live_counters;
         let granted = match self.inner.leases.acquire(self.id()).await {
-            Ok(Acquired::Granted(granted)) => granted,
+            Ok(Acquired::Granted(granted)) => {
+                LiveCounters::add(&counters.leases_granted, 1);
+                granted
+            }
             Ok(Acquired::Held) => {
+                LiveCounters::add(&counters.leases_refused, 1);
                 self.end_turn();
                 return Err(SubmitError::TurnInProgress {
                     session: self.id().clone(),
                 });
             }
             Err(e) => {
+                LiveCounters::add(&counters.errors, 1);
                 self.end_turn();
                 return Err(e.into());
             }
@@ -76,15 +83,17 @@ impl SessionLease {
             tokio::time::sleep(every).await;
             match leases.renew(self.id(), fence).await {
                 Ok(true) => renewed_at = tokio::time::Instant::now(),
-                Ok(false) => return,
+                Ok(false) => break,
                 Err(e) => {
+                    LiveCounters::add(&self.inner.live_counters.errors, 1);
                     tracing::warn!(session = %self.id(), error = %e, "renewing a turn lease failed");
                     if renewed_at.elapsed() >= leases.ttl() {
-                        return;
+                        break;
                     }
                 }
             }
         }
+        LiveCounters::add(&self.inner.live_counters.leases_lost, 1);
     }
 
     async fn take_over(&self, fence: Fence) -> Result<(), crate::store::StoreError> {

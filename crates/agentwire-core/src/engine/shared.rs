@@ -25,7 +25,9 @@ use super::leases::TURN_INTERRUPTED;
 use super::{Acquired, Engine, Fence, Inner, SessionLease, SubmitError};
 use crate::error::ErrorCode;
 use crate::ids::SessionId;
-use crate::live::{Append, Appended, Control, LiveError, MAX_BATCH, SharedHead, SharedLogs};
+use crate::live::{
+    Append, Appended, Control, LiveCounters, LiveError, MAX_BATCH, SharedHead, SharedLogs,
+};
 use crate::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
 use crate::tools::ClientAnswer;
 use crate::turn::{TurnEvent, TurnFailure};
@@ -83,6 +85,7 @@ impl Engine {
 impl Inner {
     /// A control from another replica, for a turn running here.
     fn deliver(&self, id: &SessionId, control: Control) {
+        LiveCounters::add(&self.live_counters.controls_received, 1);
         let Some(session) = self.live.lock().get(id).cloned() else {
             return;
         };
@@ -149,9 +152,15 @@ impl SessionLease {
             return;
         };
         let id = self.id().clone();
+        let inner = self.inner.clone();
         tokio::spawn(async move {
-            if let Err(e) = logs.send(&id, &control).await {
-                tracing::warn!(session = %id, error = %e, "forwarding a control failed");
+            let counters = &inner.live_counters;
+            match logs.send(&id, &control).await {
+                Ok(_) => LiveCounters::add(&counters.controls_sent, 1),
+                Err(e) => {
+                    LiveCounters::add(&counters.errors, 1);
+                    tracing::warn!(session = %id, error = %e, "forwarding a control failed");
+                }
             }
         });
     }
@@ -167,7 +176,10 @@ impl SessionLease {
         };
         let log = &self.session.log;
         loop {
-            let page = logs.read_after(self.id(), log.head()).await?;
+            let page = logs
+                .read_after(self.id(), log.head())
+                .await
+                .inspect_err(|_| self.count_error())?;
             if page.entries.is_empty() {
                 if page.head.epoch != Epoch(0) && log.head() < page.head.head {
                     // The shared log no longer reaches back to ours.
@@ -188,11 +200,18 @@ impl SessionLease {
         if head.epoch == Epoch(0) {
             return false;
         }
+        let before = log.head();
         if head.epoch != log.epoch() || log.mirror(entries).is_err() {
             log.reset(head.epoch, head.head);
             return false;
         }
+        let mirrored = log.head() - before;
+        LiveCounters::add(&self.inner.live_counters.entries_mirrored, mirrored);
         true
+    }
+
+    fn count_error(&self) {
+        LiveCounters::add(&self.inner.live_counters.errors, 1);
     }
 
     /// How long publishing retries an unreachable shared log.
@@ -215,8 +234,9 @@ impl SessionLease {
             return Ok(());
         }
         let page = logs.read_turn_of(self.id(), after).await?;
-        if page.head.epoch == log.epoch() {
-            log.backfill(&page.entries);
+        if page.head.epoch == log.epoch() && log.backfill(&page.entries) {
+            let counters = &self.inner.live_counters;
+            LiveCounters::add(&counters.entries_mirrored, page.entries.len() as u64);
         }
         Ok(())
     }
@@ -265,6 +285,7 @@ impl SessionLease {
                     }
                 }
                 Err(e) => {
+                    self.count_error();
                     tracing::warn!(session = %self.id(), error = %e, "following a turn failed");
                     let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= self.inner.leases.ttl() {
@@ -332,6 +353,7 @@ impl SessionLease {
             release: true,
         };
         if logs.append(self.id(), batch).await? == Appended::Done {
+            LiveCounters::add(&self.inner.live_counters.orphans_ended, 1);
             // Ours now: a failure to mirror cannot happen (we caught up
             // under the lease), and would only make readers reload.
             let _ = log.mirror(&terminal);
@@ -418,7 +440,14 @@ impl SessionLease {
                 entries: &batch,
                 release: ends,
             };
-            match self.append_retrying(logs, append).await {
+            let counters = &self.inner.live_counters;
+            let appended = self.append_retrying(logs, append).await;
+            match &appended {
+                Ok(Appended::Done) => LiveCounters::add(&counters.batches_published, 1),
+                Ok(Appended::Fenced) => LiveCounters::add(&counters.batches_fenced, 1),
+                Err(_) => LiveCounters::add(&counters.errors, 1),
+            }
+            match appended {
                 Ok(Appended::Done) if ends => return true,
                 Ok(Appended::Done) => {}
                 Ok(Appended::Fenced) => {

@@ -55,10 +55,11 @@ impl SessionLog {
     /// Gives the log `entries` (a turn read back from the shared log for a
     /// client that rejoins) when they reach further back than what it holds:
     /// ignored unless they are contiguous and reach its head, so nothing it
-    /// holds is lost and every reader's next entry is still there.
-    pub fn backfill(&self, entries: &[LogEntry]) {
+    /// holds is lost and every reader's next entry is still there. Whether
+    /// it took them.
+    pub fn backfill(&self, entries: &[LogEntry]) -> bool {
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-            return;
+            return false;
         };
         {
             let mut state = self.state.lock();
@@ -70,7 +71,7 @@ impl SessionLog {
                 .windows(2)
                 .all(|pair| pair[1].seq == pair[0].seq + 1);
             if first.seq >= oldest || last.seq < state.head || !contiguous {
-                return;
+                return false;
             }
             state.entries.clear();
             state.bytes = 0;
@@ -82,6 +83,7 @@ impl SessionLog {
             }
         }
         self.appended.notify_waiters();
+        true
     }
 
     /// Whether the log holds entry `seq`.

@@ -424,7 +424,7 @@ fn a_backfill_reaches_back_from_the_head_and_a_turn_left_open_ends_interrupted()
     std::mem::forget(writer);
     let entries = exact(&source, 0);
     let mirror = SessionLog::starting_at(Epoch(3), source.head());
-    mirror.backfill(&entries);
+    assert!(mirror.backfill(&entries));
     assert_eq!(exact(&mirror, 0), entries);
     assert_eq!(mirror.running(), Some(TurnId(1)));
     // The next turn here ends the one its replica left open.

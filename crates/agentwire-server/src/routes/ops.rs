@@ -42,12 +42,14 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         draining: state.lifecycle.is_draining(),
         inbound_bytes_in_flight: state.inbound.in_flight() as u64,
     };
+    let mut body = state.metrics.render(&gauges);
+    crate::metrics::render_live(&mut body, state.engine.live_counters());
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(&gauges),
+        body,
     )
         .into_response()
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
 use crate::replicas::{deployment, servers, unique_prefix};
-use crate::support::{Client, TestServer, agentwire_serve, start_child};
+use crate::support::{Client, TestServer, agentwire_serve, metric, start_child};
 use crate::turn_log::{
     ALICE, BOB, POSITIONED, connect_as, connect_gnosari_as, digest, paced_message, rejoin_query,
     shape,
@@ -167,6 +167,20 @@ async fn a_cancel_sent_to_the_other_replica_stops_the_turn_where_it_runs() {
         assert_eq!(frames.iter().filter(|f| f["type"] == "done").count(), 1);
     }
     assert_eq!(on_one.last().unwrap()["seq"], on_two.last().unwrap()["seq"]);
+    // Each replica counts its side: the forwarded cancel, the mirror.
+    let (_, two_metrics) = two.get("/metrics").await;
+    let (_, one_metrics) = one.get("/metrics").await;
+    assert_eq!(
+        metric(&two_metrics, "agentwire_live_controls_sent_total"),
+        1.0
+    );
+    assert!(metric(&two_metrics, "agentwire_live_log_entries_mirrored_total") >= 3.0);
+    assert_eq!(
+        metric(&one_metrics, "agentwire_live_controls_received_total"),
+        1.0
+    );
+    assert!(metric(&one_metrics, "agentwire_live_log_batches_published_total") >= 2.0);
+    assert_eq!(metric(&one_metrics, "agentwire_live_errors_total"), 0.0);
     other.script("echo", "after").await;
     assert_eq!(
         other.recv_turn().await.last().unwrap()["content"],
@@ -259,6 +273,11 @@ async fn a_turn_whose_replica_is_killed_ends_interrupted_for_a_client_on_the_sur
     assert!(
         ended < Duration::from_secs(4),
         "ended {ended:?} after the kill (lease TTL 3 s)"
+    );
+    let (_, metrics) = survivor.get("/metrics").await;
+    assert_eq!(
+        metric(&metrics, "agentwire_live_orphaned_turns_ended_total"),
+        1.0
     );
     follower.script("history", "again").await;
     let done = follower.recv_turn().await.pop().unwrap();
