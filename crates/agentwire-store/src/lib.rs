@@ -30,8 +30,8 @@ mod sqlite;
 pub use memory::{DEFAULT_MAX_SESSIONS, MemoryLimits, MemoryStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, PgOptions, PgStore,
-    PgUrl,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, Migrations, PgOptions,
+    PgStore, PgUrl,
 };
 pub use redact::{REDACTED, redact_url};
 pub use sqlite::SqliteStore;

@@ -127,6 +127,19 @@ pub struct PgOptions {
     pub connect_timeout: Option<Duration>,
     /// `statement_timeout` of every connection; `None`: the server's.
     pub statement_timeout: Option<Duration>,
+    /// What [`PgStore::connect`] does about the schema.
+    pub migrations: Migrations,
+}
+
+/// Whether opening the store migrates the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Migrations {
+    /// Applies the missing migrations (under the advisory lock).
+    Apply,
+    /// Applies nothing and refuses a schema that lacks one: migrations are
+    /// run beforehand ([`PgStore::migrate`], `agentwire migrate`), by a
+    /// role the servers' may not have.
+    Require,
 }
 
 impl PgOptions {
@@ -137,6 +150,7 @@ impl PgOptions {
             pool_size: DEFAULT_POOL_SIZE,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+            migrations: Migrations::Apply,
         }
     }
 
@@ -179,34 +193,25 @@ impl fmt::Debug for PgStore {
 
 impl PgStore {
     /// Connects, migrates the schema (once, under an advisory lock, however
-    /// many replicas start together) and opens the pool.
+    /// many replicas start together) or, with [`Migrations::Require`],
+    /// checks that nothing is missing, and opens the pool.
     ///
     /// Fails with [`StoreError::Unavailable`] naming the database (password
-    /// redacted) when it cannot be reached or migrated.
+    /// redacted) when it cannot be reached or migrated, and with
+    /// [`StoreError::Rejected`] when a required migration is missing.
     pub async fn connect(options: &PgOptions) -> Result<PgStore, StoreError> {
+        let applied = match options.migrations {
+            Migrations::Apply => PgStore::migrate(options).await?,
+            Migrations::Require => {
+                PgStore::require_migrated(options).await?;
+                Vec::new()
+            }
+        };
         let url = Arc::new(options.url.clone());
         let fail = |what: &str, e: &dyn fmt::Display| {
             StoreError::Unavailable(format!("cannot {what} session database {url}: {e}"))
         };
         let config = options.pg_config();
-        let connect = config.connect(NoTls);
-        let (mut client, connection) = match options.connect_timeout {
-            Some(timeout) => tokio::time::timeout(timeout, connect)
-                .await
-                .map_err(|_| fail("connect to", &format_args!("no answer within {timeout:?}")))?,
-            None => connect.await,
-        }
-        .map_err(|e| fail("connect to", &describe(&e)))?;
-        let connection = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                debug!(error = %describe(&e), "migration connection ended");
-            }
-        });
-        let applied = schema::migrate(&mut client).await;
-        drop(client);
-        // The connection ends with its client; the lock goes with it.
-        let _ = connection.await;
-        let applied = applied.map_err(|e| fail("migrate", &describe(&e)))?;
 
         let manager = Manager::from_config(
             config,
@@ -225,6 +230,72 @@ impl PgStore {
             .map_err(|e| fail("open a pool for", &e))?;
         info!(url = %url, migrated = ?applied, pool_size = options.pool_size, "session database open");
         Ok(PgStore { pool, url })
+    }
+
+    /// Applies the migrations this build knows and the database lacks (on a
+    /// connection of its own, under the advisory lock); returns their
+    /// versions.
+    pub async fn migrate(options: &PgOptions) -> Result<Vec<i32>, StoreError> {
+        let (mut client, connection) = PgStore::connect_once(options).await?;
+        let applied = schema::migrate(&mut client).await;
+        drop(client);
+        // The connection ends with its client; the lock goes with it.
+        let _ = connection.await;
+        applied.map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot migrate session database {}: {}",
+                options.url,
+                describe(&e)
+            ))
+        })
+    }
+
+    async fn require_migrated(options: &PgOptions) -> Result<(), StoreError> {
+        let (client, connection) = PgStore::connect_once(options).await?;
+        let missing = schema::missing(&client).await;
+        drop(client);
+        let _ = connection.await;
+        let missing = missing.map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot read the schema of session database {}: {}",
+                options.url,
+                describe(&e)
+            ))
+        })?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(StoreError::Rejected(format!(
+            "session database {} lacks migrations {missing:?}: run `agentwire migrate`",
+            options.url
+        )))
+    }
+
+    /// One connection outside the pool, and its task.
+    async fn connect_once(
+        options: &PgOptions,
+    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), StoreError> {
+        let fail = |e: &dyn fmt::Display| {
+            StoreError::Unavailable(format!(
+                "cannot connect to session database {}: {e}",
+                options.url
+            ))
+        };
+        let config = options.pg_config();
+        let connect = config.connect(NoTls);
+        let (client, connection) = match options.connect_timeout {
+            Some(timeout) => tokio::time::timeout(timeout, connect)
+                .await
+                .map_err(|_| fail(&format_args!("no answer within {timeout:?}")))?,
+            None => connect.await,
+        }
+        .map_err(|e| fail(&describe(&e)))?;
+        let connection = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                debug!(error = %describe(&e), "schema connection ended");
+            }
+        });
+        Ok((client, connection))
     }
 
     async fn client(&self, what: &str) -> Result<deadpool_postgres::Client, StoreError> {

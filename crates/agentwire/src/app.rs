@@ -289,6 +289,44 @@ async fn open_store(
     })
 }
 
+/// `agentwire migrate`: applies the session database's missing migrations;
+/// what it did, in a line for the operator.
+pub async fn migrate(storage: &SessionStorage) -> anyhow::Result<String> {
+    match storage {
+        SessionStorage::Memory { .. } => {
+            Ok("storage.sessions: memory: there is no schema to migrate".to_owned())
+        }
+        SessionStorage::Sqlite(path) => {
+            SqliteStore::open(path).await.with_context(|| {
+                format!(
+                    "storage.sessions: cannot open SQLite database {}",
+                    path.display()
+                )
+            })?;
+            Ok(format!(
+                "SQLite database {}: schema up to date",
+                path.display()
+            ))
+        }
+        #[cfg(feature = "postgres")]
+        SessionStorage::Postgres(options) => {
+            let applied = PgStore::migrate(options).await.with_context(|| {
+                format!(
+                    "storage.sessions: cannot migrate PostgreSQL database {}",
+                    options.url
+                )
+            })?;
+            Ok(match applied.is_empty() {
+                true => format!("PostgreSQL database {}: schema up to date", options.url),
+                false => format!(
+                    "PostgreSQL database {}: applied migrations {applied:?}",
+                    options.url
+                ),
+            })
+        }
+    }
+}
+
 /// The live state shared with the other replicas (turn leases, turn logs,
 /// the control bus) for `live: redis://…`; `None` for `memory` (the
 /// engine's own, in this process).

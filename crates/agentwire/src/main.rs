@@ -76,6 +76,13 @@ enum Command {
         #[arg(long)]
         once: Option<String>,
     },
+    /// Apply the session database's missing schema migrations, then exit:
+    /// the deploy step for `storage.postgres.migrate_on_start: false`.
+    /// SQLite migrates whenever it opens; this only opens it.
+    Migrate {
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Print the SHA-256 hex digest of an API key read from standard input,
     /// for `auth.api_keys[].sha256`.
     HashKey,
@@ -112,6 +119,10 @@ fn main() -> ExitCode {
             },
             once,
         ),
+        Command::Migrate { config } => match config::load(&config) {
+            Ok(config) => migrate(&config),
+            Err(e) => config_error(&e),
+        },
         Command::HashKey => print_from_stdin(|key| Ok(agentwire_auth::sha256_hex(key))),
         Command::HashPassword => print_from_stdin(agentwire_auth::hash_password),
         Command::CheckConfig {
@@ -215,6 +226,23 @@ fn start_runtime(
         eprintln!("error: cannot start the async runtime: {e}");
         ExitCode::FAILURE
     })
+}
+
+fn migrate(config: &Config) -> ExitCode {
+    let runtime = match start_runtime(tokio::runtime::Builder::new_current_thread()) {
+        Ok(runtime) => runtime,
+        Err(exit) => return exit,
+    };
+    match runtime.block_on(agentwire::app::migrate(&config.sessions)) {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("config error: {e:#}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
 }
 
 /// BSD `EX_UNAVAILABLE`: `chat` cannot reach the server.

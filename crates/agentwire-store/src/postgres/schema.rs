@@ -59,6 +59,29 @@ pub(super) async fn migrate(client: &mut Client) -> Result<Vec<i32>, tokio_postg
     Ok(applied)
 }
 
+/// The migrations this build knows that the database has not applied
+/// (every one, on a database never migrated). Takes no lock: it only reads.
+pub(super) async fn missing(client: &Client) -> Result<Vec<i32>, tokio_postgres::Error> {
+    let ledger: Option<String> = client
+        .query_one("SELECT to_regclass('schema_migrations')::text", &[])
+        .await?
+        .get(0);
+    let done: Vec<i32> = match ledger {
+        None => Vec::new(),
+        Some(_) => client
+            .query("SELECT version FROM schema_migrations", &[])
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect(),
+    };
+    Ok(MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .filter(|version| !done.contains(version))
+        .collect())
+}
+
 async fn apply_missing(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Error> {
     // Under the lock: two replicas cannot race on creating it.
     client.batch_execute(CREATE_LEDGER).await?;

@@ -104,6 +104,7 @@ pub(crate) async fn empty_database() -> Option<(PgOptions, TestDatabase)> {
         pool_size: 4,
         connect_timeout: None,
         statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+        migrations: Migrations::Apply,
     };
     Some((options, TestDatabase { admin, name }))
 }
@@ -185,6 +186,24 @@ async fn replicas_migrating_an_empty_database_together_apply_each_migration_once
         .unwrap()
         .get(0);
     assert_eq!(count, schema::MIGRATIONS.len() as i64);
+}
+
+#[tokio::test]
+async fn a_store_that_requires_migrations_refuses_an_unmigrated_database_until_migrated() {
+    let Some((mut options, _database)) = empty_database().await else {
+        return;
+    };
+    options.migrations = Migrations::Require;
+    let refused = PgStore::connect(&options).await.unwrap_err();
+    let text = refused.to_string();
+    assert!(matches!(refused, StoreError::Rejected(_)), "{text}");
+    assert!(text.contains("lacks migrations [1, 2]"), "{text}");
+    assert!(text.contains("agentwire migrate"), "{text}");
+    let applied = PgStore::migrate(&options).await.unwrap();
+    assert_eq!(applied, vec![1, 2]);
+    assert!(PgStore::migrate(&options).await.unwrap().is_empty(), "once");
+    let store = PgStore::connect(&options).await.unwrap();
+    store.create_session(&record("s1", None, 1)).await.unwrap();
 }
 
 #[tokio::test]

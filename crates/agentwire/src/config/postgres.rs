@@ -25,6 +25,12 @@ pub(super) struct RawPostgres {
     /// running longer is cancelled by PostgreSQL and the operation fails.
     /// Migrations at startup run under it too.
     pub(super) statement_timeout: ConfigDuration,
+    /// Apply the schema's missing migrations when the server starts (once,
+    /// under an advisory lock, however many replicas start together). With
+    /// `false` the server applies none and refuses to start on a schema
+    /// that lacks one: run `agentwire migrate` first (for a database role
+    /// the servers' lacks, or migrations as a deploy step of their own).
+    pub(super) migrate_on_start: bool,
 }
 
 impl Default for RawPostgres {
@@ -33,6 +39,7 @@ impl Default for RawPostgres {
             pool_size: 16,
             connect_timeout: ConfigDuration::secs(5),
             statement_timeout: ConfigDuration::secs(30),
+            migrate_on_start: true,
         }
     }
 }
@@ -73,6 +80,10 @@ pub(super) fn validate(
         pool_size: raw.pool_size,
         connect_timeout: Some(raw.connect_timeout.0),
         statement_timeout: Some(raw.statement_timeout.0),
+        migrations: match raw.migrate_on_start {
+            true => agentwire_store::Migrations::Apply,
+            false => agentwire_store::Migrations::Require,
+        },
     })
 }
 

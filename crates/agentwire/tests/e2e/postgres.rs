@@ -96,3 +96,65 @@ async fn an_unreachable_database_fails_startup_naming_the_key_not_the_password()
     );
     assert!(!message.contains("pg-s3cret-0123"), "{message}");
 }
+
+/// A database of the test's own on the test server, made with `psql`; its
+/// URL.
+fn fresh_database(url: &str, test: &str) -> String {
+    let name = format!(
+        "aw_{test}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let created = std::process::Command::new("psql")
+        .arg(url)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!("CREATE DATABASE {name}"))
+        .status()
+        .expect("psql runs (Debian's postgresql-client, with scripts/postgres.sh)");
+    assert!(created.success(), "CREATE DATABASE {name}");
+    url.replacen("///postgres?", &format!("///{name}?"), 1)
+}
+
+#[test]
+fn migrate_applies_the_schema_once_and_a_server_that_does_not_migrate_needs_it() {
+    let Some(url) = postgres_url() else {
+        return;
+    };
+    let database = fresh_database(&url, "migrate");
+    let config = |migrate_on_start: bool| {
+        crate::config_errors::write_config(&format!(
+            "storage:\n  sessions: \"{database}\"\n  postgres:\n    migrate_on_start: {migrate_on_start}\nagents:\n  - name: a\n    handler: echo\n"
+        ))
+    };
+    let (_dir, path) = config(false);
+    // A server that does not migrate refuses the empty database, naming
+    // what to run.
+    let refused = crate::config_errors::agentwire()
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("lacks migrations [1, 2]"), "{stderr}");
+    assert!(stderr.contains("agentwire migrate"), "{stderr}");
+
+    let migrate = || {
+        crate::config_errors::agentwire()
+            .args(["migrate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let first = migrate();
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert_eq!(first.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("applied migrations [1, 2]"), "{stdout}");
+    assert!(!stdout.contains("agentwire@"), "no credentials: {stdout}");
+    let again = migrate();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains("schema up to date"), "{stdout}");
+}
