@@ -26,7 +26,8 @@ use super::{Acquired, Engine, Fence, Inner, SessionLease, SubmitError};
 use crate::error::ErrorCode;
 use crate::ids::SessionId;
 use crate::live::{
-    Append, Appended, Control, LiveCounters, LiveError, MAX_BATCH, SharedHead, SharedLogs,
+    Append, Appended, Control, LiveCounters, LiveError, LogFollower, MAX_BATCH, SharedHead,
+    SharedLogs,
 };
 use crate::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
 use crate::tools::ClientAnswer;
@@ -263,17 +264,23 @@ impl SessionLease {
 
     async fn follow(&self, logs: &dyn SharedLogs) {
         let wait = self.inner.leases.renew_every().unwrap_or(DEFAULT_WAIT);
-        let mut follower = match logs.follow(self.id()).await {
-            Ok(follower) => follower,
-            Err(e) => {
-                tracing::warn!(session = %self.id(), error = %e, "cannot follow a turn");
-                return;
-            }
-        };
+        // Opened on first use and again after a failure: the shared state
+        // may be unreachable when the follow starts, or drop it midway.
+        let mut follower: Option<Box<dyn LogFollower>> = None;
         let mut failing_since = None;
         while self.foreign_turn().is_some() {
             let head = self.session.log.head();
-            match follower.read_after(head, wait).await {
+            let read = match follower.as_mut() {
+                Some(open) => open.read_after(head, wait).await,
+                None => match logs.follow(self.id()).await {
+                    Ok(opened) => {
+                        follower = Some(opened);
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            match read {
                 Ok(page) if page.entries.is_empty() => {
                     failing_since = None;
                     self.end_orphan().await;
@@ -287,13 +294,15 @@ impl SessionLease {
                 Err(e) => {
                     self.count_error();
                     tracing::warn!(session = %self.id(), error = %e, "following a turn failed");
+                    follower = None;
                     let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= self.inner.leases.ttl() {
-                        // Clients on this mirror learn of the loss by
-                        // lagging, and reload from the store.
-                        self.session
-                            .log
-                            .reset(self.session.log.epoch(), self.session.log.head());
+                        // Lost track of the turn: a new epoch, so that its
+                        // readers lag (and are closed, to come back and
+                        // reload from the store) and no position of the
+                        // old one is taken for the new.
+                        let log = &self.session.log;
+                        log.reset(Epoch(self.inner.ids.log_epoch()), log.head());
                         return;
                     }
                     tokio::time::sleep(RETRY_AFTER).await;

@@ -7,11 +7,13 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-use crate::replicas::{deployment, servers, unique_prefix};
-use crate::support::{Client, TestServer, agentwire_serve, metric, start_child};
+use crate::replicas::{deployment, redis_server, servers, unique_prefix, wait_for_socket};
+use crate::support::{Client, TestServer, agentwire_serve, http_get, metric, start_child};
 use crate::turn_log::{
     ALICE, BOB, POSITIONED, connect_as, connect_gnosari_as, digest, paced_message, rejoin_query,
     shape,
@@ -348,6 +350,12 @@ async fn a_paused_replica_whose_lease_was_taken_over_cannot_write() {
     signal(&child, "-CONT");
     let done = client.recv_turn().await.pop().unwrap();
     assert_eq!(done["content"], "done: taken over", "{done}");
+    // Redis refused the old holder's batches too.
+    let (_, metrics) = http_get(address.parse().unwrap(), "/metrics").await;
+    assert!(
+        metric(&metrics, "agentwire_live_log_batches_fenced_total") >= 1.0,
+        "{metrics}"
+    );
 
     client.send_json(ask("what is stored?", "history")).await;
     let done = client.recv_turn().await.pop().unwrap();
@@ -365,4 +373,85 @@ async fn a_paused_replica_whose_lease_was_taken_over_cannot_write() {
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     survivor.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_following_a_turn_on_another_replica_is_told_to_reload_when_redis_restarts() {
+    let Some((postgres, _)) = servers() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut redis) = redis_server(dir.path()) else {
+        return;
+    };
+    let socket = dir.path().join("redis.sock");
+    wait_for_socket(&socket).await;
+    let url = format!("redis+unix://{}", socket.display());
+    let shared = format!(
+        "{}{}",
+        owners(),
+        deployment(&postgres, &url, &unique_prefix("restart"), "1500ms")
+    );
+    let one = TestServer::with_top_level(&shared).await;
+    let two = TestServer::with_top_level(&shared).await;
+    let (mut runner, _) = connect_as(&one, POSITIONED, ALICE).await;
+    runner.script("slow", "during the restart").await;
+    let started = runner.recv().await;
+    let (mut follower, connected) =
+        connect_as(&two, &rejoin_query(&started, &started), ALICE).await;
+    assert_eq!(
+        connected["connected"]["capabilities"]["event_log"]["replayed"],
+        true
+    );
+
+    redis.kill().await.unwrap();
+    let _ = std::fs::remove_file(&socket);
+    let (status, _) = two.get("/readyz").await;
+    assert_eq!(status, 503);
+    // The follower's replica loses track of the turn: its client is closed
+    // as one that cannot be caught up, to come back and reload.
+    let closed = tokio::time::timeout(Duration::from_secs(8), async {
+        loop {
+            match follower.ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                other => panic!("expected a close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the follower's socket is closed");
+    let frame = closed.expect("a close frame");
+    assert_eq!(u16::from(frame.code), 4008, "{frame:?}");
+    // The running replica's own client gets its turn's one terminal.
+    let terminal = runner.recv_turn().await.pop().unwrap();
+    assert!(
+        terminal["type"] == "done" || terminal["type"] == "error",
+        "{terminal}"
+    );
+
+    let _redis = redis_server(dir.path()).unwrap();
+    wait_for_socket(&socket).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while two.get("/readyz").await.0 != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "/readyz not back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Back through the balancer: the old position means nothing in the new
+    // epoch, so nothing is replayed and the client reloads from the store.
+    let (mut back, connected) = connect_as(&two, &rejoin_query(&started, &started), ALICE).await;
+    let log = &connected["connected"]["capabilities"]["event_log"];
+    assert_eq!(log["replayed"], false, "{connected}");
+    back.script("history", "what is stored?").await;
+    let done = back.recv_turn().await.pop().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    assert!(
+        done["content"]
+            .as_str()
+            .unwrap()
+            .contains("user: during the restart\n"),
+        "{done}"
+    );
+    one.stop().await;
+    two.stop().await;
 }

@@ -139,7 +139,7 @@ async fn a_session_messaged_on_two_replicas_at_once_runs_one_turn_and_refuses_th
 }
 
 /// A Redis server of the test's own, on a Unix socket in `dir`.
-fn redis_server(dir: &Path) -> Option<tokio::process::Child> {
+pub(crate) fn redis_server(dir: &Path) -> Option<tokio::process::Child> {
     let binary = required("AGENTWIRE_TEST_REDIS_SERVER", "redis-server binary")?;
     let child = tokio::process::Command::new(binary)
         .args(["--port", "0", "--save", "", "--appendonly", "no"])
@@ -155,7 +155,7 @@ fn redis_server(dir: &Path) -> Option<tokio::process::Child> {
     Some(child)
 }
 
-async fn wait_for_socket(path: &Path) {
+pub(crate) async fn wait_for_socket(path: &Path) {
     for _ in 0..200 {
         if path.exists() {
             return;
