@@ -91,6 +91,8 @@ struct Inner {
     /// The turn logs shared with the other replicas (`shared`); `None`: one
     /// process, whose logs are its own.
     logs: Option<Arc<dyn SharedLogs>>,
+    /// The rate limits shared with the other replicas; `None`: one process.
+    rates: Option<Arc<dyn crate::live::SharedRates>>,
     /// What was done with the leases and shared logs, for `/metrics`.
     live_counters: crate::live::LiveCounters,
     /// Sessions some connection or turn holds a lease on. An entry leaves the
@@ -265,6 +267,7 @@ impl Engine {
                 ids,
                 leases: Arc::new(LocalLeases::new()),
                 logs: None,
+                rates: None,
                 live_counters: Default::default(),
                 live: Mutex::new(HashMap::new()),
                 turns_cancel: CancellationToken::new(),
@@ -282,6 +285,12 @@ impl Engine {
             .expect("with_media is called before the engine is shared")
             .media = Some(MediaResolver::new(media));
         self
+    }
+
+    /// The rate limits the replicas share, when they share live state: the
+    /// server's per-caller turn limit spends from them.
+    pub fn shared_rates(&self) -> Option<&Arc<dyn crate::live::SharedRates>> {
+        self.inner.rates.as_ref()
     }
 
     /// What this engine did with leases, shared logs and controls.

@@ -29,6 +29,7 @@ mod logs;
 pub mod logs_conformance;
 #[cfg(any(test, feature = "testing"))]
 mod memory;
+mod rates;
 
 pub use counters::LiveCounters;
 pub(crate) use logs::base64_bytes;
@@ -38,6 +39,7 @@ pub use logs::{
 };
 #[cfg(any(test, feature = "testing"))]
 pub use memory::{MemoryLive, MemoryLiveState};
+pub use rates::{SharedRates, token_interval_us};
 
 /// A lease's number: every grant of a session's lease gets a larger one
 /// than the grants before it.
@@ -235,6 +237,7 @@ mod tests {
         logs_conformance::turns_are_found_and_epochs_replaced(&one, &two, &session(8)).await;
         logs_conformance::followers_wait_for_appends(&one, &two, &session(9)).await;
         logs_conformance::controls_reach_the_holder(&one, &two, &session(10)).await;
+        logs_conformance::rates_are_shared(&one, &two, "turns:alice").await;
     }
 
     #[tokio::test(start_paused = true)]

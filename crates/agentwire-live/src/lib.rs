@@ -24,6 +24,7 @@ use redis::{RedisError, Script};
 use tokio::sync::mpsc;
 
 mod logs;
+mod rates;
 
 /// How the adapter reaches Redis and names its keys.
 #[derive(Clone)]
@@ -118,6 +119,7 @@ pub struct RedisLive {
     renew: Script,
     release: Script,
     scripts: logs::Scripts,
+    spend: Script,
     /// This replica's controls, until the engine takes them.
     controls: Mutex<Option<mpsc::Receiver<(SessionId, Control)>>>,
 }
@@ -152,6 +154,7 @@ impl RedisLive {
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),
             scripts: logs::Scripts::new(),
+            spend: Script::new(rates::SPEND),
             controls: Mutex::new(None),
         };
         *live.controls.lock() = Some(live.spawn_control_listener());

@@ -196,4 +196,5 @@ async fn redis_logs_pass_the_shared_log_conformance_suite_across_two_replicas() 
     suite::turns_are_found_and_epochs_replaced(&one, &two, &session("s-turns")).await;
     suite::followers_wait_for_appends(&one, &two, &session("s-follow")).await;
     suite::controls_reach_the_holder(&one, &two, &session("s-controls")).await;
+    suite::rates_are_shared(&one, &two, "turns:alice").await;
 }

@@ -168,6 +168,34 @@ impl AbuseGuard {
         Ok(())
     }
 
+    /// [`AbuseGuard::take_turn`] against a bucket every replica shares, so
+    /// a caller's turns count wherever its connections are. While the
+    /// shared state cannot be reached this replica's own bucket limits the
+    /// caller (and the turn itself fails on its lease).
+    pub(crate) async fn take_turn_shared(
+        &self,
+        rates: &dyn agentwire_core::live::SharedRates,
+        owner: Option<&str>,
+        address: Option<IpAddr>,
+    ) -> Result<(), Refused> {
+        let Some(per_minute) = self.limits.turns_per_minute_per_caller else {
+            return Ok(());
+        };
+        let key = match (owner, address) {
+            (Some(owner), _) => format!("turns:owner:{owner}"),
+            (None, Some(address)) => format!("turns:address:{address}"),
+            (None, None) => return Ok(()),
+        };
+        match rates.spend(&key, per_minute).await {
+            Ok(None) => Ok(()),
+            Ok(Some(wait)) => Err(refused(Limit::TurnsPerCaller, wait)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the shared turn limit is unreachable; this replica's applies");
+                self.take_turn(owner, address)
+            }
+        }
+    }
+
     /// Counts a socket from `address`, unless it has its limit open; the
     /// returned hold uncounts it when dropped. An unknown address is not
     /// limited.

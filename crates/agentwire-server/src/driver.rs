@@ -94,25 +94,32 @@ impl Link {
         socket::queue_raw(&self.state, &mut self.socket, message).await
     }
 
-    /// Whether `caller` may start another turn now
-    /// (`server.limits.turns_per_minute_per_caller`); a refusal is counted.
-    pub(crate) fn turn_allowed(&self, caller: &Caller) -> bool {
-        let abuse = &self.state.abuse;
-        match abuse.take_turn(caller.owner.as_deref(), caller.address) {
-            Ok(()) => true,
-            Err(refused) => {
-                self.state.metrics.count_abuse_refusal(refused.limit);
-                false
-            }
-        }
-    }
-
     /// Counts a turn the engine accepted.
     pub(crate) fn count_turn(&self) {
         self.state
             .metrics
             .turns_total
             .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether `caller` may start another turn now
+/// (`server.limits.turns_per_minute_per_caller`, counted across the replicas
+/// when they share live state); a refusal is counted. Takes the state, not
+/// the connection: the connection is not `Sync`, and this may wait on Redis.
+pub(crate) async fn turn_allowed(state: &AppState, caller: &Caller) -> bool {
+    let abuse = &state.abuse;
+    let (owner, address) = (caller.owner.as_deref(), caller.address);
+    let taken = match state.engine.shared_rates() {
+        Some(rates) => abuse.take_turn_shared(&**rates, owner, address).await,
+        None => abuse.take_turn(owner, address),
+    };
+    match taken {
+        Ok(()) => true,
+        Err(refused) => {
+            state.metrics.count_abuse_refusal(refused.limit);
+            false
+        }
     }
 }
 

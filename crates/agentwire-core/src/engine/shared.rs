@@ -66,6 +66,7 @@ impl Engine {
             let inner = Arc::get_mut(&mut self.inner)
                 .expect("with_shared_live is called before the engine is shared");
             inner.leases = live.clone();
+            inner.rates = Some(live.clone());
             inner.logs = Some(live);
         }
         if let Some(mut controls) = controls {

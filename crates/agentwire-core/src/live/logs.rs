@@ -116,10 +116,10 @@ pub trait SharedLogs: Send + Sync + 'static {
     fn take_controls(&self) -> Option<mpsc::Receiver<(SessionId, Control)>>;
 }
 
-/// Everything a replica shares with the others: leases and logs, from one
-/// adapter (the log's appends are fenced by its leases).
-pub trait SharedLive: super::TurnLeases + SharedLogs {}
-impl<T: super::TurnLeases + SharedLogs> SharedLive for T {}
+/// Everything a replica shares with the others: leases, logs and rate
+/// limits, from one adapter (the log's appends are fenced by its leases).
+pub trait SharedLive: super::TurnLeases + SharedLogs + super::SharedRates {}
+impl<T: super::TurnLeases + SharedLogs + super::SharedRates> SharedLive for T {}
 
 /// See [`SharedLogs::follow`].
 #[async_trait]

@@ -216,3 +216,24 @@ pub async fn controls_reach_the_holder(one: &dyn Live, two: &dyn Live, session: 
     assert_eq!(received, (session.clone(), cancel));
     one.release(session, held).await.unwrap();
 }
+
+/// A bucket spent on one replica is spent on the other: `per_minute`
+/// tokens at once, then a wait of about one token's interval; other keys
+/// are their own.
+pub async fn rates_are_shared(one: &dyn Live, two: &dyn Live, key: &str) {
+    for spender in [one, two, one] {
+        assert_eq!(spender.spend(key, 3).await.unwrap(), None);
+    }
+    let wait = two
+        .spend(key, 3)
+        .await
+        .unwrap()
+        .expect("the fourth token in a minute is refused");
+    assert!(
+        wait > Duration::from_secs(10) && wait <= Duration::from_secs(20),
+        "{wait:?}: the next token comes a third of a minute after the first"
+    );
+    assert!(one.spend(key, 3).await.unwrap().is_some());
+    let other = format!("{key}-other");
+    assert_eq!(two.spend(&other, 3).await.unwrap(), None);
+}

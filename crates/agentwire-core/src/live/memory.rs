@@ -33,6 +33,8 @@ pub struct MemoryLiveState {
     replicas: Mutex<HashMap<String, mpsc::Sender<(SessionId, Control)>>>,
     /// Set: every call fails as an unreachable server's would.
     down: std::sync::atomic::AtomicBool,
+    /// Each rate bucket's theoretical arrival time (GCRA).
+    buckets: Mutex<HashMap<String, Instant>>,
 }
 
 #[derive(Default)]
@@ -296,6 +298,24 @@ impl SharedLogs for MemoryLive {
 
     fn take_controls(&self) -> Option<mpsc::Receiver<(SessionId, Control)>> {
         self.controls.lock().take()
+    }
+}
+
+#[async_trait]
+impl super::SharedRates for MemoryLive {
+    async fn spend(&self, key: &str, per_minute: u32) -> Result<Option<Duration>, LiveError> {
+        self.state.check()?;
+        let interval = Duration::from_micros(super::token_interval_us(per_minute));
+        let tolerance = interval * (per_minute.max(1) - 1);
+        let now = Instant::now();
+        let mut buckets = self.state.buckets.lock();
+        let tat = buckets.get(key).copied().unwrap_or(now).max(now);
+        let allowed_from = tat.checked_sub(tolerance).unwrap_or(now);
+        if allowed_from > now {
+            return Ok(Some(allowed_from - now));
+        }
+        buckets.insert(key.to_owned(), tat + interval);
+        Ok(None)
     }
 }
 

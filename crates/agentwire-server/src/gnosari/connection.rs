@@ -568,7 +568,7 @@ impl Gnosari {
             );
             return self.send_reply(link, reply).await;
         }
-        if !link.turn_allowed(&self.params.caller) {
+        if !driver::turn_allowed(&link.state, &self.params.caller).await {
             let reply = self.error_reply(
                 ErrorCode::RateLimited,
                 TURN_RATE_LIMITED,

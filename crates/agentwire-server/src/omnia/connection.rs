@@ -443,7 +443,7 @@ impl Omnia {
         {
             return send_error(link, None, code, text).await;
         }
-        if !link.turn_allowed(&self.params.caller) {
+        if !driver::turn_allowed(&link.state, &self.params.caller).await {
             return send_error(link, None, ErrorCode::RateLimited, TURN_RATE_LIMITED).await;
         }
         let ClientMessage {

@@ -455,3 +455,44 @@ async fn a_client_following_a_turn_on_another_replica_is_told_to_reload_when_red
     one.stop().await;
     two.stop().await;
 }
+
+#[tokio::test]
+async fn a_callers_turn_limit_counts_its_turns_on_every_replica() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    // Continues the `server:` block `with_top_level` opens.
+    let limited = "  limits:\n    turns_per_minute_per_caller: 3\n";
+    let config = format!(
+        "{limited}{}{}",
+        owners(),
+        deployment(&postgres, &redis, &unique_prefix("turn-limit"), "10s")
+    );
+    let one = TestServer::with_top_level(&config).await;
+    let two = TestServer::with_top_level(&config).await;
+    let (mut on_one, _) = connect_as(&one, POSITIONED, ALICE).await;
+    let (mut on_two, _) = connect_as(&two, POSITIONED, ALICE).await;
+    for (replica, text) in [(0, "1"), (1, "2"), (0, "3")] {
+        let client = if replica == 0 {
+            &mut on_one
+        } else {
+            &mut on_two
+        };
+        client.script("echo", text).await;
+        let done = client.recv_turn().await.pop().unwrap();
+        assert_eq!(done["content"], format!("echo: {text}"), "{done}");
+    }
+    // The fourth in a minute is refused on whichever replica it reaches.
+    on_two.script("echo", "4").await;
+    crate::support::assert_error(
+        &on_two.recv().await,
+        "RATE_LIMITED",
+        "turn rate limit exceeded",
+    );
+    // Another caller has a bucket of its own.
+    let (mut bob, _) = connect_as(&two, POSITIONED, BOB).await;
+    bob.script("echo", "bob").await;
+    assert_eq!(bob.recv_turn().await.pop().unwrap()["content"], "echo: bob");
+    one.stop().await;
+    two.stop().await;
+}
