@@ -496,3 +496,42 @@ async fn a_callers_turn_limit_counts_its_turns_on_every_replica() {
     one.stop().await;
     two.stop().await;
 }
+
+#[tokio::test]
+async fn a_cancel_on_one_replica_closes_the_model_stream_of_the_turn_on_the_other() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let (model, closed) = crate::fake_http::openai_endless().await;
+    let config = format!(
+        "{}{}providers:\n  - name: endless\n    type: openai\n    base_url: http://{model}/v1\n    model: gpt-4o-mini\n",
+        owners(),
+        deployment(&postgres, &redis, &unique_prefix("cancel-model"), "10s")
+    );
+    let agents = "  - name: streamer\n    handler: runtime\n    provider: endless\n";
+    let one = TestServer::with_top_level_and_agents(&config, agents).await;
+    let two = TestServer::with_top_level_and_agents(&config, agents).await;
+    let (mut runner, _) = connect_as(&one, "agent=streamer&stream=2", ALICE).await;
+    runner.say("go on forever").await;
+    let started = runner.recv().await;
+    assert_eq!(started["type"], "turn_started");
+    let first = runner.recv().await;
+    assert_eq!(first["content"], "word ");
+    let query = rejoin_query(&started, &first).replace("agent=test-agent", "agent=streamer");
+    let (mut other, connected) = connect_as(&two, &query, ALICE).await;
+    assert_eq!(
+        connected["connected"]["capabilities"]["event_log"]["replayed"],
+        true
+    );
+    other.send_json(json!({"type": "cancel"})).await;
+    tokio::time::timeout(Duration::from_secs(3), closed)
+        .await
+        .expect("the model's stream on the running replica was closed within 3 s of the cancel")
+        .unwrap();
+    for client in [&mut runner, &mut other] {
+        let done = client.recv_turn().await.pop().unwrap();
+        assert_eq!(done["cancelled"], true, "{done}");
+    }
+    one.stop().await;
+    two.stop().await;
+}

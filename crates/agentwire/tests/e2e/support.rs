@@ -110,6 +110,13 @@ impl TestServer {
         TestServer::spawn_yaml(Path::new(""), &yaml).await
     }
 
+    /// [`TestServer::with_top_level`] with `extra_agents` (list items)
+    /// after the standard agents.
+    pub async fn with_top_level_and_agents(top_level: &str, extra_agents: &str) -> TestServer {
+        let yaml = format!("server:\n  listen: 127.0.0.1:0\n{top_level}\n{AGENTS}{extra_agents}");
+        TestServer::spawn_yaml(Path::new(""), &yaml).await
+    }
+
     /// A server with the standard agents plus `extra_agents` (list items),
     /// and `top_level` (such as `providers:` and `tools:`) beside them.
     pub async fn with_runtime(top_level: &str, extra_agents: &str) -> TestServer {
