@@ -96,7 +96,7 @@ impl SessionLease {
         LiveCounters::add(&self.inner.live_counters.leases_lost, 1);
     }
 
-    async fn take_over(&self, fence: Fence) -> Result<(), crate::store::StoreError> {
+    pub(super) async fn take_over(&self, fence: Fence) -> Result<(), crate::store::StoreError> {
         if self.shares_logs() {
             self.inner.store.fence_session(self.id(), fence).await?;
         }

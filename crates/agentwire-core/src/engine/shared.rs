@@ -322,25 +322,30 @@ impl SessionLease {
         if self.begin_turn().is_err() {
             return;
         }
-        let fence = match self.inner.leases.acquire(self.id()).await {
-            Ok(Acquired::Granted(granted)) => granted.fence,
+        let granted = match self.inner.leases.acquire(self.id()).await {
+            Ok(Acquired::Granted(granted)) => granted,
             Ok(Acquired::Held) | Err(_) => {
                 self.end_turn();
                 return;
             }
         };
-        if let Err(e) = self.end_orphan_holding(&**logs, fence).await {
+        LiveCounters::add(&self.inner.live_counters.leases_granted, 1);
+        let fence = granted.fence;
+        if let Err(e) = self.end_orphan_holding(&**logs, granted).await {
             tracing::warn!(session = %self.id(), error = %e, "ending an orphaned turn failed");
             self.release_turn_lease(fence).await;
         }
         self.end_turn();
     }
 
+    /// Under the lease: the orphan's end stored, as a failed turn's is,
+    /// then appended to the log with the lease's release.
     async fn end_orphan_holding(
         &self,
         logs: &dyn SharedLogs,
-        fence: Fence,
-    ) -> Result<(), LiveError> {
+        granted: crate::live::TurnLease,
+    ) -> Result<(), SubmitError> {
+        let fence = granted.fence;
         self.catch_up().await?;
         let log = &self.session.log;
         let Some(turn) = log.running() else {
@@ -348,13 +353,22 @@ impl SessionLease {
             return Ok(());
         };
         tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
+        let failure = TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED);
+        // What the dead replica stored is read first, and it is fenced off.
+        if granted.changed_hands {
+            self.take_over(fence).await?;
+        }
+        self.session.state.lock().write_fence = Some(fence);
+        let ending = super::records::Ending::Ran(Err(failure.clone()));
+        let record = super::records::terminal_record(self.id(), &ending, self.inner.clock.now());
+        if let Err(e) = self.store_messages(vec![record], None).await {
+            // The turn ends all the same: its clients must not wait on it.
+            tracing::warn!(session = %self.id(), error = %e, "storing an orphaned turn's end failed");
+        }
         let terminal = [LogEntry {
             seq: log.head() + 1,
             turn,
-            event: Arc::new(TurnEvent::Failed(TurnFailure::new(
-                ErrorCode::Internal,
-                TURN_INTERRUPTED,
-            ))),
+            event: Arc::new(TurnEvent::Failed(failure)),
         }];
         let batch = Append {
             fence,

@@ -287,6 +287,28 @@ async fn a_turn_whose_replica_is_killed_ends_interrupted_for_a_client_on_the_sur
     let history = done["content"].as_str().unwrap();
     assert!(history.contains("user: stored\n"), "{history}");
     assert!(history.contains("assistant: echo: stored\n"), "{history}");
+    // The orphan's end is stored as a failed turn's is (the sessions API
+    // does not list failures: read the table). Its question, killed within
+    // the 250 ms it waits to share the turn's write, is what a crash may
+    // lose: no answer was ever sent for it.
+    let session = started["session_id"].as_str().unwrap();
+    let rows = std::process::Command::new("psql")
+        .arg(&postgres)
+        .args(["-At", "-F", "|", "-c"])
+        .arg(format!(
+            "SELECT m.seq, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
+             WHERE s.id = '{session}' ORDER BY m.seq"
+        ))
+        .output()
+        .expect("psql runs");
+    let rows = String::from_utf8_lossy(&rows.stdout).into_owned();
+    let lines: Vec<&str> = rows.lines().collect();
+    assert_eq!(
+        lines[..2],
+        ["0|user|stored", "1|assistant|echo: stored"],
+        "{rows}"
+    );
+    assert!(lines.contains(&"2|error|turn interrupted"), "{rows}");
     survivor.stop().await;
 }
 
