@@ -59,6 +59,11 @@ impl SessionLease {
         if self.shares_logs() {
             self.session.state.lock().write_fence = Some(granted.fence);
         }
+        if let Err(e) = self.end_orphan_before_turn(granted.fence).await {
+            self.release_turn_lease(granted.fence).await;
+            self.end_turn();
+            return Err(e);
+        }
         Ok(granted.fence)
     }
 

@@ -33,6 +33,14 @@ use crate::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
 use crate::tools::ClientAnswer;
 use crate::turn::{TurnEvent, TurnFailure};
 
+/// Whether ending an orphaned turn gives the lease up with its terminal (a
+/// follower that took the lease for it) or keeps it (a turn about to start).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AfterOrphan {
+    Release,
+    Keep,
+}
+
 /// How long a follower waits for entries in one read when leases never
 /// expire (they always do where logs are shared; a bound all the same).
 const DEFAULT_WAIT: Duration = Duration::from_secs(2);
@@ -42,14 +50,25 @@ const RETRY_AFTER: Duration = Duration::from_millis(200);
 
 impl Inner {
     /// A new session's log: at the shared log's epoch and head when logs are
-    /// shared (creating the shared one with a fresh epoch when it has none).
+    /// shared (creating the shared one with a fresh epoch when it has none),
+    /// holding the running turn's entries when one runs.
     pub(super) async fn open_log(&self, id: &SessionId) -> Result<Arc<SessionLog>, LiveError> {
         let proposed = Epoch(self.ids.log_epoch());
         match &self.logs {
             None => Ok(SessionLog::new(proposed)),
             Some(logs) => {
                 let shared = logs.open(id, proposed).await?;
-                Ok(SessionLog::starting_at(shared.epoch, shared.head))
+                let log = SessionLog::starting_at(shared.epoch, shared.head);
+                // A turn running elsewhere (or left open by a dead replica)
+                // is read back from its start, so this log knows it runs.
+                if let Some(turn) = shared.running {
+                    let page = logs.read_after(id, turn.0 - 1).await?;
+                    if page.head.epoch == shared.epoch && log.backfill(&page.entries) {
+                        let mirrored = page.entries.len() as u64;
+                        LiveCounters::add(&self.live_counters.entries_mirrored, mirrored);
+                    }
+                }
+                Ok(log)
             }
         }
     }
@@ -347,18 +366,35 @@ impl SessionLease {
     ) -> Result<(), SubmitError> {
         let fence = granted.fence;
         self.catch_up().await?;
-        let log = &self.session.log;
-        let Some(turn) = log.running() else {
+        if self.session.log.running().is_none() {
             self.release_turn_lease(fence).await;
             return Ok(());
-        };
-        tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
-        let failure = TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED);
+        }
         // What the dead replica stored is read first, and it is fenced off.
         if granted.changed_hands {
             self.take_over(fence).await?;
         }
         self.session.state.lock().write_fence = Some(fence);
+        self.end_orphaned_turn(logs, fence, AfterOrphan::Release)
+            .await
+    }
+
+    /// Ends a turn the log shows open (its replica died) under the lease this
+    /// replica holds with `fence`, the session taken over: its failure
+    /// stored as a failed turn's is, then its terminal appended to the
+    /// shared log and mirrored here.
+    async fn end_orphaned_turn(
+        &self,
+        logs: &dyn SharedLogs,
+        fence: Fence,
+        after: AfterOrphan,
+    ) -> Result<(), SubmitError> {
+        let log = &self.session.log;
+        let Some(turn) = log.running() else {
+            return Ok(());
+        };
+        tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
+        let failure = TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED);
         let ending = super::records::Ending::Ran(Err(failure.clone()));
         let record = super::records::terminal_record(self.id(), &ending, self.inner.clock.now());
         if let Err(e) = self.store_messages(vec![record], None).await {
@@ -374,7 +410,7 @@ impl SessionLease {
             fence,
             epoch: log.epoch(),
             entries: &terminal,
-            release: true,
+            release: after == AfterOrphan::Release,
         };
         if logs.append(self.id(), batch).await? == Appended::Done {
             LiveCounters::add(&self.inner.live_counters.orphans_ended, 1);
@@ -383,6 +419,17 @@ impl SessionLease {
             let _ = log.mirror(&terminal);
         }
         Ok(())
+    }
+
+    /// Before a turn starts here under its lease: a turn of a dead replica
+    /// still open in the log is ended first, stored and logged, as a
+    /// follower would have ended it.
+    pub(super) async fn end_orphan_before_turn(&self, fence: Fence) -> Result<(), SubmitError> {
+        let Some(logs) = self.shared_logs() else {
+            return Ok(());
+        };
+        self.end_orphaned_turn(&**logs, fence, AfterOrphan::Keep)
+            .await
     }
 
     /// Waits for this replica's previous turn to finish publishing, so the

@@ -265,6 +265,12 @@ async fn a_killed_replicas_session_is_busy_until_its_lease_expires_then_serves_a
             let history = frame["content"].as_str().unwrap();
             assert!(history.contains("user: stored\n"), "{history}");
             assert!(history.contains("assistant: echo: stored\n"), "{history}");
+            // The dead replica's turn was ended before this one started.
+            let (_, metrics) = survivor.get("/metrics").await;
+            assert_eq!(
+                crate::support::metric(&metrics, "agentwire_live_orphaned_turns_ended_total"),
+                1.0
+            );
             break;
         }
         assert_eq!(frame["error"]["code"], "TURN_IN_PROGRESS", "{frame}");
