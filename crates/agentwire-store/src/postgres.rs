@@ -34,147 +34,22 @@ use agentwire_core::{
     StoreError, StoredMessage, Timestamp,
 };
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::Pool;
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use crate::codec;
-use crate::redact::{REDACTED, redact_url};
 
+mod open;
+mod options;
 mod schema;
 
-/// `storage.postgres.pool_size` unless set.
-pub const DEFAULT_POOL_SIZE: usize = 16;
-/// `storage.postgres.connect_timeout` unless set.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// `storage.postgres.statement_timeout` unless set.
-pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A parsed PostgreSQL connection URL (`postgres://` or `postgresql://`, as
-/// libpq and `tokio-postgres` read it). Its `Debug` and `Display` show it
-/// with the password replaced, so it can be logged.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PgUrl {
-    config: tokio_postgres::Config,
-    redacted: String,
-}
-
-impl PgUrl {
-    /// Parses `url`. The error never quotes the URL (it may hold a password).
-    pub fn parse(url: &str) -> Result<PgUrl, String> {
-        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err("expected a URL starting with postgres:// or postgresql://".to_owned());
-        }
-        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
-            scrub(&format!("not a valid PostgreSQL URL ({e})"), url)
-        })?;
-        if config.get_hosts().is_empty() {
-            return Err(
-                "not a valid PostgreSQL URL (no host: name one, or a socket directory \
-                        with ?host=/path)"
-                    .to_owned(),
-            );
-        }
-        Ok(PgUrl {
-            redacted: redact_url(url),
-            config,
-        })
-    }
-
-    /// The URL with its password (in the user info or `?password=`)
-    /// replaced by `<redacted>`.
-    pub fn redacted(&self) -> &str {
-        &self.redacted
-    }
-}
-
-impl fmt::Debug for PgUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("PgUrl").field(&self.redacted).finish()
-    }
-}
-
-impl fmt::Display for PgUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted)
-    }
-}
-
-/// `text` with every occurrence of `url`'s password taken out.
-fn scrub(text: &str, url: &str) -> String {
-    let redacted = redact_url(url);
-    let mut text = text.replace(url, &redacted);
-    if let Ok(config) = url.parse::<tokio_postgres::Config>()
-        && let Some(password) = config.get_password()
-        && let Ok(password) = std::str::from_utf8(password)
-        && !password.is_empty()
-    {
-        text = text.replace(password, REDACTED);
-    }
-    text
-}
-
-/// How [`PgStore::connect`] connects.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PgOptions {
-    pub url: PgUrl,
-    /// The most connections the pool opens (at least 1).
-    pub pool_size: usize,
-    /// Bounds opening a connection and waiting for a free one; `None`: no
-    /// bound (tests on a paused clock).
-    pub connect_timeout: Option<Duration>,
-    /// `statement_timeout` of every connection; `None`: the server's.
-    pub statement_timeout: Option<Duration>,
-    /// What [`PgStore::connect`] does about the schema.
-    pub migrations: Migrations,
-}
-
-/// Whether opening the store migrates the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Migrations {
-    /// Applies the missing migrations (under the advisory lock).
-    Apply,
-    /// Applies nothing and refuses a schema that lacks one: migrations are
-    /// run beforehand ([`PgStore::migrate`], `agentwire migrate`), by a
-    /// role the servers' may not have.
-    Require,
-}
-
-impl PgOptions {
-    /// `url` with the default pool size and timeouts.
-    pub fn new(url: PgUrl) -> PgOptions {
-        PgOptions {
-            url,
-            pool_size: DEFAULT_POOL_SIZE,
-            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
-            statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
-            migrations: Migrations::Apply,
-        }
-    }
-
-    fn pg_config(&self) -> tokio_postgres::Config {
-        let mut config = self.url.config.clone();
-        if let Some(timeout) = self.connect_timeout {
-            config.connect_timeout(timeout);
-        }
-        if let Some(timeout) = self.statement_timeout {
-            let millis = timeout.as_millis().max(1);
-            let options = match config.get_options() {
-                Some(options) if !options.is_empty() => {
-                    format!("{options} -c statement_timeout={millis}")
-                }
-                _ => format!("-c statement_timeout={millis}"),
-            };
-            config.options(options);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("agentwire");
-        }
-        config
-    }
-}
+pub use options::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, Migrations, PgOptions,
+    PgUrl,
+};
 
 /// The PostgreSQL session store. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -192,112 +67,6 @@ impl fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Connects, migrates the schema (once, under an advisory lock, however
-    /// many replicas start together) or, with [`Migrations::Require`],
-    /// checks that nothing is missing, and opens the pool.
-    ///
-    /// Fails with [`StoreError::Unavailable`] naming the database (password
-    /// redacted) when it cannot be reached or migrated, and with
-    /// [`StoreError::Rejected`] when a required migration is missing.
-    pub async fn connect(options: &PgOptions) -> Result<PgStore, StoreError> {
-        let applied = match options.migrations {
-            Migrations::Apply => PgStore::migrate(options).await?,
-            Migrations::Require => {
-                PgStore::require_migrated(options).await?;
-                Vec::new()
-            }
-        };
-        let url = Arc::new(options.url.clone());
-        let fail = |what: &str, e: &dyn fmt::Display| {
-            StoreError::Unavailable(format!("cannot {what} session database {url}: {e}"))
-        };
-        let config = options.pg_config();
-
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(options.connect_timeout)
-            .create_timeout(options.connect_timeout)
-            .recycle_timeout(options.connect_timeout)
-            .build()
-            .map_err(|e| fail("open a pool for", &e))?;
-        info!(url = %url, migrated = ?applied, pool_size = options.pool_size, "session database open");
-        Ok(PgStore { pool, url })
-    }
-
-    /// Applies the migrations this build knows and the database lacks (on a
-    /// connection of its own, under the advisory lock); returns their
-    /// versions.
-    pub async fn migrate(options: &PgOptions) -> Result<Vec<i32>, StoreError> {
-        let (mut client, connection) = PgStore::connect_once(options).await?;
-        let applied = schema::migrate(&mut client).await;
-        drop(client);
-        // The connection ends with its client; the lock goes with it.
-        let _ = connection.await;
-        applied.map_err(|e| {
-            StoreError::Unavailable(format!(
-                "cannot migrate session database {}: {}",
-                options.url,
-                describe(&e)
-            ))
-        })
-    }
-
-    async fn require_migrated(options: &PgOptions) -> Result<(), StoreError> {
-        let (client, connection) = PgStore::connect_once(options).await?;
-        let missing = schema::missing(&client).await;
-        drop(client);
-        let _ = connection.await;
-        let missing = missing.map_err(|e| {
-            StoreError::Unavailable(format!(
-                "cannot read the schema of session database {}: {}",
-                options.url,
-                describe(&e)
-            ))
-        })?;
-        if missing.is_empty() {
-            return Ok(());
-        }
-        Err(StoreError::Rejected(format!(
-            "session database {} lacks migrations {missing:?}: run `agentwire migrate`",
-            options.url
-        )))
-    }
-
-    /// One connection outside the pool, and its task.
-    async fn connect_once(
-        options: &PgOptions,
-    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), StoreError> {
-        let fail = |e: &dyn fmt::Display| {
-            StoreError::Unavailable(format!(
-                "cannot connect to session database {}: {e}",
-                options.url
-            ))
-        };
-        let config = options.pg_config();
-        let connect = config.connect(NoTls);
-        let (client, connection) = match options.connect_timeout {
-            Some(timeout) => tokio::time::timeout(timeout, connect)
-                .await
-                .map_err(|_| fail(&format_args!("no answer within {timeout:?}")))?,
-            None => connect.await,
-        }
-        .map_err(|e| fail(&describe(&e)))?;
-        let connection = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                debug!(error = %describe(&e), "schema connection ended");
-            }
-        });
-        Ok((client, connection))
-    }
-
     async fn client(&self, what: &str) -> Result<deadpool_postgres::Client, StoreError> {
         self.pool.get().await.map_err(|e| {
             let why = match &e {

@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicU64;
 use super::*;
 use crate::conformance::{self, conformance_tests, message, record};
 use crate::engine_writes::{Guard, StoreFuture, engine_write_tests};
+use tokio_postgres::NoTls;
 
 const ENV: &str = "AGENTWIRE_TEST_POSTGRES";
 

@@ -41,6 +41,34 @@ async fn two_replicas(test: &str, lease_ttl: &str) -> Option<(TestServer, TestSe
     Some((one, two))
 }
 
+/// A replica as a child process (so it can be killed or paused), from the
+/// deployment's `shared` config and the test agent; its address. The temp
+/// dir holding its config is returned to be kept.
+async fn child_replica(shared: &str) -> (tokio::process::Child, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentwire.yaml");
+    let text = format!(
+        "server:\n  listen: 127.0.0.1:0\n{shared}agents:\n  - name: test-agent\n    handler: test\n"
+    );
+    std::fs::write(&config, text).unwrap();
+    let (child, address, mut lines) = start_child(agentwire_serve(&config)).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, address, dir)
+}
+
+/// Alice's positioned Omnia socket on a child replica (its `connected`
+/// frame not read yet).
+async fn connect_child(address: &str) -> Client {
+    let mut request = format!("ws://{address}/ws?{POSITIONED}")
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    Client { ws }
+}
+
 #[tokio::test]
 async fn an_omnia_client_dropped_after_any_frame_rejoins_on_the_other_replica_and_gets_the_rest() {
     let Some((one, two)) = two_replicas("omnia-rejoin", "10s").await else {
@@ -221,28 +249,13 @@ async fn a_turn_whose_replica_is_killed_ends_interrupted_for_a_client_on_the_sur
     let Some((postgres, redis)) = servers() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = unique_prefix("orphan");
     let shared = format!(
         "{}{}",
         owners(),
-        deployment(&postgres, &redis, &prefix, "3s")
+        deployment(&postgres, &redis, &unique_prefix("orphan"), "3s")
     );
-    let config_text = format!(
-        "server:\n  listen: 127.0.0.1:0\n{shared}agents:\n  - name: test-agent\n    handler: test\n"
-    );
-    let config = dir.path().join("agentwire.yaml");
-    std::fs::write(&config, config_text).unwrap();
-    let (mut child, address, mut lines) = start_child(agentwire_serve(&config)).await;
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let mut request = format!("ws://{address}/ws?{POSITIONED}")
-        .into_client_request()
-        .unwrap();
-    request
-        .headers_mut()
-        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
-    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut doomed = Client { ws };
+    let (mut child, address, _dir) = child_replica(&shared).await;
+    let mut doomed = connect_child(&address).await;
     assert_eq!(doomed.recv().await["type"], "connected");
     doomed.script("echo", "stored").await;
     assert_eq!(
@@ -326,28 +339,13 @@ async fn a_paused_replica_whose_lease_was_taken_over_cannot_write() {
     let Some((postgres, redis)) = servers() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = unique_prefix("paused");
     let shared = format!(
         "{}{}",
         owners(),
-        deployment(&postgres, &redis, &prefix, "1500ms")
+        deployment(&postgres, &redis, &unique_prefix("paused"), "1500ms")
     );
-    let config_text = format!(
-        "server:\n  listen: 127.0.0.1:0\n{shared}agents:\n  - name: test-agent\n    handler: test\n"
-    );
-    let config = dir.path().join("agentwire.yaml");
-    std::fs::write(&config, config_text).unwrap();
-    let (mut child, address, mut lines) = start_child(agentwire_serve(&config)).await;
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let mut request = format!("ws://{address}/ws?{POSITIONED}")
-        .into_client_request()
-        .unwrap();
-    request
-        .headers_mut()
-        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
-    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut paused = Client { ws };
+    let (mut child, address, _dir) = child_replica(&shared).await;
+    let mut paused = connect_child(&address).await;
     let connected = paused.recv().await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
     paused.script("echo", "stored").await;
