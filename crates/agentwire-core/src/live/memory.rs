@@ -64,6 +64,20 @@ impl SharedSession {
         }
     }
 
+    /// From the `TurnStarted` of the turn holding `seq`; empty when that is
+    /// not held.
+    fn turn_of(&self, seq: u64) -> Vec<LogEntry> {
+        let holding = self.entries_after(seq.saturating_sub(1));
+        let entries = match holding.first().filter(|entry| entry.seq == seq) {
+            Some(entry) => self.entries_after(entry.turn.0 - 1),
+            None => Vec::new(),
+        };
+        let starts_turn = entries
+            .first()
+            .is_some_and(|e| matches!(*e.event, crate::turn::TurnEvent::TurnStarted { .. }));
+        if starts_turn { entries } else { Vec::new() }
+    }
+
     fn entries_after(&self, after: u64) -> Vec<LogEntry> {
         self.batches
             .iter()
@@ -87,6 +101,26 @@ impl MemoryLiveState {
             self.sessions.lock().clear();
         }
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// A page of `session`'s log: where it stands and what `entries` reads
+    /// from it (nothing, for a session never seen).
+    fn page(
+        &self,
+        session: &SessionId,
+        entries: impl FnOnce(&SharedSession) -> Vec<LogEntry>,
+    ) -> LogPage {
+        let sessions = self.sessions.lock();
+        match sessions.get(session) {
+            Some(shared) => LogPage {
+                head: shared.shared_head(),
+                entries: entries(shared),
+            },
+            None => LogPage {
+                head: unknown_head(),
+                entries: Vec::new(),
+            },
+        }
     }
 
     fn check(&self) -> Result<(), LiveError> {
@@ -234,40 +268,14 @@ impl SharedLogs for MemoryLive {
 
     async fn read_after(&self, session: &SessionId, after: u64) -> Result<LogPage, LiveError> {
         self.state.check()?;
-        let sessions = self.state.sessions.lock();
-        let Some(shared) = sessions.get(session) else {
-            return Ok(LogPage {
-                head: unknown_head(),
-                entries: Vec::new(),
-            });
-        };
-        Ok(LogPage {
-            head: shared.shared_head(),
-            entries: shared.entries_after(after),
-        })
+        Ok(self
+            .state
+            .page(session, |shared| shared.entries_after(after)))
     }
 
     async fn read_turn_of(&self, session: &SessionId, seq: u64) -> Result<LogPage, LiveError> {
         self.state.check()?;
-        let sessions = self.state.sessions.lock();
-        let Some(shared) = sessions.get(session) else {
-            return Ok(LogPage {
-                head: unknown_head(),
-                entries: Vec::new(),
-            });
-        };
-        let holding = shared.entries_after(seq.saturating_sub(1));
-        let entries = match holding.first().filter(|entry| entry.seq == seq) {
-            Some(entry) => shared.entries_after(entry.turn.0 - 1),
-            None => Vec::new(),
-        };
-        let starts_turn = entries
-            .first()
-            .is_some_and(|e| matches!(*e.event, crate::turn::TurnEvent::TurnStarted { .. }));
-        Ok(LogPage {
-            head: shared.shared_head(),
-            entries: if starts_turn { entries } else { Vec::new() },
-        })
+        Ok(self.state.page(session, |shared| shared.turn_of(seq)))
     }
 
     async fn follow(&self, session: &SessionId) -> Result<Box<dyn LogFollower>, LiveError> {
@@ -342,19 +350,9 @@ impl LogFollower for MemoryFollower {
             let mut appended = std::pin::pin!(appended);
             appended.as_mut().enable();
             self.state.check()?;
-            let page = {
-                let sessions = self.state.sessions.lock();
-                match sessions.get(&self.session) {
-                    Some(shared) => LogPage {
-                        head: shared.shared_head(),
-                        entries: shared.entries_after(after),
-                    },
-                    None => LogPage {
-                        head: unknown_head(),
-                        entries: Vec::new(),
-                    },
-                }
-            };
+            let page = self
+                .state
+                .page(&self.session, |shared| shared.entries_after(after));
             if !page.entries.is_empty() {
                 return Ok(page);
             }

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-use crate::replicas::{deployment, redis_server, servers, unique_prefix, wait_for_socket};
+use crate::replicas::{
+    deployment, own_redis, redis_server, servers, unique_prefix, wait_for_socket,
+};
 use crate::support::{Client, TestServer, agentwire_serve, http_get, metric, start_child};
 use crate::turn_log::{
     ALICE, BOB, POSITIONED, connect_as, connect_gnosari_as, digest, paced_message, rejoin_query,
@@ -400,13 +402,9 @@ async fn a_client_following_a_turn_on_another_replica_is_told_to_reload_when_red
     let Some((postgres, _)) = servers() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let Some(mut redis) = redis_server(dir.path()) else {
+    let Some((dir, mut redis, socket, url)) = own_redis().await else {
         return;
     };
-    let socket = dir.path().join("redis.sock");
-    wait_for_socket(&socket).await;
-    let url = format!("redis+unix://{}", socket.display());
     let shared = format!(
         "{}{}",
         owners(),

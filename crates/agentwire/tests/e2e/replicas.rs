@@ -165,18 +165,30 @@ pub(crate) async fn wait_for_socket(path: &Path) {
     panic!("no Redis socket at {}", path.display());
 }
 
+/// A Redis server of the test's own (to stop and start again): its dir, the
+/// process, its socket and URL; `None` without the binary.
+pub(crate) async fn own_redis() -> Option<(
+    tempfile::TempDir,
+    tokio::process::Child,
+    std::path::PathBuf,
+    String,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = redis_server(dir.path())?;
+    let socket = dir.path().join("redis.sock");
+    wait_for_socket(&socket).await;
+    let url = format!("redis+unix://{}", socket.display());
+    Some((dir, redis, socket, url))
+}
+
 #[tokio::test]
 async fn redis_going_away_turns_readyz_503_and_refuses_turns_until_it_is_back() {
     let Some((postgres, _)) = servers() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let Some(mut redis) = redis_server(dir.path()) else {
+    let Some((dir, mut redis, socket, url)) = own_redis().await else {
         return;
     };
-    let socket = dir.path().join("redis.sock");
-    wait_for_socket(&socket).await;
-    let url = format!("redis+unix://{}", socket.display());
     let server =
         TestServer::with_top_level(&deployment(&postgres, &url, &unique_prefix("outage"), "3s"))
             .await;
