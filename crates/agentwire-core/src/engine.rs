@@ -52,13 +52,16 @@ mod records;
 mod rejoin;
 mod shared;
 mod turn_task;
+mod voice;
 mod write;
 
 pub use cancel::{CancelOutcome, TURN_CANCELLED};
 pub use leases::TURN_INTERRUPTED;
+pub use records::CANCELLED_KEY;
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
 use turn_task::{run_turn, turn_span};
+pub use voice::{INTERRUPTED_KEY, VOICE, VOICE_KEY, VoiceExchange};
 use write::QuestionWrite;
 
 use crate::turn::{ClientTools, EventSink, Handler, TurnContext, TurnInput};

@@ -18,13 +18,18 @@ pub enum ErrorCode {
     ProviderTimeout,
     ProviderAuthFailed,
     CredentialExpired,
+    /// A voice call's provider failed, or the call could not go on.
+    DuplexError,
+    /// A voice provider's counter-offer needs an audio format the server
+    /// does not serve.
+    UnsatisfiableFormat,
     /// A code a scripted handler names itself (the test handler's `TEST_ERROR`).
     Custom(&'static str),
 }
 
 impl ErrorCode {
     /// Every code but `Custom`, for exporting metrics with a fixed label set.
-    pub const KNOWN: [ErrorCode; 14] = [
+    pub const KNOWN: [ErrorCode; 16] = [
         ErrorCode::InvalidMessage,
         ErrorCode::SessionExpired,
         ErrorCode::Internal,
@@ -39,6 +44,8 @@ impl ErrorCode {
         ErrorCode::ProviderTimeout,
         ErrorCode::ProviderAuthFailed,
         ErrorCode::CredentialExpired,
+        ErrorCode::DuplexError,
+        ErrorCode::UnsatisfiableFormat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +64,8 @@ impl ErrorCode {
             ErrorCode::ProviderTimeout => "PROVIDER_TIMEOUT",
             ErrorCode::ProviderAuthFailed => "PROVIDER_AUTH_FAILED",
             ErrorCode::CredentialExpired => "CREDENTIAL_EXPIRED",
+            ErrorCode::DuplexError => "DUPLEX_ERROR",
+            ErrorCode::UnsatisfiableFormat => "UNSATISFIABLE_FORMAT",
             ErrorCode::Custom(code) => code,
         }
     }

@@ -13,6 +13,8 @@
 //! - [`tools`]: the [`ClientToolBroker`] between a turn and the client that runs its tools.
 //! - [`store`]: the [`SessionStore`] port.
 //! - [`model`]: the [`ModelProvider`] port and the server-side [`ToolBox`] port.
+//! - [`realtime`]: the [`realtime::RealtimeProvider`] port a voice call
+//!   runs on, and the events and input of its [`realtime::CallLink`].
 //! - [`media`]: the [`MediaStore`] port and its ids ([`MediaId`], [`StorageRef`]).
 //! - [`assets`]: the [`MediaResolver`], which turns stored media into what one
 //!   model call sends (inline data or a fresh presigned URL).
@@ -44,6 +46,7 @@ pub mod live;
 pub mod log;
 pub mod media;
 pub mod model;
+pub mod realtime;
 pub mod scope;
 pub mod screening;
 pub mod session;

@@ -141,6 +141,16 @@ pub fn encode_chunk(session_id: &str, content: &str, ts: Timestamp) -> String {
     text_frame("chunk", session_id, content, ts)
 }
 
+/// What the caller said in a voice call, transcribed: a `chunk` with
+/// `role: "user"` (an assistant `chunk` has no role).
+pub fn encode_user_chunk(session_id: &str, content: &str, ts: Timestamp) -> String {
+    to_json(&Envelope {
+        content,
+        role: "user",
+        ..Envelope::new("chunk", session_id, ts)
+    })
+}
+
 /// `done` carries the full reply. With parts, clients read `parts` and may
 /// ignore `content`; the text is still written when there is any, so
 /// text-only clients see it. An empty reply (the duplex turn seal) is a bare
@@ -411,6 +421,8 @@ struct Envelope<'a> {
     session_id: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     content: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    role: &'a str,
     #[serde(
         skip_serializing_if = "<[ContentPart]>::is_empty",
         serialize_with = "serialize_parts"
@@ -452,6 +464,7 @@ impl<'a> Envelope<'a> {
             kind,
             session_id,
             content: "",
+            role: "",
             parts: &[],
             tool_call: None,
             tool_result: None,

@@ -6,6 +6,8 @@
 //!   Ollama, vLLM, …), streamed.
 //! - [`anthropic`]: the Anthropic Messages API, streamed.
 //! - [`mock`]: a scripted model in the shape of Omnia's mock provider.
+//! - `mock_realtime`: a scripted voice provider ([`MockRealtime`]) on the
+//!   realtime port: energy VAD, echo or tone replies, barge-in, faults.
 //! - [`sse`]: the Server-Sent Events parser both HTTP providers read with.
 //! - `http` and `retry`: the shared HTTP fault handling: one pooled client per
 //!   provider, the first-token and idle timeouts around every read, the
@@ -30,6 +32,9 @@ use agentwire_core::ModelProvider;
 mod anthropic;
 mod http;
 mod mock;
+mod mock_realtime;
+
+pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput};
 mod openai;
 mod retry;
 pub mod sse;

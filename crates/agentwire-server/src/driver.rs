@@ -23,9 +23,11 @@ use std::sync::atomic::Ordering;
 use agentwire_core::{
     Epoch, ErrorCode, Identity, Lagged, LogEntry, LogReader, SessionId, SubmitError,
 };
+use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
 use crate::AppState;
+use crate::call::CallOutput;
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::socket::{
@@ -74,6 +76,18 @@ pub(crate) trait Dialect: Send {
     /// The connection ended without the client's Close (its socket broke,
     /// or the server closed it): the client may come back to rejoin.
     fn on_lost(&mut self) {}
+
+    /// What the connection's voice call ([`Link::call_output`]) produced.
+    async fn on_call_output(
+        &mut self,
+        _link: &mut Link,
+        _output: CallOutput,
+    ) -> Result<(), SendFailed> {
+        Ok(())
+    }
+
+    /// The connection's voice call is over (its task ended).
+    fn on_call_ended(&mut self) {}
 }
 
 /// What a dialect's hooks act through.
@@ -81,6 +95,10 @@ pub(crate) struct Link {
     pub(crate) state: Arc<AppState>,
     pub(crate) socket: WebSocket,
     pub(crate) credential: CredentialClock,
+    /// The output of the connection's voice call, while one is attached: a
+    /// source the driver waits on beside the turn and the socket. A
+    /// connection with a call is not idle.
+    pub(crate) call_output: Option<mpsc::Receiver<CallOutput>>,
 }
 
 impl Link {
@@ -175,6 +193,7 @@ pub(crate) fn run<D: Dialect>(
         state,
         socket,
         credential,
+        call_output: None,
     };
     let mut dialect = dialect;
     async move {
@@ -202,14 +221,14 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
     let mut following = Following::new(link.state.clone());
     loop {
         following.set(dialect.turn().is_some());
-        if dialect.turn().is_none() {
+        let idle = dialect.turn().is_none() && link.call_output.is_none();
+        if idle {
             match dialect.when_idle(link, drain.is_cancelled()).await {
                 Ok(None) => {}
                 Ok(Some(exit)) => return exit,
                 Err(SendFailed) => return Exit::Gone,
             }
         }
-        let idle = dialect.turn().is_none();
         // The handlers are boxed: inline, their futures would size every
         // idle connection's task for its busiest moment.
         tokio::select! {
@@ -239,6 +258,17 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
                     return exit;
                 }
             }
+            output = next_call_output(&mut link.call_output) => match output {
+                Some(output) => {
+                    if Box::pin(dialect.on_call_output(link, output)).await.is_err() {
+                        return send_failed(link, dialect);
+                    }
+                }
+                None => {
+                    link.call_output = None;
+                    dialect.on_call_ended();
+                }
+            },
             frame = link.socket.recv() => {
                 keepalive.heard();
                 if let Err(exit) = Box::pin(on_frame(link, dialect, frame)).await {
@@ -254,6 +284,14 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
         if socket::flush(&mut link.socket).await.is_err() {
             return send_failed(link, dialect);
         }
+    }
+}
+
+/// The next output of the connection's call; pending while it has none.
+async fn next_call_output(output: &mut Option<mpsc::Receiver<CallOutput>>) -> Option<CallOutput> {
+    match output {
+        Some(output) => output.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -40,6 +40,7 @@
 
 pub mod abuse;
 mod budget;
+pub mod call;
 mod driver;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -117,6 +118,9 @@ pub struct Limits {
     pub drain_timeout: Duration,
     /// What one address, agent or caller may cost ([`abuse`]).
     pub abuse: AbuseLimits,
+    /// Voice calls the server holds at once; one more is refused with
+    /// `RATE_LIMITED` "audio session limit reached".
+    pub max_calls: usize,
 }
 
 /// How an agent is shown on the wire.
@@ -135,6 +139,9 @@ pub struct AgentEntry {
     pub memory_facet: Option<String>,
     /// Announced as `connected.ai_disclosure`; `None` says nothing.
     pub requires_ai_disclosure: Option<bool>,
+    /// Voice calls on the Omnia endpoint; `None`: audio frames are answered
+    /// `MEDIA_NOT_ENABLED`.
+    pub voice: Option<call::Voice>,
 }
 
 /// A team on the Gnosari endpoints: `/ws/team/{name}` (its orchestrator
@@ -192,6 +199,8 @@ pub struct AppState {
     pub identity: IdentitySettings,
     /// Failed authentications, sockets per address, turns per caller.
     pub abuse: Arc<AbuseGuard>,
+    /// Voice calls open now.
+    pub calls: call::Calls,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -227,6 +236,7 @@ impl AppState {
             lifecycle: Lifecycle::default(),
             media,
             identity,
+            calls: call::Calls::default(),
         }
     }
 }

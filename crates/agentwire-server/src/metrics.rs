@@ -36,6 +36,19 @@ pub struct Metrics {
     pub replays_refused_total: AtomicU64,
     /// Cancels, by what they found: a turn, nothing running, another's.
     pub cancels_total: [AtomicU64; 3],
+    /// Voice calls opened.
+    pub calls_opened: AtomicU64,
+    /// Voice calls whose provider failed (at open or later).
+    call_failures: AtomicU64,
+    /// Bytes of caller audio handed to providers.
+    pub call_audio_in_bytes: AtomicU64,
+    /// Bytes of provider audio queued for callers.
+    pub call_audio_out_bytes: AtomicU64,
+    /// Provider audio frames dropped: the queue to the socket was full, or
+    /// the frame waited past `call::LATE_AUDIO`.
+    pub call_audio_dropped: AtomicU64,
+    /// Responses the caller spoke over.
+    pub call_barge_ins: AtomicU64,
     /// Error frames sent, indexed like `ErrorCode::KNOWN`; the last slot
     /// counts handler-defined codes.
     errors_total: [AtomicU64; ErrorCode::KNOWN.len() + 1],
@@ -65,6 +78,10 @@ impl Metrics {
             .position(|known| *known == code)
             .unwrap_or(ErrorCode::KNOWN.len());
         self.errors_total[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count_call_failure(&self) {
+        self.call_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a refusal by `limit`.
@@ -194,6 +211,46 @@ impl Metrics {
                 value.load(Ordering::Relaxed)
             );
         }
+        gauge(
+            &mut out,
+            "agentwire_calls_active",
+            "Voice calls open now (server.limits.max_calls).",
+            gauges.calls_active,
+        );
+        for (name, help, value) in [
+            (
+                "agentwire_calls_total",
+                "Voice calls opened.",
+                &self.calls_opened,
+            ),
+            (
+                "agentwire_call_failures_total",
+                "Voice calls whose provider failed, at open or later.",
+                &self.call_failures,
+            ),
+            (
+                "agentwire_call_audio_in_bytes_total",
+                "Bytes of caller audio handed to voice providers.",
+                &self.call_audio_in_bytes,
+            ),
+            (
+                "agentwire_call_audio_out_bytes_total",
+                "Bytes of voice provider audio queued for callers.",
+                &self.call_audio_out_bytes,
+            ),
+            (
+                "agentwire_call_audio_dropped_total",
+                "Voice provider audio frames dropped as late (a full queue, or older than 300 ms).",
+                &self.call_audio_dropped,
+            ),
+            (
+                "agentwire_call_barge_ins_total",
+                "Spoken responses the caller interrupted.",
+                &self.call_barge_ins,
+            ),
+        ] {
+            counter(&mut out, name, help, value);
+        }
         let _ = writeln!(
             out,
             "# HELP agentwire_errors_total Error frames sent to clients, by code."
@@ -228,6 +285,7 @@ pub struct Gauges {
     pub sessions_live: u64,
     pub draining: bool,
     pub inbound_bytes_in_flight: u64,
+    pub calls_active: u64,
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: u64) {

@@ -42,6 +42,7 @@ use tracing::{debug, warn};
 
 use crate::codec;
 
+mod ledger;
 mod open;
 mod options;
 mod schema;
@@ -630,8 +631,8 @@ impl SessionStore for PgStore {
 
 impl PgStore {
     /// One statement: the session's row (activity, head, the summary's due
-    /// time when given, the turn fence when given) and the rows of the
-    /// messages.
+    /// time when given, the turn fence when given), the rows of the
+    /// messages and the ledger rows of their tool calls.
     async fn append(
         &self,
         messages: &[StoredMessage],
@@ -648,6 +649,7 @@ impl PgStore {
             )));
         }
         let columns = Columns::encode(messages)?;
+        let calls = ledger::CallColumns::encode(messages)?;
         let latest = columns.created_at.iter().copied().max().unwrap_or_default();
         let head = columns.seq.iter().copied().max().unwrap_or_default();
         let session = format!("messages of session {}", first.session_id);
@@ -661,7 +663,23 @@ impl PgStore {
                          summary_due_at = COALESCE($10, summary_due_at),
                          turn_fence = GREATEST(turn_fence, COALESCE($11, turn_fence))
                      WHERE id = $1 AND turn_fence <= COALESCE($11, turn_fence)
-                     RETURNING key)
+                     RETURNING key),
+                 calls AS (
+                     INSERT INTO tool_calls (session_key, call_seq, call_id, turn_id, side, name,
+                                             args_digest, state, outcome, requested_at,
+                                             finished_at, updated_at)
+                     SELECT s.key, c.call_seq, c.call_id,
+                            COALESCE(c.question_seq,
+                                     (SELECT max(q.seq) FROM messages q
+                                      WHERE q.session_key = s.key AND q.role = 'user'),
+                                     -1)::text,
+                            c.side, c.name, c.args_digest, c.state, c.outcome::jsonb,
+                            c.requested_at, c.finished_at, $2
+                     FROM s, unnest($12::bigint[], $13::text[], $14::bigint[], $15::text[],
+                                    $16::text[], $17::text[], $18::text[], $19::text[],
+                                    $20::bigint[], $21::bigint[])
+                             AS c (call_seq, call_id, question_seq, side, name, args_digest, state,
+                                   outcome, requested_at, finished_at))
                  INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
                  SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
                         m.created_at
@@ -680,6 +698,16 @@ impl PgStore {
                     &columns.created_at,
                     &summary_due.map(|due| due.0),
                     &fence,
+                    &calls.call_seq,
+                    &calls.call_id,
+                    &calls.question_seq,
+                    &calls.side,
+                    &calls.name,
+                    &calls.args_digest,
+                    &calls.state,
+                    &calls.outcome,
+                    &calls.requested_at,
+                    &calls.finished_at,
                 ],
             )
             .await;

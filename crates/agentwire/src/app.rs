@@ -5,10 +5,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use agentwire_core::realtime::RealtimeProvider;
 use agentwire_core::{Agent, Clock, Engine, Handler, MediaStore, SessionStore, SummaryScheduler};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
+use agentwire_providers::MockRealtime;
 use agentwire_runtime::{Peer, Roster};
+use agentwire_server::call::Voice;
 use agentwire_server::{
     AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings, TeamEntry,
 };
@@ -19,7 +22,7 @@ use anyhow::Context as _;
 
 use crate::config::{
     AgentConfig, AuthConfig, Config, HandlerKind, LiveConfig, MediaBackend, MediaConfig,
-    SessionStorage,
+    SessionStorage, VoiceKind, VoiceProviderConfig,
 };
 use crate::system::{RandomIds, SystemClock};
 
@@ -87,6 +90,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         || config.teams.iter().any(|t| t.password_argon2.is_some());
     let identity = identity_settings(&config.auth, any_password, clock.clone())?;
     let runtime_parts = runtime::RuntimeParts::build(&config)?;
+    let voice_providers = voice_providers(&config.voice_providers);
     // Delegation and handoff targets among the configured agents.
     let roster = Roster::new();
     let mut peers = Vec::new();
@@ -96,7 +100,13 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         .map(|agent| {
             Ok((
                 agent.name.clone(),
-                Arc::new(agent_entry(agent, &runtime_parts, &roster, &mut peers)?),
+                Arc::new(agent_entry(
+                    agent,
+                    &runtime_parts,
+                    &voice_providers,
+                    &roster,
+                    &mut peers,
+                )?),
             ))
         })
         .collect::<anyhow::Result<HashMap<_, _>>>()?;
@@ -139,6 +149,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
             pong_timeout: limits.pong_timeout,
             drain_timeout: limits.drain_timeout,
             abuse: limits.abuse,
+            max_calls: limits.max_calls,
         },
         screening: config.screening.screen(),
         console: config.console,
@@ -368,6 +379,7 @@ async fn open_live(
 fn agent_entry(
     config: &AgentConfig,
     runtime_parts: &runtime::RuntimeParts,
+    voice_providers: &HashMap<String, Arc<dyn RealtimeProvider>>,
     roster: &Arc<Roster>,
     peers: &mut Vec<(String, Peer)>,
 ) -> anyhow::Result<AgentEntry> {
@@ -404,5 +416,30 @@ fn agent_entry(
         password_argon2: config.password_argon2.clone(),
         memory_facet: config.memory_facet.clone(),
         requires_ai_disclosure: config.requires_ai_disclosure,
+        voice: config
+            .voice
+            .as_ref()
+            .and_then(|name| voice_providers.get(name))
+            .map(|provider| Voice {
+                provider: provider.clone(),
+                instructions: config
+                    .runtime
+                    .as_ref()
+                    .and_then(|r| r.instructions.clone())
+                    .unwrap_or_default(),
+            }),
     })
+}
+
+/// The configured voice providers, by name.
+fn voice_providers(configs: &[VoiceProviderConfig]) -> HashMap<String, Arc<dyn RealtimeProvider>> {
+    configs
+        .iter()
+        .map(|config| {
+            let provider: Arc<dyn RealtimeProvider> = match &config.kind {
+                VoiceKind::Mock(script) => Arc::new(MockRealtime::new(script.clone())),
+            };
+            (config.name.clone(), provider)
+        })
+        .collect()
 }

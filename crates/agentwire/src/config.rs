@@ -23,6 +23,7 @@ mod summary;
 mod team;
 mod team_file;
 mod telemetry;
+mod voice;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
@@ -34,6 +35,7 @@ pub use screening::ScreeningConfig;
 pub use summary::{DEFAULT_SUMMARY_AFTER_IDLE, SummaryConfig};
 pub use team::{FileAgent, FileTool, TeamConfig, TeamFile, TeamMembers};
 pub use telemetry::{OtlpProtocol, TracesConfig};
+pub use voice::{VoiceKind, VoiceProviderConfig};
 
 /// The built-in configuration served when no `--config` is given: three
 /// scripted agents on an SQLite file under `./data/`.
@@ -59,6 +61,8 @@ pub struct Config {
     /// `screening`: prompt-injection screening of visitor messages.
     pub screening: ScreeningConfig,
     pub providers: Vec<agentwire_providers::ProviderSettings>,
+    /// `voice_providers[]`: what agents' voice calls run on.
+    pub voice_providers: Vec<VoiceProviderConfig>,
     pub tools: Vec<NamedTool>,
     pub agents: Vec<AgentConfig>,
     /// `teams[]`: `/ws/team/{team}` and its members.
@@ -83,6 +87,8 @@ pub struct LimitsConfig {
     pub drain_timeout: Duration,
     /// Failed authentications, sockets per address, turns per caller.
     pub abuse: agentwire_server::AbuseLimits,
+    /// Voice calls open at once.
+    pub max_calls: usize,
 }
 
 /// The inbound budget without `server.limits.inbound_bytes_in_flight`:
@@ -136,6 +142,8 @@ pub struct AgentConfig {
     pub requires_ai_disclosure: Option<bool>,
     /// `summary_after_idle` and `summarizer`.
     pub summary: SummaryConfig,
+    /// `voice`: a name from `voice_providers[]`.
+    pub voice: Option<String>,
 }
 
 /// A configuration that cannot be served. `key` names the offending setting
@@ -230,6 +238,16 @@ fn validate(
         .map(|(i, tool)| runtime::validate_tool(i, tool))
         .collect::<Result<Vec<_>, _>>()?;
     runtime::check_unique("tools", tools.iter().map(|t| t.name.as_str()))?;
+    let voice_providers = raw
+        .voice_providers
+        .into_iter()
+        .enumerate()
+        .map(|(i, provider)| voice::validate(i, provider))
+        .collect::<Result<Vec<_>, _>>()?;
+    runtime::check_unique(
+        "voice_providers",
+        voice_providers.iter().map(|p| p.name.as_str()),
+    )?;
     if raw.agents.is_empty() {
         return Err(ConfigError::new("agents", "at least one agent is required"));
     }
@@ -237,7 +255,11 @@ fn validate(
         .agents
         .into_iter()
         .enumerate()
-        .map(|(i, agent)| validate_agent(i, agent, &providers, &tools, allow_unauthenticated))
+        .map(|(i, agent)| {
+            let voice = voice::validate_agent_voice(i, agent.voice.clone(), &voice_providers)?;
+            let agent = validate_agent(i, agent, &providers, &tools, allow_unauthenticated)?;
+            Ok(AgentConfig { voice, ..agent })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     for (i, agent) in agents.iter().enumerate() {
         if agents[..i].iter().any(|a| a.name == agent.name) {
@@ -269,6 +291,7 @@ fn validate(
         auth,
         screening,
         providers,
+        voice_providers,
         tools,
         agents,
         teams,
@@ -293,6 +316,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
     positive("media_bytes_per_second", raw.media_bytes_per_second)?;
     positive("media_burst_bytes", raw.media_burst_bytes)?;
     positive("max_payload_bytes", raw.max_payload_bytes as u64)?;
+    positive("max_calls", raw.max_calls as u64)?;
     for (key, value) in [
         ("ping_interval", raw.ping_interval),
         ("pong_timeout", raw.pong_timeout),
@@ -338,6 +362,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         ping_interval: raw.ping_interval.0,
         pong_timeout: raw.pong_timeout.0,
         drain_timeout: raw.drain_timeout.0,
+        max_calls: raw.max_calls,
     })
 }
 
@@ -447,6 +472,7 @@ fn validate_agent(
         memory_facet: raw.memory_facet,
         requires_ai_disclosure: raw.requires_ai_disclosure,
         summary,
+        voice: None,
     })
 }
 
@@ -488,6 +514,9 @@ mod raw {
         /// The models runtime agents and summarizers use. Default: none.
         #[serde(default)]
         pub(super) providers: Vec<super::runtime::RawProvider>,
+        /// Realtime voice providers, named by agents' `voice`. Default: none.
+        #[serde(default)]
+        pub(super) voice_providers: Vec<super::voice::RawVoiceProvider>,
         /// Tools, declared once and named by agents. Default: none.
         #[serde(default)]
         pub(super) tools: Vec<super::runtime::RawTool>,
@@ -587,6 +616,9 @@ mod raw {
         /// minute, and at once, across all its connections; beyond:
         /// `RATE_LIMITED` "turn rate limit exceeded". Default: no limit.
         pub(super) turns_per_minute_per_caller: Option<u32>,
+        /// Voice calls the server holds at once; one more is refused with
+        /// `RATE_LIMITED` "audio session limit reached".
+        pub(super) max_calls: usize,
     }
 
     impl Default for Limits {
@@ -606,6 +638,7 @@ mod raw {
                 auth_failures_per_agent_per_minute: 200,
                 max_connections_per_address: None,
                 turns_per_minute_per_caller: None,
+                max_calls: 8,
             }
         }
     }
@@ -702,6 +735,10 @@ mod raw {
         /// The `providers[]` entry that writes summaries. Default: a runtime
         /// agent's own provider, else an extractive summary.
         pub(super) summarizer: Option<String>,
+        /// Voice calls on the Omnia endpoint: a name from
+        /// `voice_providers[]`. Default: none (audio frames are answered
+        /// `MEDIA_NOT_ENABLED`).
+        pub(super) voice: Option<String>,
     }
 
     fn default_context_ttl() -> ConfigDuration {

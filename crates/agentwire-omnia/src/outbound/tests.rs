@@ -377,6 +377,16 @@ fn interrupt_and_session_config_shapes() {
 }
 
 #[test]
+fn a_callers_transcript_is_a_chunk_with_the_user_role() {
+    assert_eq!(
+        encode_user_chunk("s1", "what is \"the\" weather", Timestamp(0)),
+        r#"{"type":"chunk","session_id":"s1","content":"what is \"the\" weather","role":"user","timestamp":"1970-01-01T00:00:00Z"}"#
+    );
+    // The assistant's chunk has no role.
+    assert!(!encode_chunk("s1", "hi", Timestamp(0)).contains("role"));
+}
+
+#[test]
 fn upload_ready_golden() {
     let headers = [("Content-Type".to_owned(), "image/jpeg".to_owned())];
     let ready = UploadReady {

@@ -41,6 +41,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         sessions_live: state.engine.live_sessions() as u64,
         draining: state.lifecycle.is_draining(),
         inbound_bytes_in_flight: state.inbound.in_flight() as u64,
+        calls_active: state.calls.active() as u64,
     };
     let mut body = state.metrics.render(&gauges);
     crate::metrics::render_live(&mut body, state.engine.live_counters());

@@ -23,6 +23,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "tool_calls",
         sql: include_str!("0002_tool_calls.sql"),
     },
+    Migration {
+        version: 3,
+        name: "tool_calls_per_turn",
+        sql: include_str!("0003_tool_calls_per_turn.sql"),
+    },
 ];
 
 pub(super) struct Migration {

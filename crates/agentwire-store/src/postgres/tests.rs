@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicU64;
 use super::*;
 use crate::conformance::{self, conformance_tests, message, record};
 use crate::engine_writes::{Guard, StoreFuture, engine_write_tests};
+use agentwire_core::MessageBody;
 use tokio_postgres::NoTls;
 
 const ENV: &str = "AGENTWIRE_TEST_POSTGRES";
@@ -198,10 +199,10 @@ async fn a_store_that_requires_migrations_refuses_an_unmigrated_database_until_m
     let refused = PgStore::connect(&options).await.unwrap_err();
     let text = refused.to_string();
     assert!(matches!(refused, StoreError::Rejected(_)), "{text}");
-    assert!(text.contains("lacks migrations [1, 2]"), "{text}");
+    assert!(text.contains("lacks migrations [1, 2, 3]"), "{text}");
     assert!(text.contains("agentwire migrate"), "{text}");
     let applied = PgStore::migrate(&options).await.unwrap();
-    assert_eq!(applied, vec![1, 2]);
+    assert_eq!(applied, vec![1, 2, 3]);
     assert!(PgStore::migrate(&options).await.unwrap().is_empty(), "once");
     let store = PgStore::connect(&options).await.unwrap();
     store.create_session(&record("s1", None, 1)).await.unwrap();
@@ -225,8 +226,91 @@ async fn a_schema_newer_than_the_build_is_used_not_refused() {
     store.ping().await.unwrap();
 }
 
+fn step(seq: u64, body: MessageBody) -> StoredMessage {
+    StoredMessage {
+        body,
+        ..message("s1", seq, 10 + seq as i64)
+    }
+}
+
+fn call(seq: u64, id: &str, side: agentwire_core::ToolSide) -> StoredMessage {
+    step(
+        seq,
+        MessageBody::ToolCall {
+            id: id.into(),
+            name: "lookup".into(),
+            arguments: serde_json::json!({"q": "secret words"}),
+            side,
+        },
+    )
+}
+
+fn result(seq: u64, id: &str, outcome: agentwire_core::ToolOutcome) -> StoredMessage {
+    step(
+        seq,
+        MessageBody::ToolResult {
+            id: id.into(),
+            outcome,
+        },
+    )
+}
+
+fn reply(seq: u64, cancelled: bool) -> StoredMessage {
+    let mut reply = step(
+        seq,
+        MessageBody::Reply {
+            text: "done".into(),
+            parts: Vec::new(),
+        },
+    );
+    if cancelled {
+        reply
+            .metadata
+            .insert(agentwire_core::engine::CANCELLED_KEY.into(), "true".into());
+    }
+    reply
+}
+
+/// The ledger's rows of `s1`, by call seq: (turn, call id, side, state,
+/// outcome, whether a digest is there).
+async fn ledger_rows(
+    client: &tokio_postgres::Client,
+) -> Vec<(
+    String,
+    String,
+    String,
+    String,
+    Option<serde_json::Value>,
+    bool,
+)> {
+    client
+        .query(
+            "SELECT turn_id, call_id, side, state, outcome::text, args_digest
+             FROM tool_calls c JOIN sessions s ON s.key = c.session_key
+             WHERE s.id = 's1' ORDER BY call_seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let digest: Option<String> = row.get(5);
+            let outcome: Option<String> = row.get(4);
+            (
+                row.get(0),
+                row.get(1),
+                row.get(2),
+                row.get(3),
+                outcome.map(|o| serde_json::from_str(&o).unwrap()),
+                digest.is_some_and(|d| d.len() == 64 && !d.contains("secret")),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn the_ledger_exists_and_goes_with_its_session() {
+async fn a_turns_tool_calls_are_in_the_ledger_with_how_they_ended() {
+    use agentwire_core::{ToolOutcome, ToolSide};
     let Some((options, _database)) = empty_database().await else {
         return;
     };
@@ -236,23 +320,87 @@ async fn the_ledger_exists_and_goes_with_its_session() {
         .create_session(&record("s1", Some("u"), 1))
         .await
         .unwrap();
-    let insert = |call: &'static str, state: &'static str| {
-        let client = &client;
-        async move {
-            client
-                .execute(
-                    "INSERT INTO tool_calls (session_key, call_id, turn_id, side, name, state,
-                                             requested_at, updated_at)
-                     SELECT key, $1, 't1', 'client', 'get_location', $2, 1, 1
-                     FROM sessions WHERE id = 's1'",
-                    &[&call, &state],
-                )
-                .await
-        }
-    };
-    assert_eq!(insert("c1", "requested").await.unwrap(), 1);
-    assert!(insert("c2", "lost").await.is_err(), "states are checked");
-    assert!(insert("c1", "acked").await.is_err(), "one row per call");
+    // Turn one: question and records in one write; a server call that ran,
+    // a client call denied, a call the model repeated by id (both kept).
+    store
+        .append_turn(
+            &[
+                message("s1", 0, 10),
+                call(1, "a", ToolSide::Server),
+                result(2, "a", ToolOutcome::Ok(serde_json::json!({"r": 1}))),
+                call(3, "b", ToolSide::Client),
+                result(4, "b", ToolOutcome::Denied("timed out".into())),
+                call(5, "a", ToolSide::Server),
+                result(6, "a", ToolOutcome::Error("boom".into())),
+                reply(7, false),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    // Turn two: the question went alone before; the records name it. The
+    // same call id as turn one's is a row of its own; the turn is
+    // cancelled with its client call open.
+    store.append_message(&message("s1", 8, 20)).await.unwrap();
+    store
+        .append_turn(
+            &[
+                call(9, "a", ToolSide::Server),
+                result(10, "a", ToolOutcome::Ok(serde_json::json!(null))),
+                call(11, "c", ToolSide::Client),
+                reply(12, true),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    let status = |s: &str| Some(serde_json::json!({ "status": s }));
+    let rows = ledger_rows(&client).await;
+    let expected = vec![
+        ("0", "a", "server", "answered", status("ok")),
+        (
+            "0",
+            "b",
+            "client",
+            "denied",
+            Some(serde_json::json!({"status": "denied", "reason": "timed out"})),
+        ),
+        (
+            "0",
+            "a",
+            "server",
+            "answered",
+            Some(serde_json::json!({"status": "error", "message": "boom"})),
+        ),
+        ("8", "a", "server", "answered", status("ok")),
+        ("8", "c", "client", "cancelled", None),
+    ];
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for (row, (turn, id, side, state, outcome)) in rows.iter().zip(expected) {
+        assert_eq!(
+            (
+                row.0.as_str(),
+                row.1.as_str(),
+                row.2.as_str(),
+                row.3.as_str()
+            ),
+            (turn, id, side, state),
+            "{row:?}"
+        );
+        assert_eq!(row.4, outcome, "{row:?}");
+        assert!(row.5, "a SHA-256 of the arguments, never the arguments");
+    }
+    // A fenced-off write leaves no ledger rows either.
+    store.fence_session(&sid("s1"), Fence(5)).await.unwrap();
+    let refused = store
+        .append_turn_fenced(
+            &[message("s1", 13, 30), call(14, "z", ToolSide::Server)],
+            None,
+            Fence(4),
+        )
+        .await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert_eq!(ledger_rows(&client).await.len(), 5);
     // Deleting the session takes its ledger rows with it.
     assert!(store.delete_session(&sid("s1")).await.unwrap());
     let left: i64 = client

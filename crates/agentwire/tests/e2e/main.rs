@@ -46,3 +46,4 @@ mod teams;
 mod traces;
 mod turn_log;
 mod upgrade;
+mod voice;

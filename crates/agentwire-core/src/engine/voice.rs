@@ -1,0 +1,67 @@
+//! A voice call's exchanges in its session. A call is not a turn (text
+//! turns run beside it, and it holds no turn lease), but what was said is
+//! the session's as much as a typed message: each response, when it ends,
+//! is stored as the caller's transcript and the reply's, so history, the
+//! sessions API and the next text turn's context all show it.
+
+use super::Agent;
+use super::records::record;
+use super::{Engine, SubmitError};
+use crate::content::Metadata;
+use crate::ids::SessionId;
+use crate::session::MessageBody;
+
+/// The metadata key that marks a message as spoken in a call.
+pub const VOICE_KEY: &str = "via";
+/// Its value.
+pub const VOICE: &str = "voice";
+/// The metadata key that marks a spoken reply the caller cut short.
+pub const INTERRUPTED_KEY: &str = "interrupted";
+
+/// One response of a call and the utterance it answered.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VoiceExchange {
+    /// What the caller said; empty when the response answered nothing the
+    /// caller said (a greeting).
+    pub user: String,
+    /// The reply's transcript, as far as it was spoken.
+    pub reply: String,
+    /// The caller barged in before the reply's end.
+    pub interrupted: bool,
+}
+
+impl Engine {
+    /// Stores `exchange` on `session` (created by it if new), as
+    /// [`Engine::record_event`] attaches: the same owner and agent checks.
+    pub async fn record_voice_exchange(
+        &self,
+        agent: &Agent,
+        namespace: &str,
+        owner: Option<&str>,
+        session: &SessionId,
+        exchange: VoiceExchange,
+    ) -> Result<(), SubmitError> {
+        let lease = self.attach(session, agent, namespace, owner, true).await?;
+        let now = self.inner.clock.now();
+        let voice = || Metadata::from([(VOICE_KEY.to_owned(), VOICE.to_owned())]);
+        let mut messages = Vec::with_capacity(2);
+        if !exchange.user.is_empty() {
+            let user = MessageBody::User {
+                text: exchange.user,
+                parts: Vec::new(),
+            };
+            messages.push(record(session, user, voice(), now));
+        }
+        let mut metadata = voice();
+        if exchange.interrupted {
+            metadata.insert(INTERRUPTED_KEY.to_owned(), "true".to_owned());
+        }
+        let reply = MessageBody::Reply {
+            text: exchange.reply,
+            parts: Vec::new(),
+        };
+        messages.push(record(session, reply, metadata, now));
+        lease.store_messages(messages, None).await?;
+        Ok(())
+    }
+}
