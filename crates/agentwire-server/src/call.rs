@@ -9,10 +9,26 @@
 //! worse than none): a full queue drops the frame, and the connection drops
 //! frames that waited longer than [`LATE_AUDIO`]. Everything else (the
 //! format, transcripts, `done`, `interrupt`, errors) waits for room.
+//!
+//! # Park and resume (`omnia-behaviour.md` §3.6, done right)
+//!
+//! A connection that closes without `hangup` or an IsLast frame leaves its
+//! call **parked** for `server.limits.call_park_window`: the task keeps the
+//! provider link (it never belonged to the socket), drops the audio it
+//! produces meanwhile and keeps the transcripts (and stores the exchanges).
+//! `resume=S` from the same owner within the window takes the call out of
+//! [`Calls`]'s park under its lock and hands the task a new output queue:
+//! the old socket is gone for good, so audio goes only to the new one, which
+//! gets `session_config` again and the transcripts it missed. Anonymous
+//! calls are never parked (anyone could claim them); another owner's
+//! `resume=` does not even learn the call exists.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use agentwire_core::engine::VoiceExchange;
 use agentwire_core::realtime::{CallEvent, CallInput, CallSpec, PCM, RealtimeProvider, ResponseId};
@@ -44,15 +60,58 @@ pub struct Voice {
     pub instructions: String,
 }
 
-/// The server's calls: how many are open, against `server.limits.max_calls`.
+/// Transcripts a parked call keeps for its resume; older ones are dropped
+/// (they are stored all the same).
+const PARKED_BACKLOG: usize = 256;
+
+/// The server's calls: how many are open (parked ones included), against
+/// `server.limits.max_calls`, and the parked ones by session.
 #[derive(Default)]
 pub struct Calls {
     active: AtomicUsize,
+    parked: Mutex<HashMap<SessionId, Parked>>,
+    /// Tells parks apart: a park's timer removes its own entry only.
+    parks: AtomicU64,
+}
+
+/// A parked call, as a resume finds it.
+struct Parked {
+    owner: String,
+    park: u64,
+    input: mpsc::Sender<CallInput>,
+    ended: Arc<AtomicBool>,
+    /// Hands the call task its new output queue.
+    attach: mpsc::Sender<mpsc::Sender<CallOutput>>,
 }
 
 impl Calls {
     pub fn active(&self) -> usize {
         self.active.load(Ordering::Acquire)
+    }
+
+    pub fn parked(&self) -> usize {
+        self.parked.lock().len()
+    }
+
+    /// Takes the call parked on `session` for `owner`, attaching a new
+    /// output queue; `None` when there is none, it is another owner's, or
+    /// its window closed. The check, the removal and the hand-over happen
+    /// under one lock, so the park's timer and a second resume cannot both
+    /// have it.
+    pub(crate) fn resume(&self, session: &SessionId, owner: &str) -> Option<CallHandle> {
+        let mut parked = self.parked.lock();
+        if parked.get(session).is_none_or(|p| p.owner != owner) {
+            return None;
+        }
+        let call = parked.remove(session)?;
+        let (output, output_rx) = mpsc::channel(OUTPUT_CAPACITY);
+        // Room for one: the task takes it before it can be parked again.
+        call.attach.try_send(output).ok()?;
+        Some(CallHandle {
+            input: call.input,
+            output: output_rx,
+            ended: call.ended,
+        })
     }
 
     fn try_take(state: &Arc<AppState>) -> Option<CallSlot> {
@@ -112,6 +171,9 @@ pub(crate) struct CallOwner {
 pub(crate) struct CallHandle {
     pub(crate) input: mpsc::Sender<CallInput>,
     pub(crate) output: mpsc::Receiver<CallOutput>,
+    /// Set by the connection when the caller ended the call (`hangup`, an
+    /// IsLast frame): the close that follows parks nothing.
+    pub(crate) ended: Arc<AtomicBool>,
 }
 
 /// Opens a call on `voice` for `owner` with the client's `proposed`
@@ -139,27 +201,45 @@ pub(crate) async fn open(
         }
     };
     let (output, output_rx) = mpsc::channel(OUTPUT_CAPACITY);
+    let (attach, attach_rx) = mpsc::channel(1);
+    let ended = Arc::new(AtomicBool::new(false));
     let task = CallTask {
         state: state.clone(),
         owner,
-        output,
+        sink: Some(output),
+        input: link.input.clone(),
+        ended: ended.clone(),
+        attach,
+        effective: None,
+        backlog: VecDeque::new(),
         exchange: VoiceExchange::default(),
         speaking: None,
         interrupted: None,
         sequence: 0,
         _slot: slot,
     };
-    tokio::spawn(task.run(link.events));
+    tokio::spawn(task.run(link.events, attach_rx));
     Ok(CallHandle {
         input: link.input,
         output: output_rx,
+        ended,
     })
 }
 
 struct CallTask {
     state: Arc<AppState>,
     owner: CallOwner,
-    output: mpsc::Sender<CallOutput>,
+    /// The attached connection's queue; `None` while parked.
+    sink: Option<mpsc::Sender<CallOutput>>,
+    /// Keeps the provider's input open while no connection holds it.
+    input: mpsc::Sender<CallInput>,
+    ended: Arc<AtomicBool>,
+    /// The sender a park hands to [`Calls`], for a resume.
+    attach: mpsc::Sender<mpsc::Sender<CallOutput>>,
+    /// The format relayed, for a resumed connection's `session_config`.
+    effective: Option<AudioFormat>,
+    /// Transcripts produced while parked, for the resume.
+    backlog: VecDeque<CallOutput>,
     /// The response being spoken: what was said and what it answers.
     exchange: VoiceExchange,
     /// The response whose audio is going out now.
@@ -171,26 +251,138 @@ struct CallTask {
     _slot: CallSlot,
 }
 
-/// The connection is gone (it dropped its handle).
+/// The connection is gone (it dropped its queue).
 struct Detached;
 
+/// Where a parked call stands.
+struct Park {
+    id: u64,
+    until: Instant,
+}
+
 impl CallTask {
-    async fn run(mut self, mut events: mpsc::Receiver<CallEvent>) {
-        self.state
-            .metrics
-            .calls_opened
-            .fetch_add(1, Ordering::Relaxed);
-        while let Some(event) = events.recv().await {
-            match self.on_event(event).await {
-                Ok(true) => {}
-                Ok(false) | Err(Detached) => break,
+    async fn run(
+        mut self,
+        mut events: mpsc::Receiver<CallEvent>,
+        mut attach: mpsc::Receiver<mpsc::Sender<CallOutput>>,
+    ) {
+        let metrics = &self.state.metrics;
+        metrics.calls_opened.fetch_add(1, Ordering::Relaxed);
+        let force_close = self.state.lifecycle.force_close.clone();
+        let mut park: Option<Park> = None;
+        loop {
+            let detached = tokio::select! {
+                event = events.recv() => match event {
+                    None => break,
+                    Some(event) => match self.on_event(event).await {
+                        Ok(true) => false,
+                        Ok(false) => break,
+                        Err(Detached) => true,
+                    },
+                },
+                () = closed(self.sink.as_ref()) => true,
+                Some(output) = attach.recv(), if park.is_some() => {
+                    park = None;
+                    // An error: the resumed connection is gone already.
+                    self.reattach(output).await.is_err()
+                }
+                () = until(park.as_ref()) => {
+                    if self.expire(park.as_ref()) {
+                        break;
+                    }
+                    // A resume took it just now: its queue is on the way.
+                    false
+                }
+                () = force_close.cancelled() => break,
+            };
+            if detached && park.is_none() {
+                self.sink = None;
+                match self.park() {
+                    Some(parked) => park = Some(parked),
+                    None => break,
+                }
             }
         }
-        // Dropping `events` tells the provider the call is over.
+        let _ = self.expire(park.as_ref());
+        // A response cut off by the call's end (a hangup, the park's
+        // window) is stored as far as it went.
+        let mut unfinished = std::mem::take(&mut self.exchange);
+        unfinished.interrupted = true;
+        self.store(unfinished).await;
+        // Dropping `events` and the input tells the provider the call is over.
     }
 
-    async fn send(&self, output: CallOutput) -> Result<(), Detached> {
-        self.output.send(output).await.map_err(|_| Detached)
+    /// Parks the call, unless the caller ended it or is anonymous.
+    fn park(&mut self) -> Option<Park> {
+        let owner = self.owner.owner.clone()?;
+        if self.ended.load(Ordering::Acquire) {
+            return None;
+        }
+        let calls = &self.state.calls;
+        let id = calls.parks.fetch_add(1, Ordering::Relaxed);
+        let parked = Parked {
+            owner,
+            park: id,
+            input: self.input.clone(),
+            ended: self.ended.clone(),
+            attach: self.attach.clone(),
+        };
+        // One parked call per session: one parked there before (its owner
+        // opened a second call meanwhile) ends by its own timer.
+        calls
+            .parked
+            .lock()
+            .insert(self.owner.session.clone(), parked);
+        let window = self.state.settings.limits.call_park_window;
+        Some(Park {
+            id,
+            until: Instant::now() + window,
+        })
+    }
+
+    /// Takes this park's entry out of [`Calls`]: `true` when it was there
+    /// (the call is over); `false` when a resume took it first (its queue
+    /// is in `attach`), or the call is not parked.
+    fn expire(&self, park: Option<&Park>) -> bool {
+        let Some(park) = park else { return false };
+        let mut parked = self.state.calls.parked.lock();
+        match parked.get(&self.owner.session) {
+            Some(entry) if entry.park == park.id => {
+                parked.remove(&self.owner.session);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A resumed connection: the format again, then what it missed.
+    async fn reattach(&mut self, output: mpsc::Sender<CallOutput>) -> Result<(), Detached> {
+        self.sink = Some(output);
+        if let Some(format) = self.effective.clone() {
+            self.send(CallOutput::Config(format)).await?;
+        }
+        while let Some(missed) = self.backlog.pop_front() {
+            self.send(missed).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends `output` to the attached connection; while parked, keeps
+    /// transcripts for the resume and drops the rest.
+    async fn send(&mut self, output: CallOutput) -> Result<(), Detached> {
+        let Some(sink) = &self.sink else {
+            if matches!(
+                output,
+                CallOutput::UserText(_) | CallOutput::AssistantText(_) | CallOutput::Done
+            ) {
+                if self.backlog.len() == PARKED_BACKLOG {
+                    self.backlog.pop_front();
+                }
+                self.backlog.push_back(output);
+            }
+            return Ok(());
+        };
+        sink.send(output).await.map_err(|_| Detached)
     }
 
     /// `Ok(false)`: the call is over.
@@ -202,6 +394,7 @@ impl CallTask {
                     self.send(CallOutput::Failed { code, message }).await?;
                     return Ok(false);
                 }
+                self.effective = Some(effective.clone());
                 self.send(CallOutput::Config(effective)).await?;
             }
             CallEvent::SpeechStarted => {
@@ -266,14 +459,21 @@ impl CallTask {
             return Ok(());
         }
         self.speaking = Some(response);
+        let sequence = self.sequence;
+        self.sequence = self.sequence.wrapping_add(1);
+        let Some(sink) = &self.sink else {
+            // Parked: audio nobody can hear is stale by the resume.
+            let metrics = &self.state.metrics;
+            metrics.call_audio_dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        };
         let bytes = pcm.len() as u64;
         let audio = CallOutput::Audio {
-            sequence: self.sequence,
+            sequence,
             pcm,
             queued: Instant::now(),
         };
-        self.sequence = self.sequence.wrapping_add(1);
-        match self.output.try_send(audio) {
+        match sink.try_send(audio) {
             Ok(()) => {
                 let metrics = &self.state.metrics;
                 metrics
@@ -313,6 +513,23 @@ impl CallTask {
         if let Err(e) = stored {
             tracing::warn!(error = %e, "storing a voice exchange failed");
         }
+    }
+}
+
+/// Resolves when the attached connection dropped its queue; never while
+/// parked.
+async fn closed(sink: Option<&mpsc::Sender<CallOutput>>) {
+    match sink {
+        Some(sink) => sink.closed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the park's window closes; never while attached.
+async fn until(park: Option<&Park>) {
+    match park {
+        Some(park) => tokio::time::sleep_until(park.until).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -121,6 +121,8 @@ pub struct Limits {
     /// Voice calls the server holds at once; one more is refused with
     /// `RATE_LIMITED` "audio session limit reached".
     pub max_calls: usize,
+    /// How long a call whose socket dropped stays parked for a `resume=`.
+    pub call_park_window: Duration,
 }
 
 /// How an agent is shown on the wire.

@@ -91,7 +91,8 @@ impl Drop for ConnectionSlot {
     }
 }
 
-/// The SIGTERM path: refuse new sockets, let turns finish, close everything.
+/// The SIGTERM path: refuse new sockets, let turns and calls finish, close
+/// everything.
 pub(crate) async fn drain(state: &AppState) {
     let lifecycle = &state.lifecycle;
     let timeout = state.settings.limits.drain_timeout;
@@ -99,7 +100,7 @@ pub(crate) async fn drain(state: &AppState) {
     lifecycle.draining.store(true, Ordering::Release);
     lifecycle.drain.cancel();
     tracing::info!(open = lifecycle.open_connections(), "draining");
-    if tokio::time::timeout(timeout, wait_all_closed(lifecycle))
+    if tokio::time::timeout(timeout, wait_drained(state))
         .await
         .is_err()
     {
@@ -117,6 +118,17 @@ pub(crate) async fn drain(state: &AppState) {
     }
     lifecycle.shut_down.store(true, Ordering::Release);
     tracing::info!("drained");
+}
+
+/// Every socket closed and every voice call over: a parked call waits for
+/// its resume (which a draining server still admits) or its window.
+async fn wait_drained(state: &AppState) {
+    wait_all_closed(&state.lifecycle).await;
+    while state.calls.active() > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A resume during the wait opened a socket again.
+    wait_all_closed(&state.lifecycle).await;
 }
 
 async fn wait_all_closed(lifecycle: &Lifecycle) {

@@ -217,6 +217,12 @@ impl Metrics {
             "Voice calls open now (server.limits.max_calls).",
             gauges.calls_active,
         );
+        gauge(
+            &mut out,
+            "agentwire_calls_parked",
+            "Voice calls parked for a resume= (server.limits.call_park_window).",
+            gauges.calls_parked,
+        );
         for (name, help, value) in [
             (
                 "agentwire_calls_total",
@@ -286,6 +292,7 @@ pub struct Gauges {
     pub draining: bool,
     pub inbound_bytes_in_flight: u64,
     pub calls_active: u64,
+    pub calls_parked: u64,
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: u64) {

@@ -150,6 +150,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
             drain_timeout: limits.drain_timeout,
             abuse: limits.abuse,
             max_calls: limits.max_calls,
+            call_park_window: limits.call_park_window,
         },
         screening: config.screening.screen(),
         console: config.console,

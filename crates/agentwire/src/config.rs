@@ -89,6 +89,8 @@ pub struct LimitsConfig {
     pub abuse: agentwire_server::AbuseLimits,
     /// Voice calls open at once.
     pub max_calls: usize,
+    /// How long a dropped call waits for its `resume=`.
+    pub call_park_window: Duration,
 }
 
 /// The inbound budget without `server.limits.inbound_bytes_in_flight`:
@@ -321,6 +323,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         ("ping_interval", raw.ping_interval),
         ("pong_timeout", raw.pong_timeout),
         ("drain_timeout", raw.drain_timeout),
+        ("call_park_window", raw.call_park_window),
     ] {
         positive(key, value.0.as_nanos() as u64)?;
     }
@@ -363,6 +366,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         pong_timeout: raw.pong_timeout.0,
         drain_timeout: raw.drain_timeout.0,
         max_calls: raw.max_calls,
+        call_park_window: raw.call_park_window.0,
     })
 }
 
@@ -619,6 +623,11 @@ mod raw {
         /// Voice calls the server holds at once; one more is refused with
         /// `RATE_LIMITED` "audio session limit reached".
         pub(super) max_calls: usize,
+        /// How long a voice call whose socket closed without `hangup` (or
+        /// an IsLast frame) stays parked, its provider link open, for a
+        /// `resume=SESSION` by the same owner. Anonymous calls are never
+        /// parked.
+        pub(super) call_park_window: ConfigDuration,
     }
 
     impl Default for Limits {
@@ -639,6 +648,7 @@ mod raw {
                 max_connections_per_address: None,
                 turns_per_minute_per_caller: None,
                 max_calls: 8,
+                call_park_window: ConfigDuration::secs(15),
             }
         }
     }

@@ -3,7 +3,7 @@
 //! messages to the engine and encodes the running turn's events.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentwire_core::realtime::CallInput;
 use agentwire_core::{
@@ -52,6 +52,8 @@ pub(crate) struct ConnectionParams {
     pub(crate) positions: bool,
     /// `stream=2&resume=S&after=N&epoch=E`: follow S again from after N.
     pub(crate) rejoin: Option<RejoinAt>,
+    /// `resume=S`: the voice call parked on S, if it is the caller's.
+    pub(crate) resume_call: Option<SessionId>,
 }
 
 struct Omnia {
@@ -87,6 +89,8 @@ struct Omnia {
 /// The connection's side of its voice call's input.
 struct AttachedCall {
     input: mpsc::Sender<CallInput>,
+    /// The caller ended the call: its close parks nothing.
+    ended: Arc<AtomicBool>,
     /// What `session_config` relayed; `None` until then.
     effective: Option<AudioFormat>,
     /// A frame at another rate was answered once already.
@@ -131,11 +135,12 @@ impl Dialect for Omnia {
     }
 
     async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+        let call_resumed = self.resume_call(link);
         let rejoined = match self.params.rejoin.take() {
             Some(at) => self.rejoin(link, at).await,
             None => None,
         };
-        let connected = self.connected_frame(link, rejoined);
+        let connected = self.connected_frame(link, rejoined, call_resumed);
         link.send(connected).await
     }
 
@@ -358,7 +363,43 @@ impl Omnia {
         })
     }
 
-    fn connected_frame(&self, link: &Link, rejoined: Option<Position>) -> String {
+    /// `resume=S` of a call parked on S by this caller: the connection is
+    /// on S, and the call's output comes here now (`session_config` and
+    /// the transcripts missed first). Never for anonymous callers.
+    fn resume_call(&mut self, link: &mut Link) -> bool {
+        let (Some(session), Some(owner)) = (
+            self.params.resume_call.take(),
+            self.params.caller.owner.as_deref(),
+        ) else {
+            return false;
+        };
+        let Some(handle) = link.state.calls.resume(&session, owner) else {
+            return false;
+        };
+        self.current = session;
+        self.attach_call(link, handle);
+        true
+    }
+
+    /// The call's output goes to this connection from now on.
+    fn attach_call(&mut self, link: &mut Link, handle: call::CallHandle) {
+        // A call that ended with IsLast may still be finishing; the new
+        // one replaces it.
+        link.call_output = Some(handle.output);
+        self.call = Some(AttachedCall {
+            input: handle.input,
+            ended: handle.ended,
+            effective: None,
+            told_mismatch: false,
+        });
+    }
+
+    fn connected_frame(
+        &self,
+        link: &Link,
+        rejoined: Option<Position>,
+        call_resumed: bool,
+    ) -> String {
         let limits = &link.state.settings.limits;
         let epoch = rejoined.as_ref().map(|p| p.epoch.to_string());
         let event_log = match &rejoined {
@@ -382,7 +423,7 @@ impl Omnia {
                     max_payload_size: limits.max_payload_bytes as u64,
                     protocol_version: u32::from(omnia::PROTOCOL_VERSION),
                 },
-                resumed: rejoined.is_some(),
+                resumed: rejoined.is_some() || call_resumed,
                 memory_facet: self.params.memory_facet.as_deref(),
                 ai_disclosure: self.params.agent.requires_ai_disclosure,
                 event_log,
@@ -456,11 +497,12 @@ impl Omnia {
                 self.record_disclosure_ack(link).await;
                 Ok(())
             }
-            // No reply by contract: the call ends (what was said is still
-            // answered and stored), and the close that follows parks nothing.
+            // No reply by contract: the call ends now, and the close that
+            // follows parks nothing.
             ClientFrame::Hangup => {
                 if let Some(call) = self.call.take() {
-                    let _ = call.input.try_send(CallInput::End);
+                    call.ended.store(true, Ordering::Release);
+                    link.call_output = None;
                 }
                 Ok(())
             }
@@ -585,16 +627,7 @@ impl Omnia {
                 session: current.clone(),
             };
             match call::open(&link.state, voice, owner, proposed).await {
-                Ok(handle) => {
-                    // A call that ended with IsLast may still be finishing;
-                    // the new one replaces it.
-                    link.call_output = Some(handle.output);
-                    self.call = Some(AttachedCall {
-                        input: handle.input,
-                        effective: None,
-                        told_mismatch: false,
-                    });
-                }
+                Ok(handle) => self.attach_call(link, handle),
                 Err((code, text)) => return send_error(link, Some(&current), code, text).await,
             }
         }
@@ -630,6 +663,7 @@ impl Omnia {
             }
         }
         if fed.is_ok() && is_last {
+            call.ended.store(true, Ordering::Release);
             fed = call.input.try_send(CallInput::End);
             // Ended: its last response still comes out; a later frame
             // opens a new call.

@@ -86,6 +86,7 @@ async fn admit(
     Ok(ConnectionParams {
         positions,
         rejoin,
+        resume_call: resume.and_then(|s| agentwire_core::SessionId::parse(s).ok()),
         agent,
         namespace: query
             .first("namespace")

@@ -42,6 +42,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         draining: state.lifecycle.is_draining(),
         inbound_bytes_in_flight: state.inbound.in_flight() as u64,
         calls_active: state.calls.active() as u64,
+        calls_parked: state.calls.parked() as u64,
     };
     let mut body = state.metrics.render(&gauges);
     crate::metrics::render_live(&mut body, state.engine.live_counters());

@@ -47,3 +47,4 @@ mod traces;
 mod turn_log;
 mod upgrade;
 mod voice;
+mod voice_park;

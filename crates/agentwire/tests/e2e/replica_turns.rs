@@ -372,8 +372,16 @@ async fn a_paused_replica_whose_lease_was_taken_over_cannot_write() {
     signal(&child, "-CONT");
     let done = client.recv_turn().await.pop().unwrap();
     assert_eq!(done["content"], "done: taken over", "{done}");
-    // Redis refused the old holder's batches too.
-    let (_, metrics) = http_get(address.parse().unwrap(), "/metrics").await;
+    // Redis refused the old holder's batches too (once it has woken up
+    // enough to try: on a loaded machine that can come after the turn).
+    let mut metrics = String::new();
+    for _ in 0..50 {
+        metrics = http_get(address.parse().unwrap(), "/metrics").await.1;
+        if metric(&metrics, "agentwire_live_log_batches_fenced_total") >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         metric(&metrics, "agentwire_live_log_batches_fenced_total") >= 1.0,
         "{metrics}"

@@ -11,16 +11,16 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::{Client, TestServer, assert_error, metric, stored_messages};
 
-const WEATHER_16K: &[u8] = include_bytes!("../fixtures/audio/weather-16k.pcm");
-const HELLO_16K: &[u8] = include_bytes!("../fixtures/audio/hello-16k.pcm");
+pub(crate) const WEATHER_16K: &[u8] = include_bytes!("../fixtures/audio/weather-16k.pcm");
+pub(crate) const HELLO_16K: &[u8] = include_bytes!("../fixtures/audio/hello-16k.pcm");
 const WEATHER_24K: &[u8] = include_bytes!("../fixtures/audio/weather-24k.pcm");
-const SILENCE_16K: &[u8] = include_bytes!("../fixtures/audio/silence-16k.pcm");
+pub(crate) const SILENCE_16K: &[u8] = include_bytes!("../fixtures/audio/silence-16k.pcm");
 
 const IS_LAST: u8 = 0x04;
 
 /// The voice agents: echo, tone with a long reply (time to barge in), a
 /// 24 kHz counter-offer, a provider that fails; two calls at most.
-const VOICE_PROVIDERS: &str = r#"voice_providers:
+pub(crate) const VOICE_PROVIDERS: &str = r#"voice_providers:
   - {name: echo-voice, type: mock, output: echo}
   - name: long-voice
     type: mock
@@ -29,7 +29,7 @@ const VOICE_PROVIDERS: &str = r#"voice_providers:
   - {name: broken-voice, type: mock, fail_after_frames: 3}
 "#;
 
-const VOICE_AGENTS: &str = r#"  - {name: voice-echo, handler: echo, voice: echo-voice}
+pub(crate) const VOICE_AGENTS: &str = r#"  - {name: voice-echo, handler: echo, voice: echo-voice}
   - {name: voice-long, handler: echo, voice: long-voice}
   - {name: voice-hifi, handler: echo, voice: hifi-voice}
   - {name: voice-broken, handler: echo, voice: broken-voice}
@@ -45,7 +45,13 @@ async fn voice_server() -> TestServer {
 }
 
 /// An OMNI audio frame as the Omnia dashboard sends it.
-fn audio_frame(session: &str, sequence: u32, rate: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn audio_frame(
+    session: &str,
+    sequence: u32,
+    rate: u32,
+    flags: u8,
+    payload: &[u8],
+) -> Vec<u8> {
     let metadata = json!({
         "session_id": session, "mime_type": "audio/pcm",
         "sample_rate": rate, "channels": 1, "codec": "pcm"
@@ -67,12 +73,12 @@ fn audio_frame(session: &str, sequence: u32, rate: u32, flags: u8, payload: &[u8
 
 /// A server audio frame, decoded and checked against the contract: media
 /// id all zeros, not last, `audio/pcm`, the session's id.
-struct AudioOut {
-    sequence: u32,
-    payload: Vec<u8>,
+pub(crate) struct AudioOut {
+    pub(crate) sequence: u32,
+    pub(crate) payload: Vec<u8>,
 }
 
-fn decode_audio(frame: &[u8], session: &str) -> AudioOut {
+pub(crate) fn decode_audio(frame: &[u8], session: &str) -> AudioOut {
     assert_eq!(&frame[..4], b"OMNI");
     assert_eq!(frame[4], 1, "version");
     assert_eq!(frame[5], 0, "flags: neither chunked nor last");
@@ -88,12 +94,12 @@ fn decode_audio(frame: &[u8], session: &str) -> AudioOut {
     AudioOut { sequence, payload }
 }
 
-enum Frame {
+pub(crate) enum Frame {
     Text(Value),
     Audio(Vec<u8>),
 }
 
-async fn next_frame(client: &mut Client) -> Frame {
+pub(crate) async fn next_frame(client: &mut Client) -> Frame {
     loop {
         let message = tokio::time::timeout(Duration::from_secs(10), client.ws.next())
             .await
@@ -110,7 +116,7 @@ async fn next_frame(client: &mut Client) -> Frame {
 }
 
 /// The next text frame, skipping audio.
-async fn next_text(client: &mut Client) -> Value {
+pub(crate) async fn next_text(client: &mut Client) -> Value {
     loop {
         if let Frame::Text(value) = next_frame(client).await {
             return value;
@@ -121,7 +127,7 @@ async fn next_text(client: &mut Client) -> Value {
 /// Sends `pcm` as 20 ms frames from `first_sequence`, two frames per 20 ms
 /// (faster than real time, as a client catching up would); the last one
 /// flagged IsLast when `last`. Returns the next sequence.
-async fn speak(
+pub(crate) async fn speak(
     client: &mut Client,
     session: &str,
     rate: u32,
@@ -181,7 +187,7 @@ async fn speak_and_listen(
 
 /// Frames up to and including the next `done`: the text frames, and the
 /// audio payloads in order.
-async fn until_done(client: &mut Client, session: &str) -> (Vec<Value>, Vec<AudioOut>) {
+pub(crate) async fn until_done(client: &mut Client, session: &str) -> (Vec<Value>, Vec<AudioOut>) {
     let (mut texts, mut audio) = (Vec::new(), Vec::new());
     loop {
         match next_frame(client).await {
@@ -201,7 +207,7 @@ async fn until_done(client: &mut Client, session: &str) -> (Vec<Value>, Vec<Audi
     }
 }
 
-fn joined(audio: &[AudioOut]) -> Vec<u8> {
+pub(crate) fn joined(audio: &[AudioOut]) -> Vec<u8> {
     audio
         .iter()
         .flat_map(|a| a.payload.iter().copied())
