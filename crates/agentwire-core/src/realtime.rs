@@ -28,6 +28,9 @@ pub struct CallSpec {
     pub instructions: String,
     /// The client's proposal, from its first audio frame's metadata.
     pub proposed: AudioFormat,
+    /// The server-side tools the model may call in the call
+    /// ([`CallEvent::ToolCall`]).
+    pub tools: Vec<crate::model::ToolSpec>,
 }
 
 /// The two ends of an open call, as the provider hands them over.
@@ -47,8 +50,11 @@ pub struct CallLink {
 pub enum CallInput {
     /// The caller's audio, at the effective format.
     Audio(Vec<u8>),
-    /// The caller is done (the frame flagged IsLast, or `hangup`): finish
-    /// what was said, then close.
+    /// The result of the provider's [`CallEvent::ToolCall`] `call_id`, as
+    /// JSON text; the provider goes on answering with it.
+    ToolOutput { call_id: String, output: String },
+    /// The caller is done (the frame flagged IsLast): finish what was
+    /// said, then close.
     End,
 }
 
@@ -69,6 +75,13 @@ pub enum CallEvent {
     AssistantText { response: ResponseId, delta: String },
     /// More of a response's audio.
     AudioOut { response: ResponseId, pcm: Vec<u8> },
+    /// The model calls a tool; the server answers with
+    /// [`CallInput::ToolOutput`].
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
     /// The response is over: all of it was spoken, or (`interrupted`) the
     /// caller barged in and the rest was dropped.
     ResponseDone {

@@ -160,7 +160,7 @@ impl Server {
 /// Reads lines until one holding `marker`, returns its `address=`, and
 /// drains the rest of the stream in the background so the server never
 /// blocks on a full pipe.
-async fn find_address(
+pub(crate) async fn find_address(
     stream: impl AsyncRead + Unpin + Send + 'static,
     marker: &str,
 ) -> anyhow::Result<SocketAddr> {

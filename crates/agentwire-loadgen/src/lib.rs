@@ -11,8 +11,11 @@
 //! - [`soak`]: the soak's RSS samples and its two memory figures.
 //! - [`compare`]: both servers as child processes, alternating, medians and
 //!   ratios.
+//! - [`calls`]: concurrent voice calls on the mock voice provider: CPU per
+//!   call-second and RSS per call.
 
 pub mod baseline;
+pub mod calls;
 mod client;
 pub mod compare;
 pub mod options;

@@ -58,6 +58,21 @@ enum Command {
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
+    /// Start agentwire and hold concurrent voice calls (mock echo provider,
+    /// 20 ms frames both ways in real time): CPU per call-second, RSS per
+    /// call, whether the audio kept time. One row per `--calls` count.
+    Calls {
+        /// Concurrent calls, one run each: `50,200`.
+        #[arg(long, value_delimiter = ',', default_value = "50")]
+        calls: Vec<usize>,
+        #[arg(long, default_value = "20s", value_parser = parse_duration)]
+        duration: Duration,
+        #[arg(long)]
+        agentwire_bin: Option<PathBuf>,
+        /// Also write the table as Markdown to this file.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+    },
     /// Serve the bare baseline on a loopback address and print it.
     BaselineServer {
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -195,6 +210,32 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 .iter()
                 .chain(&comparison.baseline)
                 .all(|r| r.error_total == 0 && r.lost_or_reordered == 0);
+            Ok(clean(clean_runs))
+        }
+        Command::Calls {
+            calls,
+            duration,
+            agentwire_bin,
+            markdown,
+        } => {
+            let agentwire_bin = agentwire_bin.unwrap_or_else(compare::default_agentwire_bin);
+            let mut table = format!("{}\n", agentwire_loadgen::calls::CallsReport::header());
+            let mut clean_runs = true;
+            for calls in calls {
+                let options = agentwire_loadgen::calls::CallsOptions {
+                    calls,
+                    duration,
+                    agentwire_bin: agentwire_bin.clone(),
+                };
+                let report = agentwire_loadgen::calls::run(&options).await?;
+                clean_runs &= report.errors == 0 && report.late_dropped == 0;
+                table.push_str(&report.row());
+                table.push('\n');
+                println!("{}", report.row());
+            }
+            if let Some(path) = markdown {
+                std::fs::write(&path, &table)?;
+            }
             Ok(clean(clean_runs))
         }
         Command::BaselineServer { listen, chunks } => {

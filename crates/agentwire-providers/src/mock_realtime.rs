@@ -181,6 +181,8 @@ impl MockCall {
                         }
                         self.hear(&pcm).await?;
                     }
+                    // The mock calls no tools.
+                    Some(CallInput::ToolOutput { .. }) => {}
                     Some(CallInput::End) | None => {
                         ending = true;
                         self.end_utterance().await?;
@@ -365,6 +367,7 @@ mod tests {
         let spec = CallSpec {
             instructions: String::new(),
             proposed: format(16_000),
+            tools: Vec::new(),
         };
         MockRealtime::new(script).open(spec).await.unwrap()
     }

@@ -191,6 +191,7 @@ pub(crate) async fn open(
     let spec = CallSpec {
         instructions: voice.instructions.clone(),
         proposed,
+        tools: Vec::new(),
     };
     let link = match voice.provider.open(spec).await {
         Ok(link) => link,
@@ -442,6 +443,14 @@ impl CallTask {
                 // As for a text turn, `done` means stored.
                 self.store(exchange).await;
                 self.send(CallOutput::Done).await?;
+            }
+            CallEvent::ToolCall { call_id, name, .. } => {
+                // No tools are offered to calls yet (`CallSpec::tools` is
+                // empty): a model that calls one anyway hears so.
+                tracing::info!(tool = %name, "a voice call's model called an unknown tool");
+                let output = serde_json::json!({ "error": format!("no tool named {name}") });
+                let output = output.to_string();
+                let _ = self.input.try_send(CallInput::ToolOutput { call_id, output });
             }
             CallEvent::Failed(e) => {
                 tracing::warn!(error = %e, "a voice call failed");
