@@ -8,6 +8,8 @@
 //! - [`mock`]: a scripted model in the shape of Omnia's mock provider.
 //! - `mock_realtime`: a scripted voice provider ([`MockRealtime`]) on the
 //!   realtime port: energy VAD, echo or tone replies, barge-in, faults.
+//! - `openai_realtime`: the OpenAI Realtime API ([`OpenAiRealtime`]) on the
+//!   realtime port, over a WebSocket: truncation at barge-in, session rollover.
 //! - [`sse`]: the Server-Sent Events parser both HTTP providers read with.
 //! - `http` and `retry`: the shared HTTP fault handling: one pooled client per
 //!   provider, the first-token and idle timeouts around every read, the
@@ -36,6 +38,8 @@ mod mock_realtime;
 
 pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput};
 mod openai;
+mod openai_realtime;
+pub use openai_realtime::{OpenAiRealtime, OpenAiRealtimeSettings};
 mod retry;
 pub mod sse;
 
