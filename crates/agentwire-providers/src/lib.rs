@@ -34,7 +34,7 @@ mod http;
 mod mock;
 mod mock_realtime;
 
-pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput};
+pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput, MockVoiceTool};
 mod openai;
 mod retry;
 pub mod sse;
