@@ -61,7 +61,7 @@ pub use records::CANCELLED_KEY;
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
 use turn_task::{run_turn, turn_span};
-pub use voice::{INTERRUPTED_KEY, VOICE, VOICE_KEY, VoiceExchange};
+pub use voice::{INTERRUPTED_KEY, VOICE, VOICE_KEY, VoiceExchange, VoiceToolStep};
 use write::QuestionWrite;
 
 use crate::turn::{ClientTools, EventSink, Handler, TurnContext, TurnInput};

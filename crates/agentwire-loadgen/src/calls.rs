@@ -5,9 +5,10 @@
 //! echo's bytes all back).
 //!
 //! Each caller repeats an 800 ms burst of "speech" (a loud square wave the
-//! mock's energy detector hears) and 700 ms of silence, so every 1.5 s the
-//! mock transcribes an utterance, stores an exchange and echoes 800 ms of
-//! audio back: 50 frames a second in, about 27 out.
+//! mock's energy detector hears) and 1.2 s of silence (the mock's 300 ms
+//! hang-over, then the 800 ms echo, heard to its end), so every 2 s the mock
+//! transcribes an utterance, stores an exchange and echoes 800 ms of audio
+//! back: 50 frames a second in, 20 out.
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -28,7 +29,7 @@ const FRAME_BYTES: usize = 640;
 const FRAME: Duration = Duration::from_millis(20);
 /// Frames of speech, then of silence, per cycle.
 const SPEECH_FRAMES: u32 = 40;
-const SILENCE_FRAMES: u32 = 35;
+const SILENCE_FRAMES: u32 = 60;
 
 /// One benchmark run's settings.
 pub struct CallsOptions {

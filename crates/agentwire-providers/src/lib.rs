@@ -36,7 +36,7 @@ mod http;
 mod mock;
 mod mock_realtime;
 
-pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput};
+pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput, MockVoiceTool};
 mod openai;
 mod openai_realtime;
 pub use openai_realtime::{OpenAiRealtime, OpenAiRealtimeSettings};

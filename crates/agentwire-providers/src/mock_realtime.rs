@@ -67,6 +67,16 @@ pub struct MockVoice {
     pub speech_threshold: f64,
     /// Silence that ends an utterance.
     pub hangover: Duration,
+    /// A tool the model calls after every utterance; the reply waits for
+    /// its output and ends with it.
+    pub tool: Option<MockVoiceTool>,
+}
+
+/// The tool call of a [`MockVoice`] script.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MockVoiceTool {
+    pub name: String,
+    pub arguments: serde_json::Value,
 }
 
 impl Default for MockVoice {
@@ -79,6 +89,7 @@ impl Default for MockVoice {
             fail_after_frames: None,
             speech_threshold: 500.0,
             hangover: Duration::from_millis(300),
+            tool: None,
         }
     }
 }
@@ -134,6 +145,8 @@ struct MockCall {
     next_response: ResponseId,
     /// The response being spoken and its frames still to send.
     speaking: Option<(ResponseId, VecDeque<Vec<u8>>)>,
+    /// The tool call a reply waits for, and the utterance it answers.
+    awaiting_tool: Option<(String, Vec<u8>)>,
 }
 
 /// The events channel closed: the server is gone, so is the call.
@@ -156,6 +169,7 @@ impl MockCall {
             frames_in: 0,
             next_response: 0,
             speaking: None,
+            awaiting_tool: None,
         }
     }
 
@@ -181,8 +195,9 @@ impl MockCall {
                         }
                         self.hear(&pcm).await?;
                     }
-                    // The mock calls no tools.
-                    Some(CallInput::ToolOutput { .. }) => {}
+                    Some(CallInput::ToolOutput { call_id, output }) => {
+                        self.tool_output(&call_id, &output).await?;
+                    }
                     Some(CallInput::End) | None => {
                         ending = true;
                         self.end_utterance().await?;
@@ -190,7 +205,7 @@ impl MockCall {
                 },
                 _ = pace.tick(), if self.speaking.is_some() => self.speak_frame().await?,
             }
-            if ending && self.speaking.is_none() {
+            if ending && self.speaking.is_none() && self.awaiting_tool.is_none() {
                 return Ok(());
             }
         }
@@ -270,24 +285,52 @@ impl MockCall {
             ),
         };
         self.emit(CallEvent::UserTranscript { text }).await?;
+        if let Some(tool) = &self.script.tool {
+            // The reply waits for the tool's output.
+            let call_id = format!("call_{}", index + 1);
+            let call = CallEvent::ToolCall {
+                call_id: call_id.clone(),
+                name: tool.name.clone(),
+                arguments: tool.arguments.clone(),
+            };
+            self.awaiting_tool = Some((call_id, audio));
+            return self.emit(call).await;
+        }
+        let reply = self.script.reply.clone();
+        self.respond(&reply, audio).await
+    }
+
+    /// A response: `reply` in word deltas, then its audio, paced.
+    async fn respond(&mut self, reply: &str, utterance: Vec<u8>) -> Result<(), Gone> {
         let response = self.next_response;
         self.next_response += 1;
-        for delta in self.script.reply.split_inclusive(' ') {
+        for delta in reply.split_inclusive(' ') {
             let delta = delta.to_owned();
             self.emit(CallEvent::AssistantText { response, delta })
                 .await?;
         }
         let pcm = match self.script.output {
-            MockVoiceOutput::Echo => audio,
-            MockVoiceOutput::Tone => tone(&self.format, self.reply_millis()),
+            MockVoiceOutput::Echo => utterance,
+            MockVoiceOutput::Tone => tone(&self.format, reply_millis(reply)),
         };
         let frames = pcm.chunks(self.window).map(<[u8]>::to_vec).collect();
         self.speaking = Some((response, frames));
         Ok(())
     }
 
-    fn reply_millis(&self) -> u64 {
-        (self.script.reply.chars().count() as u64 * TONE_MS_PER_CHAR).max(200)
+    /// The output of the tool call the reply waits for: the reply is the
+    /// script's, then the output.
+    async fn tool_output(&mut self, call_id: &str, output: &str) -> Result<(), Gone> {
+        match self.awaiting_tool.take() {
+            Some((awaited, utterance)) if awaited == call_id => {
+                let reply = format!("{} {output}", self.script.reply);
+                self.respond(&reply, utterance).await
+            }
+            other => {
+                self.awaiting_tool = other;
+                Ok(())
+            }
+        }
     }
 
     async fn speak_frame(&mut self) -> Result<(), Gone> {
@@ -307,6 +350,11 @@ impl MockCall {
             }
         }
     }
+}
+
+/// How long `reply` takes to say in `tone` mode.
+fn reply_millis(reply: &str) -> u64 {
+    (reply.chars().count() as u64 * TONE_MS_PER_CHAR).max(200)
 }
 
 /// The RMS of a window of PCM16LE samples (all channels alike).
@@ -529,6 +577,50 @@ mod tests {
             last,
             Some(CallEvent::Failed(CallError::new("scripted failure")))
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scripted_tool_call_holds_the_reply_until_its_output() {
+        let mut link = open(MockVoice {
+            tool: Some(MockVoiceTool {
+                name: "lookup".into(),
+                arguments: serde_json::json!({"q": 1}),
+            }),
+            ..MockVoice::default()
+        })
+        .await;
+        send_in_frames(&link, &loud(200)).await;
+        send_in_frames(&link, &silence(400)).await;
+        let call_id = loop {
+            match link.events.recv().await.unwrap() {
+                CallEvent::AssistantText { .. } => panic!("the reply waits for the tool"),
+                CallEvent::ToolCall {
+                    call_id,
+                    name,
+                    arguments,
+                } => {
+                    assert_eq!(
+                        (name.as_str(), arguments),
+                        ("lookup", serde_json::json!({"q": 1}))
+                    );
+                    break call_id;
+                }
+                _ => {}
+            }
+        };
+        let output = r#"{"answer":42}"#.to_owned();
+        link.input
+            .send(CallInput::ToolOutput { call_id, output })
+            .await
+            .unwrap();
+        link.input.send(CallInput::End).await.unwrap();
+        let mut text = String::new();
+        while let Some(event) = link.events.recv().await {
+            if let CallEvent::AssistantText { delta, .. } = event {
+                text.push_str(&delta);
+            }
+        }
+        assert_eq!(text, r#"I heard you. {"answer":42}"#);
     }
 
     #[test]

@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use agentwire_core::engine::VoiceExchange;
+use agentwire_core::engine::{VoiceExchange, VoiceToolStep};
 use agentwire_core::realtime::{CallEvent, CallInput, CallSpec, PCM, RealtimeProvider, ResponseId};
-use agentwire_core::{Agent, AudioFormat, ErrorCode, SessionId};
+use agentwire_core::{Agent, AudioFormat, ErrorCode, SessionId, ToolBox, ToolOutcome, ToolSource};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -58,6 +58,9 @@ pub struct Voice {
     pub provider: Arc<dyn RealtimeProvider>,
     /// What the provider is told the agent is.
     pub instructions: String,
+    /// The agent's server tools, opened per call (as per connection for
+    /// text turns) and offered to the provider's model.
+    pub tools: Vec<Arc<dyn ToolSource>>,
 }
 
 /// Transcripts a parked call keeps for its resume; older ones are dropped
@@ -188,10 +191,14 @@ pub(crate) async fn open(
     let Some(slot) = Calls::try_take(state) else {
         return Err((ErrorCode::RateLimited, CALL_LIMIT_REACHED));
     };
+    let tools = open_tools(&voice.tools).await;
     let spec = CallSpec {
         instructions: voice.instructions.clone(),
         proposed,
-        tools: Vec::new(),
+        tools: tools
+            .iter()
+            .flat_map(|b| b.specs().iter().cloned())
+            .collect(),
     };
     let link = match voice.provider.open(spec).await {
         Ok(link) => link,
@@ -214,6 +221,8 @@ pub(crate) async fn open(
         effective: None,
         backlog: VecDeque::new(),
         exchange: VoiceExchange::default(),
+        tools: Arc::new(tools),
+        tool_steps: Arc::default(),
         speaking: None,
         interrupted: None,
         sequence: 0,
@@ -243,6 +252,10 @@ struct CallTask {
     backlog: VecDeque<CallOutput>,
     /// The response being spoken: what was said and what it answers.
     exchange: VoiceExchange,
+    /// The call's server tools.
+    tools: Arc<Vec<Arc<dyn ToolBox>>>,
+    /// Tool calls finished since the last response's end, in order.
+    tool_steps: Arc<Mutex<Vec<VoiceToolStep>>>,
     /// The response whose audio is going out now.
     speaking: Option<ResponseId>,
     /// The response the caller barged in on: nothing more of it is sent.
@@ -437,6 +450,7 @@ impl CallTask {
                 }
                 let mut exchange = std::mem::take(&mut self.exchange);
                 exchange.interrupted = interrupted || self.interrupted == Some(response);
+                exchange.tools = std::mem::take(&mut *self.tool_steps.lock());
                 if self.speaking == Some(response) {
                     self.speaking = None;
                 }
@@ -444,14 +458,11 @@ impl CallTask {
                 self.store(exchange).await;
                 self.send(CallOutput::Done).await?;
             }
-            CallEvent::ToolCall { call_id, name, .. } => {
-                // No tools are offered to calls yet (`CallSpec::tools` is
-                // empty): a model that calls one anyway hears so.
-                tracing::info!(tool = %name, "a voice call's model called an unknown tool");
-                let output = serde_json::json!({ "error": format!("no tool named {name}") });
-                let output = output.to_string();
-                let _ = self.input.try_send(CallInput::ToolOutput { call_id, output });
-            }
+            CallEvent::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => self.run_tool(call_id, name, arguments),
             CallEvent::Failed(e) => {
                 tracing::warn!(error = %e, "a voice call failed");
                 self.state.metrics.count_call_failure();
@@ -501,6 +512,40 @@ impl CallTask {
         }
     }
 
+    /// Runs a server tool the model called, beside the call (a slow tool
+    /// must not hold the caller's audio up), and gives the provider its
+    /// output; the step joins the response's exchange.
+    fn run_tool(&self, call_id: String, name: String, arguments: serde_json::Value) {
+        let tools = self.tools.clone();
+        let steps = self.tool_steps.clone();
+        let input = self.input.clone();
+        tokio::spawn(async move {
+            let tool = tools
+                .iter()
+                .find(|b| b.specs().iter().any(|s| s.name == name));
+            let outcome = match tool {
+                Some(tool) => match tool.call(&name, arguments.clone()).await {
+                    Ok(value) => ToolOutcome::Ok(value),
+                    Err(e) => ToolOutcome::Error(e),
+                },
+                None => ToolOutcome::Error(format!("no tool named {name}")),
+            };
+            let output = match &outcome {
+                ToolOutcome::Ok(value) => value.to_string(),
+                ToolOutcome::Error(e) | ToolOutcome::Denied(e) => {
+                    serde_json::json!({ "error": e }).to_string()
+                }
+            };
+            steps.lock().push(VoiceToolStep {
+                id: call_id.clone(),
+                name,
+                arguments,
+                outcome,
+            });
+            let _ = input.send(CallInput::ToolOutput { call_id, output }).await;
+        });
+    }
+
     /// A response's exchange joins the session; a failure to store it is
     /// logged and the call goes on (the caller heard it either way).
     async fn store(&self, exchange: VoiceExchange) {
@@ -523,6 +568,21 @@ impl CallTask {
             tracing::warn!(error = %e, "storing a voice exchange failed");
         }
     }
+}
+
+/// The call's tool boxes; a source that cannot open is left out (logged),
+/// as a text turn would go on without it.
+async fn open_tools(sources: &[Arc<dyn ToolSource>]) -> Vec<Arc<dyn ToolBox>> {
+    let mut boxes = Vec::with_capacity(sources.len());
+    for source in sources {
+        match source.open().await {
+            Ok(tools) => boxes.push(tools),
+            Err(e) => {
+                tracing::warn!(tool = source.name(), error = %e, "a voice call's tool could not open")
+            }
+        }
+    }
+    boxes
 }
 
 /// Resolves when the attached connection dropped its queue; never while

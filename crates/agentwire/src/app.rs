@@ -428,6 +428,11 @@ fn agent_entry(
                     .as_ref()
                     .and_then(|r| r.instructions.clone())
                     .unwrap_or_default(),
+                tools: config
+                    .runtime
+                    .as_ref()
+                    .map(|r| runtime_parts.server_tools(r))
+                    .unwrap_or_default(),
             }),
     })
 }

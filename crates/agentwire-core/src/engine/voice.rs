@@ -10,6 +10,7 @@ use super::{Engine, SubmitError};
 use crate::content::Metadata;
 use crate::ids::SessionId;
 use crate::session::MessageBody;
+use crate::turn::{ToolOutcome, ToolSide};
 
 /// The metadata key that marks a message as spoken in a call.
 pub const VOICE_KEY: &str = "via";
@@ -28,6 +29,17 @@ pub struct VoiceExchange {
     pub reply: String,
     /// The caller barged in before the reply's end.
     pub interrupted: bool,
+    /// The server tools the model called for the reply, in order.
+    pub tools: Vec<VoiceToolStep>,
+}
+
+/// A tool call of a voice response and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoiceToolStep {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub outcome: ToolOutcome,
 }
 
 impl Engine {
@@ -44,13 +56,27 @@ impl Engine {
         let lease = self.attach(session, agent, namespace, owner, true).await?;
         let now = self.inner.clock.now();
         let voice = || Metadata::from([(VOICE_KEY.to_owned(), VOICE.to_owned())]);
-        let mut messages = Vec::with_capacity(2);
+        let mut messages = Vec::with_capacity(2 + 2 * exchange.tools.len());
         if !exchange.user.is_empty() {
             let user = MessageBody::User {
                 text: exchange.user,
                 parts: Vec::new(),
             };
             messages.push(record(session, user, voice(), now));
+        }
+        for step in exchange.tools {
+            let call = MessageBody::ToolCall {
+                id: step.id.clone(),
+                name: step.name,
+                arguments: step.arguments,
+                side: ToolSide::Server,
+            };
+            messages.push(record(session, call, voice(), now));
+            let result = MessageBody::ToolResult {
+                id: step.id,
+                outcome: step.outcome,
+            };
+            messages.push(record(session, result, voice(), now));
         }
         let mut metadata = voice();
         if exchange.interrupted {

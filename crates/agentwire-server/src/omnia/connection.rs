@@ -672,6 +672,9 @@ impl Omnia {
         match fed {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(
+                    "a voice call's provider fell 2 s behind the caller's audio; the call ended"
+                );
                 self.call = None;
                 link.call_output = None;
                 link.state.metrics.count_call_failure();

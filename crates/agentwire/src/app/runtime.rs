@@ -168,6 +168,18 @@ impl RuntimeParts {
         }))
     }
 
+    /// The server tools of a runtime agent (its client tools are left out).
+    pub(super) fn server_tools(&self, config: &RuntimeAgentConfig) -> Vec<Arc<dyn ToolSource>> {
+        config
+            .tools
+            .iter()
+            .filter_map(|name| match self.tools.get(name) {
+                Some(BuiltTool::Server(source)) => Some(source.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn add_tool(
         &self,
         name: &str,

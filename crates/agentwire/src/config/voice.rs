@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use agentwire_core::AudioFormat;
-use agentwire_providers::{MockVoice, MockVoiceOutput};
+use agentwire_providers::{MockVoice, MockVoiceOutput, MockVoiceTool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +55,21 @@ pub(super) struct RawVoiceProvider {
     speech_threshold: Option<f64>,
     /// `mock`: silence that ends an utterance. Default: 300ms.
     hangover: Option<ConfigDuration>,
+    /// `mock`: a tool the model calls after every utterance (one of the
+    /// agent's server tools); the reply waits for its output and ends with
+    /// it. Default: none.
+    tool: Option<RawVoiceTool>,
+}
+
+/// A scripted tool call.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawVoiceTool {
+    /// The tool's name.
+    name: String,
+    /// Its arguments, a JSON object. Default: `{}`.
+    #[serde(default)]
+    arguments: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -141,6 +156,10 @@ pub(super) fn validate(
         fail_after_frames: raw.fail_after_frames,
         speech_threshold,
         hangover,
+        tool: raw.tool.map(|tool| MockVoiceTool {
+            name: tool.name,
+            arguments: serde_json::Value::Object(tool.arguments),
+        }),
     };
     Ok(VoiceProviderConfig {
         name: raw.name,

@@ -7,9 +7,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::config_errors::{ONE_AGENT, agentwire, check_config, write_config};
@@ -425,4 +426,74 @@ async fn no_credential_reaches_the_log() {
             "a token signature appears in the log"
         );
     }
+}
+
+/// A voice call's words stay out of the log at `debug`: what the caller
+/// said, what the agent answered, its instructions, and the provider's own
+/// failure text; audio never appears as data.
+#[tokio::test]
+async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
+    use crate::voice::{WEATHER_16K, audio_frame};
+    const SAID: &str = "zebra42 secret utterance";
+    const REPLY: &str = "okapi77 secret reply";
+    const INSTRUCTIONS: &str = "quokka99 secret instructions";
+    let (dir, path) = write_config(&format!(
+        "storage:\n  sessions: memory\nproviders:\n  - {{name: text, type: mock, default_response: hi}}\nvoice_providers:\n  - {{name: v, type: mock, output: echo, reply: \"{REPLY}\", user_transcripts: [\"{SAID}\"]}}\n  - {{name: broken, type: mock, fail_after_frames: 2}}\nagents:\n  - {{name: caller, handler: runtime, provider: text, instructions: \"{INSTRUCTIONS}\", voice: v}}\n  - {{name: failing, handler: echo, voice: broken}}\n"
+    ));
+    let path = path.to_str().unwrap().to_owned();
+    let mut server = ServerProcess::spawn_logging(
+        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
+        Some(dir.path()),
+        "debug",
+    );
+    let addr = server.listening_address().await;
+    for agent in ["caller", "failing"] {
+        let url = format!("ws://{addr}/ws?agent={agent}&binary=true");
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let mut client = Client { ws };
+        let connected = client.recv().await;
+        let session = connected["session_id"].as_str().unwrap().to_owned();
+        for (sequence, chunk) in WEATHER_16K.chunks(640).enumerate() {
+            let frame = audio_frame(&session, sequence as u32, 16_000, 0, chunk);
+            if client.ws.send(Message::binary(frame)).await.is_err() {
+                break;
+            }
+            // Twice real time, as a client catching up would.
+            if sequence % 2 == 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        // Until the reply's done, or the failure.
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), client.ws.next()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    let frame: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    if frame["type"] == "done" || frame["type"] == "error" {
+                        break;
+                    }
+                }
+                Ok(Some(Ok(_))) => {}
+                other => panic!("the call ended early: {other:?}"),
+            }
+        }
+    }
+    server.sigterm();
+    server.wait_exit(Duration::from_secs(10)).await;
+    let mut log = String::new();
+    while let Ok(line) = server.stderr.try_recv() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    assert!(
+        log.contains("a voice call failed"),
+        "the failure was logged: {log}"
+    );
+    for secret in [SAID, REPLY, INSTRUCTIONS, "zebra42", "okapi77", "quokka99"] {
+        assert!(
+            !log.contains(secret),
+            "{secret:?} appears in the log:\n{log}"
+        );
+    }
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 2_000, "a {longest}-byte log line: audio as data?");
 }

@@ -612,3 +612,60 @@ async fn agents_without_a_voice_provider_refuse_audio_and_bad_voice_config_names
     let error = agentwire::config::parse(bad, |_| None).unwrap_err();
     assert_eq!(error.key, "voice_providers[0].counter_offer.sample_rate");
 }
+
+#[tokio::test]
+async fn a_server_tool_runs_inside_a_call_and_its_step_is_stored_with_the_exchange() {
+    let api = crate::fake_http::FakeHttp::start(|_, _| {
+        crate::fake_http::Answer::json(r#"{"forecast":"sunny"}"#)
+    })
+    .await;
+    let top_level = format!(
+        r#"providers:
+  - {{name: text, type: mock, default_response: "typed answer"}}
+tools:
+  - name: weather
+    type: http
+    description: The weather in a city
+    parameters: {{type: object, properties: {{city: {{type: string}}}}, required: [city]}}
+    request:
+      method: GET
+      url: "http://{api}/weather/{{{{city}}}}"
+voice_providers:
+  - name: tool-voice
+    type: mock
+    output: echo
+    reply: "The weather:"
+    tool: {{name: weather, arguments: {{city: Lisbon}}}}
+"#,
+        api = api.addr
+    );
+    let agent = "  - {name: forecaster, handler: runtime, provider: text, tools: [weather], voice: tool-voice, instructions: \"Answer about the weather.\"}\n";
+    let server = TestServer::with_runtime(&top_level, agent).await;
+    let (mut client, connected) = server.connect("agent=forecaster&binary=true").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    speak(&mut client, &session, 16_000, 0, WEATHER_16K, false).await;
+    assert_eq!(next_text(&mut client).await["type"], "session_config");
+    let (texts, audio) = until_done(&mut client, &session).await;
+    let reply: String = texts
+        .iter()
+        .filter(|t| t["type"] == "chunk" && t.get("role").is_none())
+        .map(|t| t["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(reply, r#"The weather: {"forecast":"sunny"}"#);
+    assert!(!audio.is_empty());
+    let requests = api.requests().await;
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].request_line.starts_with("GET /weather/Lisbon "),
+        "{}",
+        requests[0].request_line
+    );
+    // Stored in order: what was said, the tool step, the reply.
+    let stored = stored_messages(&server.db_path);
+    let roles: Vec<&str> = stored
+        .iter()
+        .filter(|m| m.0 == session)
+        .map(|m| m.2.as_str())
+        .collect();
+    assert_eq!(roles, ["user", "tool", "tool", "assistant"], "{stored:?}");
+}
