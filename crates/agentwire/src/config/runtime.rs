@@ -285,7 +285,7 @@ pub(super) fn validate_provider(
     Ok(settings)
 }
 
-fn api_key(
+pub(super) fn api_key(
     key: &dyn Fn(&str) -> String,
     literal: Option<String>,
     env: Option<String>,

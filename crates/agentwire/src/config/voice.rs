@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use agentwire_core::AudioFormat;
-use agentwire_providers::{MockVoice, MockVoiceOutput, MockVoiceTool};
+use agentwire_providers::{
+    MockVoice, MockVoiceOutput, MockVoiceTool, OpenAiRealtime, OpenAiRealtimeSettings,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -12,16 +14,18 @@ use super::ConfigError;
 use super::duration::ConfigDuration;
 
 /// A validated `voice_providers[]` entry.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct VoiceProviderConfig {
     pub name: String,
     pub kind: VoiceKind,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum VoiceKind {
     /// The scripted provider (`type: mock`).
     Mock(MockVoice),
+    /// The OpenAI Realtime API (`type: openai_realtime`), checked and built.
+    OpenAiRealtime(OpenAiRealtime),
 }
 
 /// One entry of `voice_providers[]`.
@@ -32,9 +36,31 @@ pub(super) struct RawVoiceProvider {
     /// `_`, `-`.
     name: String,
     /// `mock`: the scripted provider (energy voice detection, echo or tone
-    /// replies, barge-in), offline.
+    /// replies, barge-in), offline. `openai_realtime`: the OpenAI Realtime
+    /// API over WebSocket (24 kHz PCM, server-side voice detection).
     #[serde(rename = "type")]
     kind: RawVoiceKind,
+    /// `openai_realtime`: the model, such as `gpt-realtime`. Required.
+    model: Option<String>,
+    /// `openai_realtime`: the API key. A secret: use `${VAR}`. Not with
+    /// `api_key_env`; one of the two is required.
+    api_key: Option<String>,
+    /// `openai_realtime`: the name of an environment variable holding the
+    /// API key (it must be set).
+    api_key_env: Option<String>,
+    /// `openai_realtime`: the endpoint, `wss://` or `ws://`. Default:
+    /// `wss://api.openai.com/v1/realtime`.
+    url: Option<String>,
+    /// `openai_realtime`: the voice, such as `alloy`. Default: the
+    /// provider's.
+    voice: Option<String>,
+    /// `openai_realtime`: the model that transcribes the caller. Default:
+    /// `gpt-4o-mini-transcribe`.
+    transcription_model: Option<String>,
+    /// `openai_realtime`: the age at which a provider session is replaced by
+    /// a fresh one seeded with the transcript (the provider ends sessions at
+    /// 60 minutes). Default: 55m.
+    session_cap: Option<ConfigDuration>,
     /// `mock`: `tone` (a 440 Hz sine as long as the reply takes to say; the
     /// default) or `echo` (the caller's own audio back).
     output: Option<RawVoiceOutput>,
@@ -72,10 +98,11 @@ struct RawVoiceTool {
     arguments: serde_json::Map<String, serde_json::Value>,
 }
 
-#[derive(Deserialize, Serialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 enum RawVoiceKind {
     Mock,
+    OpenaiRealtime,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -100,6 +127,7 @@ struct RawAudioFormat {
 pub(super) fn validate(
     index: usize,
     raw: RawVoiceProvider,
+    lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<VoiceProviderConfig, ConfigError> {
     let key = |field: &str| format!("voice_providers[{index}].{field}");
     let valid_name = !raw.name.is_empty()
@@ -114,6 +142,90 @@ pub(super) fn validate(
             "1 to 64 ASCII letters, digits, '.', '_' or '-'",
         ));
     }
+    let name = raw.name.clone();
+    let kind = match raw.kind {
+        RawVoiceKind::Mock => {
+            refuse(&key, "type: mock", &openai_fields(&raw))?;
+            VoiceKind::Mock(mock(&key, raw)?)
+        }
+        RawVoiceKind::OpenaiRealtime => {
+            refuse(&key, "type: openai_realtime", &mock_fields(&raw))?;
+            VoiceKind::OpenAiRealtime(openai(&key, raw, lookup)?)
+        }
+    };
+    Ok(VoiceProviderConfig { name, kind })
+}
+
+fn openai_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 7] {
+    [
+        ("model", raw.model.is_some()),
+        ("api_key", raw.api_key.is_some()),
+        ("api_key_env", raw.api_key_env.is_some()),
+        ("url", raw.url.is_some()),
+        ("voice", raw.voice.is_some()),
+        ("transcription_model", raw.transcription_model.is_some()),
+        ("session_cap", raw.session_cap.is_some()),
+    ]
+}
+
+fn mock_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 8] {
+    [
+        ("output", raw.output.is_some()),
+        ("reply", raw.reply.is_some()),
+        ("user_transcripts", !raw.user_transcripts.is_empty()),
+        ("counter_offer", raw.counter_offer.is_some()),
+        ("fail_after_frames", raw.fail_after_frames.is_some()),
+        ("speech_threshold", raw.speech_threshold.is_some()),
+        ("hangover", raw.hangover.is_some()),
+        ("tool", raw.tool.is_some()),
+    ]
+}
+
+/// The first of `fields` that is set: not a field of `kind`.
+fn refuse(
+    key: &dyn Fn(&str) -> String,
+    kind: &str,
+    fields: &[(&'static str, bool)],
+) -> Result<(), ConfigError> {
+    match fields.iter().find(|(_, set)| *set) {
+        Some((field, _)) => Err(ConfigError::new(key(field), format!("not for `{kind}`"))),
+        None => Ok(()),
+    }
+}
+
+fn openai(
+    key: &dyn Fn(&str) -> String,
+    raw: RawVoiceProvider,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<OpenAiRealtime, ConfigError> {
+    let model = raw
+        .model
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ConfigError::new(key("model"), "required for `type: openai_realtime`"))?;
+    let api_key =
+        super::runtime::api_key(key, raw.api_key, raw.api_key_env, lookup)?.ok_or_else(|| {
+            ConfigError::new(
+                key("api_key"),
+                "required for `type: openai_realtime` (or api_key_env)",
+            )
+        })?;
+    let mut settings = OpenAiRealtimeSettings::new(model, api_key);
+    if let Some(url) = raw.url {
+        settings.url = url;
+    }
+    settings.voice = raw.voice;
+    if let Some(model) = raw.transcription_model {
+        settings.transcription_model = model;
+    }
+    if let Some(cap) = raw.session_cap {
+        settings.session_cap = cap.0;
+    }
+    // Its checks (the URL, the timeouts, the key as a header value) never
+    // quote the key.
+    OpenAiRealtime::new(settings).map_err(|e| ConfigError::new(key("url"), e))
+}
+
+fn mock(key: &dyn Fn(&str) -> String, raw: RawVoiceProvider) -> Result<MockVoice, ConfigError> {
     let defaults = MockVoice::default();
     let speech_threshold = raw.speech_threshold.unwrap_or(defaults.speech_threshold);
     if !(0.0..=32767.0).contains(&speech_threshold) {
@@ -144,8 +256,7 @@ pub(super) fn validate(
             })
         }
     };
-    let RawVoiceKind::Mock = raw.kind;
-    let script = MockVoice {
+    Ok(MockVoice {
         output: match raw.output {
             None | Some(RawVoiceOutput::Tone) => MockVoiceOutput::Tone,
             Some(RawVoiceOutput::Echo) => MockVoiceOutput::Echo,
@@ -160,10 +271,6 @@ pub(super) fn validate(
             name: tool.name,
             arguments: serde_json::Value::Object(tool.arguments),
         }),
-    };
-    Ok(VoiceProviderConfig {
-        name: raw.name,
-        kind: VoiceKind::Mock(script),
     })
 }
 

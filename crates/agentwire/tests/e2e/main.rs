@@ -47,4 +47,5 @@ mod traces;
 mod turn_log;
 mod upgrade;
 mod voice;
+mod voice_openai;
 mod voice_park;
