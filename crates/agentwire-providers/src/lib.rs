@@ -10,6 +10,9 @@
 //!   realtime port: energy VAD, echo or tone replies, barge-in, faults.
 //! - `openai_realtime`: the OpenAI Realtime API ([`OpenAiRealtime`]) on the
 //!   realtime port, over a WebSocket: truncation at barge-in, session rollover.
+//! - `cascade`: local voice ([`Cascade`]) on the realtime port: speech-to-text,
+//!   the agent's text model and text-to-speech over OpenAI-compatible HTTP,
+//!   with the mock's energy VAD and output pacing (`vad`, shared).
 //! - [`sse`]: the Server-Sent Events parser both HTTP providers read with.
 //! - `http` and `retry`: the shared HTTP fault handling: one pooled client per
 //!   provider, the first-token and idle timeouts around every read, the
@@ -32,6 +35,8 @@ use std::time::Duration;
 use agentwire_core::ModelProvider;
 
 mod anthropic;
+mod cascade;
+pub use cascade::{Cascade, CascadeSettings, SpeechEndpoint};
 mod http;
 mod mock;
 mod mock_realtime;
@@ -42,6 +47,7 @@ mod openai_realtime;
 pub use openai_realtime::{OpenAiRealtime, OpenAiRealtimeSettings};
 mod retry;
 pub mod sse;
+mod vad;
 
 #[doc(hidden)]
 pub mod fuzzing;

@@ -18,24 +18,22 @@
 //!   spoken stops it (`SpeechStarted`, then `ResponseDone{interrupted}`).
 //! - **Faults**: a fatal error after N input frames.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::AudioFormat;
 use agentwire_core::realtime::{
-    CallError, CallEvent, CallInput, CallLink, CallSpec, RealtimeProvider, ResponseId, pcm_bytes,
-    pcm_millis,
+    CallError, CallEvent, CallInput, CallLink, CallSpec, RealtimeProvider, ResponseId, pcm_millis,
 };
 use async_trait::async_trait;
 use tokio::sync::mpsc;
+
+use crate::vad::{Speaker, Vad, VadEvent};
 
 /// Input frames a call buffers towards the mock: 2 s of 20 ms frames.
 const INPUT_CAPACITY: usize = 100;
 /// Events buffered towards the server.
 const EVENT_CAPACITY: usize = 64;
-/// The analysis window and the output frame.
-const FRAME: Duration = Duration::from_millis(20);
 /// How long a character of the reply takes to say in `tone` mode.
 const TONE_MS_PER_CHAR: u64 = 80;
 const TONE_HZ: f64 = 440.0;
@@ -120,31 +118,16 @@ impl RealtimeProvider for MockRealtime {
     }
 }
 
-/// Where the caller's speech stands.
-enum Speech {
-    Silent,
-    /// An utterance: its audio so far, how much of it ends on a voiced
-    /// window, and the silent windows since.
-    Speaking {
-        audio: Vec<u8>,
-        voiced: usize,
-        silent_windows: u32,
-    },
-}
-
 struct MockCall {
     script: Arc<MockVoice>,
     format: AudioFormat,
     events: mpsc::Sender<CallEvent>,
-    window: usize,
-    /// Input not yet a whole window.
-    partial: Vec<u8>,
-    speech: Speech,
+    vad: Vad,
     utterances: usize,
     frames_in: u64,
     next_response: ResponseId,
-    /// The response being spoken and its frames still to send.
-    speaking: Option<(ResponseId, VecDeque<Vec<u8>>)>,
+    /// The response being spoken.
+    speaker: Speaker,
     /// The tool call a reply waits for, and the utterance it answers.
     awaiting_tool: Option<(String, Vec<u8>)>,
 }
@@ -154,21 +137,17 @@ struct Gone;
 
 impl MockCall {
     fn new(script: Arc<MockVoice>, format: AudioFormat, events: mpsc::Sender<CallEvent>) -> Self {
-        // Whole samples of every channel, at least one.
-        let frame_bytes = 2 * format.channels.max(1) as usize;
-        let window =
-            (pcm_bytes(&format, FRAME.as_millis() as u64) / frame_bytes).max(1) * frame_bytes;
+        let vad = Vad::new(&format, script.speech_threshold, script.hangover);
+        let speaker = Speaker::new(vad.window());
         MockCall {
             script,
             format,
             events,
-            window,
-            partial: Vec::new(),
-            speech: Speech::Silent,
+            vad,
             utterances: 0,
             frames_in: 0,
             next_response: 0,
-            speaking: None,
+            speaker,
             awaiting_tool: None,
         }
     }
@@ -180,8 +159,7 @@ impl MockCall {
     async fn serve(&mut self, input: &mut mpsc::Receiver<CallInput>) -> Result<(), Gone> {
         let effective = self.format.clone();
         self.emit(CallEvent::Ready { effective }).await?;
-        let mut pace = tokio::time::interval(FRAME);
-        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pace = crate::vad::pace();
         let mut ending = false;
         loop {
             tokio::select! {
@@ -200,12 +178,18 @@ impl MockCall {
                     }
                     Some(CallInput::End) | None => {
                         ending = true;
-                        self.end_utterance().await?;
+                        if let Some(audio) = self.vad.finish() {
+                            self.end_utterance(audio).await?;
+                        }
                     }
                 },
-                _ = pace.tick(), if self.speaking.is_some() => self.speak_frame().await?,
+                _ = pace.tick(), if self.speaker.ready() => {
+                    if let Some(event) = self.speaker.tick() {
+                        self.emit(event).await?;
+                    }
+                }
             }
-            if ending && self.speaking.is_none() && self.awaiting_tool.is_none() {
+            if ending && !self.speaker.active() && self.awaiting_tool.is_none() {
                 return Ok(());
             }
         }
@@ -216,64 +200,26 @@ impl MockCall {
     }
 
     async fn hear(&mut self, pcm: &[u8]) -> Result<(), Gone> {
-        self.partial.extend_from_slice(pcm);
-        let whole = self.partial.len() / self.window * self.window;
-        let windows: Vec<u8> = self.partial.drain(..whole).collect();
-        for window in windows.chunks(self.window) {
-            self.hear_window(window).await?;
-        }
-        Ok(())
-    }
-
-    async fn hear_window(&mut self, window: &[u8]) -> Result<(), Gone> {
-        let voiced = rms(window) > self.script.speech_threshold;
-        match &mut self.speech {
-            Speech::Silent if voiced => {
-                self.emit(CallEvent::SpeechStarted).await?;
-                if let Some((response, _)) = self.speaking.take() {
-                    let done = CallEvent::ResponseDone {
-                        response,
-                        interrupted: true,
-                    };
-                    self.emit(done).await?;
-                }
-                self.speech = Speech::Speaking {
-                    audio: window.to_vec(),
-                    voiced: window.len(),
-                    silent_windows: 0,
-                };
-            }
-            Speech::Silent => {}
-            Speech::Speaking {
-                audio,
-                voiced: end,
-                silent_windows,
-            } => {
-                audio.extend_from_slice(window);
-                if voiced {
-                    *end = audio.len();
-                    *silent_windows = 0;
-                } else {
-                    *silent_windows += 1;
-                    let silence = FRAME * *silent_windows;
-                    if silence >= self.script.hangover {
-                        self.end_utterance().await?;
+        for heard in self.vad.push(pcm) {
+            match heard {
+                VadEvent::Started => {
+                    self.emit(CallEvent::SpeechStarted).await?;
+                    if let Some(response) = self.speaker.interrupt() {
+                        let done = CallEvent::ResponseDone {
+                            response,
+                            interrupted: true,
+                        };
+                        self.emit(done).await?;
                     }
                 }
+                VadEvent::Ended(audio) => self.end_utterance(audio).await?,
             }
         }
         Ok(())
     }
 
-    /// The utterance in progress, if any, is over: transcribe and answer it.
-    async fn end_utterance(&mut self) -> Result<(), Gone> {
-        let Speech::Speaking {
-            mut audio, voiced, ..
-        } = std::mem::replace(&mut self.speech, Speech::Silent)
-        else {
-            return Ok(());
-        };
-        audio.truncate(voiced);
+    /// An utterance is over: transcribe and answer it.
+    async fn end_utterance(&mut self, audio: Vec<u8>) -> Result<(), Gone> {
         let index = self.utterances;
         self.utterances += 1;
         let text = match self.script.user_transcripts.get(index) {
@@ -313,8 +259,9 @@ impl MockCall {
             MockVoiceOutput::Echo => utterance,
             MockVoiceOutput::Tone => tone(&self.format, reply_millis(reply)),
         };
-        let frames = pcm.chunks(self.window).map(<[u8]>::to_vec).collect();
-        self.speaking = Some((response, frames));
+        self.speaker.start(response);
+        self.speaker.push(&pcm);
+        self.speaker.finish();
         Ok(())
     }
 
@@ -332,42 +279,11 @@ impl MockCall {
             }
         }
     }
-
-    async fn speak_frame(&mut self) -> Result<(), Gone> {
-        let Some((response, frames)) = &mut self.speaking else {
-            return Ok(());
-        };
-        let response = *response;
-        match frames.pop_front() {
-            Some(pcm) => self.emit(CallEvent::AudioOut { response, pcm }).await,
-            None => {
-                self.speaking = None;
-                let done = CallEvent::ResponseDone {
-                    response,
-                    interrupted: false,
-                };
-                self.emit(done).await
-            }
-        }
-    }
 }
 
 /// How long `reply` takes to say in `tone` mode.
 fn reply_millis(reply: &str) -> u64 {
     (reply.chars().count() as u64 * TONE_MS_PER_CHAR).max(200)
-}
-
-/// The RMS of a window of PCM16LE samples (all channels alike).
-fn rms(window: &[u8]) -> f64 {
-    let samples = window.len() / 2;
-    if samples == 0 {
-        return 0.0;
-    }
-    let sum: f64 = window
-        .chunks_exact(2)
-        .map(|s| f64::from(i16::from_le_bytes([s[0], s[1]])).powi(2))
-        .sum();
-    (sum / samples as f64).sqrt()
 }
 
 /// `millis` of a 440 Hz sine at `format`, every channel alike.
