@@ -445,6 +445,7 @@ fn voice_providers(configs: &[VoiceProviderConfig]) -> HashMap<String, Arc<dyn R
             let provider: Arc<dyn RealtimeProvider> = match &config.kind {
                 VoiceKind::Mock(script) => Arc::new(MockRealtime::new(script.clone())),
                 VoiceKind::OpenAiRealtime(provider) => Arc::new(provider.clone()),
+                VoiceKind::Cascade(provider) => Arc::new(provider.clone()),
             };
             (config.name.clone(), provider)
         })

@@ -244,7 +244,7 @@ fn validate(
         .voice_providers
         .into_iter()
         .enumerate()
-        .map(|(i, provider)| voice::validate(i, provider, lookup))
+        .map(|(i, provider)| voice::validate(i, provider, &providers, lookup))
         .collect::<Result<Vec<_>, _>>()?;
     runtime::check_unique(
         "voice_providers",

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use agentwire_core::AudioFormat;
 use agentwire_providers::{
-    MockVoice, MockVoiceOutput, MockVoiceTool, OpenAiRealtime, OpenAiRealtimeSettings,
+    Cascade, CascadeSettings, MockVoice, MockVoiceOutput, MockVoiceTool, OpenAiRealtime,
+    OpenAiRealtimeSettings, ProviderSettings, SpeechEndpoint,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,9 @@ pub enum VoiceKind {
     Mock(MockVoice),
     /// The OpenAI Realtime API (`type: openai_realtime`), checked and built.
     OpenAiRealtime(OpenAiRealtime),
+    /// Speech-to-text, a text model, text-to-speech (`type: cascade`),
+    /// checked and built.
+    Cascade(Cascade),
 }
 
 /// One entry of `voice_providers[]`.
@@ -61,6 +65,19 @@ pub(super) struct RawVoiceProvider {
     /// a fresh one seeded with the transcript (the provider ends sessions at
     /// 60 minutes). Default: 55m.
     session_cap: Option<ConfigDuration>,
+    /// `cascade`: the text model that answers, a name from `providers[]`.
+    /// Required.
+    provider: Option<String>,
+    /// `cascade`: the OpenAI-compatible speech-to-text endpoint
+    /// (`POST {base_url}/audio/transcriptions`, such as a local whisper
+    /// server). Required.
+    transcription: Option<RawEndpoint>,
+    /// `cascade`: the OpenAI-compatible text-to-speech endpoint
+    /// (`POST {base_url}/audio/speech`). Required.
+    speech: Option<RawEndpoint>,
+    /// `cascade`: the call's audio rate, 8000 to 48000 (relayed in
+    /// `session_config`; speech is resampled to it). Default: 16000.
+    sample_rate: Option<u32>,
     /// `mock`: `tone` (a 440 Hz sine as long as the reply takes to say; the
     /// default) or `echo` (the caller's own audio back).
     output: Option<RawVoiceOutput>,
@@ -103,6 +120,25 @@ struct RawVoiceTool {
 enum RawVoiceKind {
     Mock,
     OpenaiRealtime,
+    Cascade,
+}
+
+/// An OpenAI-compatible audio endpoint of a cascade.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawEndpoint {
+    /// The API's base URL, such as `http://localhost:8000/v1`. Default:
+    /// `https://api.openai.com/v1`.
+    base_url: Option<String>,
+    /// The model, such as `whisper-1` or `tts-1`. Required.
+    model: String,
+    /// `speech` only: the voice. Default: `alloy`.
+    voice: Option<String>,
+    /// The API key, sent as a bearer token. Default: none. A secret: use
+    /// `${VAR}`. Not with `api_key_env`.
+    api_key: Option<String>,
+    /// The name of an environment variable holding the API key.
+    api_key_env: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -127,6 +163,7 @@ struct RawAudioFormat {
 pub(super) fn validate(
     index: usize,
     raw: RawVoiceProvider,
+    providers: &[ProviderSettings],
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<VoiceProviderConfig, ConfigError> {
     let key = |field: &str| format!("voice_providers[{index}].{field}");
@@ -146,11 +183,19 @@ pub(super) fn validate(
     let kind = match raw.kind {
         RawVoiceKind::Mock => {
             refuse(&key, "type: mock", &openai_fields(&raw))?;
+            refuse(&key, "type: mock", &cascade_fields(&raw))?;
             VoiceKind::Mock(mock(&key, raw)?)
         }
         RawVoiceKind::OpenaiRealtime => {
             refuse(&key, "type: openai_realtime", &mock_fields(&raw))?;
+            refuse(&key, "type: openai_realtime", &vad_fields(&raw))?;
+            refuse(&key, "type: openai_realtime", &cascade_fields(&raw))?;
             VoiceKind::OpenAiRealtime(openai(&key, raw, lookup)?)
+        }
+        RawVoiceKind::Cascade => {
+            refuse(&key, "type: cascade", &openai_fields(&raw))?;
+            refuse(&key, "type: cascade", &mock_fields(&raw))?;
+            VoiceKind::Cascade(cascade(&key, raw, providers, lookup)?)
         }
     };
     Ok(VoiceProviderConfig { name, kind })
@@ -168,17 +213,75 @@ fn openai_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 7] {
     ]
 }
 
-fn mock_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 8] {
+fn mock_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 6] {
     [
         ("output", raw.output.is_some()),
         ("reply", raw.reply.is_some()),
         ("user_transcripts", !raw.user_transcripts.is_empty()),
         ("counter_offer", raw.counter_offer.is_some()),
         ("fail_after_frames", raw.fail_after_frames.is_some()),
-        ("speech_threshold", raw.speech_threshold.is_some()),
-        ("hangover", raw.hangover.is_some()),
         ("tool", raw.tool.is_some()),
     ]
+}
+
+/// The energy voice detection of `mock` and `cascade`.
+fn vad_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 2] {
+    [
+        ("speech_threshold", raw.speech_threshold.is_some()),
+        ("hangover", raw.hangover.is_some()),
+    ]
+}
+
+fn cascade_fields(raw: &RawVoiceProvider) -> [(&'static str, bool); 4] {
+    [
+        ("provider", raw.provider.is_some()),
+        ("transcription", raw.transcription.is_some()),
+        ("speech", raw.speech.is_some()),
+        ("sample_rate", raw.sample_rate.is_some()),
+    ]
+}
+
+fn cascade(
+    key: &dyn Fn(&str) -> String,
+    raw: RawVoiceProvider,
+    providers: &[ProviderSettings],
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Cascade, ConfigError> {
+    let name = raw
+        .provider
+        .ok_or_else(|| ConfigError::new(key("provider"), "required for `type: cascade`"))?;
+    let settings = providers.iter().find(|p| p.name == name).ok_or_else(|| {
+        ConfigError::new(
+            key("provider"),
+            format!("no provider named {name:?} in providers[]"),
+        )
+    })?;
+    let model = agentwire_providers::build(settings.clone())
+        .map_err(|e| ConfigError::new(key("provider"), e))?;
+    let endpoint = |field: &str, raw: Option<RawEndpoint>| {
+        let raw =
+            raw.ok_or_else(|| ConfigError::new(key(field), "required for `type: cascade`"))?;
+        let sub = |inner: &str| key(&format!("{field}.{inner}"));
+        let mut endpoint = SpeechEndpoint::new(raw.base_url.unwrap_or_default(), raw.model);
+        endpoint.voice = raw.voice;
+        endpoint.api_key = super::runtime::api_key(&sub, raw.api_key, raw.api_key_env, lookup)?;
+        Ok::<_, ConfigError>(endpoint)
+    };
+    let transcription = endpoint("transcription", raw.transcription)?;
+    let speech = endpoint("speech", raw.speech)?;
+    let mut settings = CascadeSettings::new(transcription, speech, model);
+    if let Some(rate) = raw.sample_rate {
+        settings.sample_rate = rate;
+    }
+    if let Some(threshold) = raw.speech_threshold {
+        settings.speech_threshold = threshold;
+    }
+    if let Some(hangover) = raw.hangover {
+        settings.hangover = hangover.0;
+    }
+    // Its checks name the endpoint or the setting in the message; the key
+    // names the entry.
+    Cascade::new(settings).map_err(|e| ConfigError::new(key("type"), e))
 }
 
 /// The first of `fields` that is set: not a field of `kind`.

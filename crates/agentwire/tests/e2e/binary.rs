@@ -101,6 +101,32 @@ impl ServerProcess {
         assert!(status.success(), "kill -TERM failed");
     }
 
+    /// `serve` on the config `text` at `RUST_LOG=debug`, listening: the
+    /// process, its address, and the config's directory (kept with it).
+    async fn serve_at_debug(text: &str) -> (ServerProcess, SocketAddr, tempfile::TempDir) {
+        let (dir, path) = write_config(text);
+        let path = path.to_str().unwrap().to_owned();
+        let mut server = ServerProcess::spawn_logging(
+            &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
+            Some(dir.path()),
+            "debug",
+        );
+        let addr = server.listening_address().await;
+        (server, addr, dir)
+    }
+
+    /// SIGTERM, the exit, then every line it logged since the listening one.
+    async fn drained_log(&mut self) -> String {
+        self.sigterm();
+        self.wait_exit(Duration::from_secs(10)).await;
+        let mut log = String::new();
+        while let Ok(line) = self.stderr.try_recv() {
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    }
+
     /// Waits for the process to exit.
     async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
         let deadline = tokio::time::Instant::now() + within;
@@ -304,16 +330,10 @@ async fn no_credential_reaches_the_log() {
     const PASSWORD: &str = "log-test-agent-password";
     const BAD_PASSWORD: &str = "log-test-wrong-password";
     let phc = agentwire_auth::hash_password(PASSWORD).unwrap();
-    let (dir, path) = write_config(&format!(
+    let (mut server, addr, _dir) = ServerProcess::serve_at_debug(&format!(
         "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {SECRET}\n{ONE_AGENT}  - name: locked\n    handler: echo\n    password_argon2: '{phc}'\n"
-    ));
-    let path = path.to_str().unwrap().to_owned();
-    let mut server = ServerProcess::spawn_logging(
-        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
-        Some(dir.path()),
-        "debug",
-    );
-    let addr = server.listening_address().await;
+    ))
+    .await;
     for bearer in [
         KEY,
         BAD_KEY,
@@ -388,13 +408,7 @@ async fn no_credential_reaches_the_log() {
             let _ = tokio::time::timeout(Duration::from_secs(5), client.ws.next()).await;
         }
     }
-    server.sigterm();
-    server.wait_exit(Duration::from_secs(10)).await;
-    let mut log = String::new();
-    while let Ok(line) = server.stderr.try_recv() {
-        log.push_str(&line);
-        log.push('\n');
-    }
+    let log = server.drained_log().await;
     assert!(
         log.contains("credential refused"),
         "the refusals were logged (without the credentials): {log}"
@@ -437,16 +451,10 @@ async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
     const SAID: &str = "zebra42 secret utterance";
     const REPLY: &str = "okapi77 secret reply";
     const INSTRUCTIONS: &str = "quokka99 secret instructions";
-    let (dir, path) = write_config(&format!(
+    let (mut server, addr, _dir) = ServerProcess::serve_at_debug(&format!(
         "storage:\n  sessions: memory\nproviders:\n  - {{name: text, type: mock, default_response: hi}}\nvoice_providers:\n  - {{name: v, type: mock, output: echo, reply: \"{REPLY}\", user_transcripts: [\"{SAID}\"]}}\n  - {{name: broken, type: mock, fail_after_frames: 2}}\nagents:\n  - {{name: caller, handler: runtime, provider: text, instructions: \"{INSTRUCTIONS}\", voice: v}}\n  - {{name: failing, handler: echo, voice: broken}}\n"
-    ));
-    let path = path.to_str().unwrap().to_owned();
-    let mut server = ServerProcess::spawn_logging(
-        &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
-        Some(dir.path()),
-        "debug",
-    );
-    let addr = server.listening_address().await;
+    ))
+    .await;
     for agent in ["caller", "failing"] {
         let url = format!("ws://{addr}/ws?agent={agent}&binary=true");
         let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
@@ -477,13 +485,7 @@ async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
             }
         }
     }
-    server.sigterm();
-    server.wait_exit(Duration::from_secs(10)).await;
-    let mut log = String::new();
-    while let Ok(line) = server.stderr.try_recv() {
-        log.push_str(&line);
-        log.push('\n');
-    }
+    let log = server.drained_log().await;
     assert!(
         log.contains("a voice call failed"),
         "the failure was logged: {log}"

@@ -200,3 +200,105 @@ fn bad_openai_realtime_config_names_the_key_and_never_the_secret() {
         assert!(!error.to_string().contains("sk-secret-value"), "{error}");
     }
 }
+
+#[tokio::test]
+async fn a_call_on_a_local_cascade_transcribes_answers_with_the_text_model_and_speaks() {
+    use crate::fake_http::{Answer, FakeHttp};
+    let transcription =
+        FakeHttp::start(|_, _| Answer::json(r#"{"text":"what is the weather"}"#)).await;
+    // 100 ms of 24 kHz PCM16 per sentence (OpenAI's `pcm`), resampled to the call's 16 kHz.
+    let speech = FakeHttp::start(|_, _| Answer {
+        content_type: "audio/pcm",
+        body: "\u{1}".repeat(4_800),
+    })
+    .await;
+    let top_level = format!(
+        r#"providers:
+  - {{name: local, type: mock, default_response: "It is sunny."}}
+voice_providers:
+  - name: local-voice
+    type: cascade
+    provider: local
+    transcription: {{base_url: "http://{stt}/v1", model: whisper-1}}
+    speech: {{base_url: "http://{tts}/v1", model: tts-1, voice: nova}}
+"#,
+        stt = transcription.addr,
+        tts = speech.addr
+    );
+    let agent = "  - {name: local-talker, handler: echo, voice: local-voice}\n";
+    let server = TestServer::with_runtime(&top_level, agent).await;
+    let (mut client, connected) = server.connect("agent=local-talker&binary=true").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    speak(&mut client, &session, 16_000, 0, WEATHER_16K, false).await;
+    let config = next_text(&mut client).await;
+    assert_eq!(config["session_config"]["sample_rate"], 16000);
+    let (texts, audio) = until_done(&mut client, &session).await;
+    assert_eq!(texts[0]["role"], "user");
+    assert_eq!(texts[0]["content"], "what is the weather");
+    let reply: String = texts[1..texts.len() - 1]
+        .iter()
+        .map(|t| t["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(reply, "It is sunny.");
+    let bytes: usize = audio.iter().map(|a| a.payload.len()).sum();
+    assert_eq!(bytes, 3_200, "100 ms of speech at the call's 16 kHz");
+    let stt = transcription.requests().await;
+    assert_eq!(stt.len(), 1);
+    assert!(
+        stt[0]
+            .request_line
+            .starts_with("POST /v1/audio/transcriptions ")
+    );
+    let body = String::from_utf8_lossy(&stt[0].body);
+    assert!(
+        body.contains("name=\"file\"; filename=\"speech.wav\""),
+        "a WAV file part"
+    );
+    assert!(body.contains("whisper-1"));
+    let tts = speech.requests().await;
+    assert_eq!(tts[0].json()["input"], "It is sunny.");
+    assert_eq!(tts[0].json()["voice"], "nova");
+    let stored = crate::support::stored_messages(&server.db_path);
+    assert!(
+        stored
+            .iter()
+            .any(|m| m.0 == session && m.2 == "user" && m.3 == "what is the weather"),
+        "{stored:?}"
+    );
+}
+
+#[test]
+fn bad_cascade_config_names_the_key() {
+    let base = "providers:\n  - {name: local, type: mock}\nagents:\n  - {name: a, handler: echo, voice: v}\nvoice_providers:\n";
+    let cases = [
+        (
+            "{name: v, type: cascade, transcription: {model: w}, speech: {model: t}}",
+            "voice_providers[0].provider",
+        ),
+        (
+            "{name: v, type: cascade, provider: nowhere, transcription: {model: w}, speech: {model: t}}",
+            "voice_providers[0].provider",
+        ),
+        (
+            "{name: v, type: cascade, provider: local, speech: {model: t}}",
+            "voice_providers[0].transcription",
+        ),
+        (
+            "{name: v, type: cascade, provider: local, transcription: {model: w}, speech: {model: t, api_key_env: NOT_SET_ANYWHERE}}",
+            "voice_providers[0].speech.api_key_env",
+        ),
+        (
+            "{name: v, type: cascade, provider: local, transcription: {model: w}, speech: {model: t}, reply: hi}",
+            "voice_providers[0].reply",
+        ),
+        (
+            "{name: v, type: mock, sample_rate: 16000}",
+            "voice_providers[0].sample_rate",
+        ),
+    ];
+    for (provider, key) in cases {
+        let yaml = format!("{base}  - {provider}\n");
+        let error = agentwire::config::parse(&yaml, |_| None).unwrap_err();
+        assert_eq!(error.key, key, "{provider}: {error}");
+    }
+}
