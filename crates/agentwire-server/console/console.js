@@ -5,12 +5,20 @@
 // and after a connection it did not close itself rejoins with
 // `resume`/`after`/`epoch`, so a reply continues where it stopped.
 //
+// The socket always asks for `binary=true`: a voice call's audio (voice.js)
+// comes as binary OMNI frames, and so does a text turn's streamed media,
+// which is assembled from them as from JSON `media_chunk`s. A call's own
+// frames carry no `seq` (they are not in the session's log), which tells
+// them from a text turn's: its transcripts go to their own bubbles, beside
+// any text turn.
+//
 // Model text reaches the page only through markdown.js, which builds text
 // nodes; nothing here hands a string to an HTML parser.
 
 import { renderMarkdown } from "./markdown.js";
 import { browserTools, consentCard, toolCard } from "./tools.js";
 import { MediaStreams, renderParts, uploadFile, uploadedPart } from "./media.js";
+import { FLAG_IS_LAST, VoiceCall, decodeOmniFrame, voiceSupported } from "./voice.js";
 
 /** A tool call without a consent message whose result does not follow within this is a client tool. */
 const SERVER_RESULT_GRACE_MS = 300;
@@ -18,6 +26,17 @@ const SERVER_RESULT_GRACE_MS = 300;
 const REJOIN_DELAYS_MS = [150, 400, 1000, 2000, 4000];
 const UPLOAD_READY_TIMEOUT_MS = 10000;
 const HISTORY_PAGES = 20;
+/**
+ * Errors (without `seq`) that end a call on the server: its code, and what
+ * its message must say where the code has other uses (an upload's
+ * MEDIA_NOT_ENABLED, a text frame's RATE_LIMITED).
+ */
+const CALL_ERRORS = new Map([
+  ["DUPLEX_ERROR", null],
+  ["UNSATISFIABLE_FORMAT", null],
+  ["MEDIA_NOT_ENABLED", /audio/],
+  ["RATE_LIMITED", /audio session/],
+]);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -38,6 +57,8 @@ const ui = {
   attachLabel: $("attach-label"),
   attachments: $("attachments"),
   metadata: $("metadata"),
+  call: $("call"),
+  callState: $("call-state"),
 };
 
 const state = {
@@ -63,6 +84,10 @@ const state = {
   uploads: [],
   uploadWaiters: [],
   mediaStreams: new MediaStreams(),
+  /** The voice call (voice.js), while there is one. */
+  call: null,
+  /** The call's reply being spoken: a bubble like `turn`, plus `interrupted`. */
+  callTurn: null,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -130,7 +155,7 @@ function sendFrame(frame) {
 
 function socketUrl(resume) {
   const token = credential();
-  const params = new URLSearchParams({ agent: ui.agent.value, stream: "2" });
+  const params = new URLSearchParams({ agent: ui.agent.value, stream: "2", binary: "true" });
   if (resume) {
     params.set("resume", resume.session);
     if (resume.epoch) {
@@ -149,13 +174,16 @@ function openSocket(opts = {}) {
   const id = ++state.socketId;
   let opened = false;
   const ws = new WebSocket(socketUrl(opts.resume));
+  ws.binaryType = "arraybuffer";
   state.ws = ws;
   setStatus(opts.rejoin ? "rejoining" : "connecting", opts.rejoin ? "reconnecting…" : "connecting…");
   ws.addEventListener("open", () => {
     opened = true;
   });
   ws.addEventListener("message", (event) => {
-    if (id === state.socketId && typeof event.data === "string") onFrame(event.data, opts);
+    if (id !== state.socketId) return;
+    if (typeof event.data === "string") onFrame(event.data, opts);
+    else onBinary(event.data);
   });
   ws.addEventListener("close", (event) => {
     if (id === state.socketId) onClose(event, opened, opts);
@@ -165,6 +193,7 @@ function openSocket(opts = {}) {
 /** Closes the socket on the user's behalf: no rejoin follows. */
 function closeSocket() {
   clearTimeout(state.rejoinTimer);
+  endCall(true, "call ended");
   state.socketId += 1;
   if (state.ws && state.ws.readyState <= WebSocket.OPEN) state.ws.close(1000, "closed by the user");
   state.ws = null;
@@ -172,6 +201,7 @@ function closeSocket() {
 
 function onClose(event, opened, opts) {
   state.ws = null;
+  endCall(false, "call ended: the connection closed");
   if (event.code === 4401) {
     setStatus("error", "credential expired");
     showError("CREDENTIAL_EXPIRED", "the credential expired; enter a new one to go on");
@@ -222,6 +252,8 @@ function onFrame(raw, opts) {
   if (typeof frame.seq === "number") {
     if (frame.seq <= state.lastSeq) return; // shown already
     state.lastSeq = frame.seq;
+  } else if (onCallFrame(frame)) {
+    return;
   }
   switch (frame.type) {
     case "connected":
@@ -290,6 +322,172 @@ function onConnected(frame, opts) {
   setRunning(state.running);
   const waiting = state.outbox.splice(0);
   waiting.forEach(sendFrame);
+}
+
+// --------------------------------------------------------------- the call
+
+/** Sends at once on an open socket (binary or text); false when there is none. */
+function sendNow(data) {
+  if (state.ws?.readyState !== WebSocket.OPEN) return false;
+  state.ws.send(data);
+  return true;
+}
+
+/** Binary OMNI frames: a call's audio (media id all zeros), else a turn's streamed media. */
+function onBinary(buffer) {
+  const frame = decodeOmniFrame(buffer);
+  if (!frame) return;
+  const isLast = (frame.flags & FLAG_IS_LAST) !== 0;
+  const mimeType = String(frame.metadata.mime_type ?? "");
+  if (frame.mediaId === "" && !isLast && mimeType.startsWith("audio/pcm")) {
+    // After the call ended (frames already on the way), dropped.
+    state.call?.onAudio(frame.payload);
+    return;
+  }
+  // The socket keeps their order: pieces are assembled as they come.
+  const media = state.mediaStreams.push({
+    media_id: frame.mediaId,
+    mime_type: mimeType,
+    is_last: isLast,
+    bytes: frame.payload,
+  });
+  if (media) ensureTurn().media.append(media);
+}
+
+/** Whether an error (not from the log) means the server's side of the call is over. */
+function endsTheCall(code, message) {
+  if (!CALL_ERRORS.has(code)) return false;
+  return CALL_ERRORS.get(code)?.test(message) ?? true;
+}
+
+/** A frame without `seq`: the call's, when it is one of these (true: handled). */
+function onCallFrame(frame) {
+  switch (frame.type) {
+    case "session_config":
+      if (state.call) {
+        state.call.onConfig(frame.session_config ?? {});
+      } else {
+        // A call parked by a lost connection, handed back on the rejoin:
+        // this console ended it when the connection closed.
+        sendNow(JSON.stringify({ type: "hangup" }));
+      }
+      return true;
+    case "chunk":
+      if (frame.role === "user") callUserBubble(frame.content ?? "");
+      else appendCallChunk(frame.content ?? "");
+      return true;
+    case "interrupt":
+      state.call?.interrupt();
+      if (state.callTurn) {
+        state.callTurn.interrupted = true;
+        state.callTurn.note.textContent = "interrupted";
+        state.callTurn.note.hidden = false;
+      }
+      return true;
+    case "done":
+      finishCallTurn();
+      return true;
+    case "error": {
+      const code = frame.error?.code ?? "ERROR";
+      const message = frame.error?.message ?? "";
+      if (!state.call || !endsTheCall(code, message)) return false;
+      endCall(true, null);
+      showError(code, message);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+function callUserBubble(text) {
+  const bubble = userBubble(text);
+  bubble.classList.add("voice");
+  bubble.dataset.via = "voice";
+}
+
+function appendCallChunk(text) {
+  if (!state.callTurn) {
+    state.callTurn = assistantBubble("streaming");
+    state.callTurn.el.classList.add("voice");
+    state.callTurn.el.dataset.via = "voice";
+  }
+  const turn = state.callTurn;
+  turn.streamed += text;
+  turn.body.replaceChildren(renderMarkdown(turn.streamed));
+  scrollDown();
+}
+
+function finishCallTurn(why) {
+  const turn = state.callTurn;
+  if (!turn) return;
+  state.callTurn = null;
+  if (why) {
+    turn.interrupted = true;
+    turn.note.textContent = why;
+    turn.note.hidden = false;
+  }
+  turn.el.dataset.state = turn.interrupted ? "interrupted" : "done";
+  refreshSessionsSoon();
+}
+
+const CALL_LABELS = {
+  idle: "",
+  starting: "asking for the microphone…",
+  connecting: "calling…",
+};
+
+function renderCallState(name, { speaking }) {
+  const box = ui.callState;
+  box.dataset.state = name;
+  box.dataset.speaking = String(speaking);
+  box.hidden = name === "idle";
+  box.textContent =
+    name === "live" ? `on call · ${speaking ? "agent speaking" : "listening"}` : (CALL_LABELS[name] ?? name);
+  ui.call.dataset.state = name;
+  ui.call.textContent = name === "idle" ? "Call" : "Hang up";
+  ui.call.title = name === "idle" ? "Start a voice call with the agent" : "End the call";
+  ui.call.classList.toggle("danger", name !== "idle");
+}
+
+function startCall() {
+  if (state.call) return;
+  if (state.ws?.readyState !== WebSocket.OPEN) {
+    showError("NOT_CONNECTED", "not connected; press New chat");
+    return;
+  }
+  const call = new VoiceCall({
+    send: sendNow,
+    sessionId: () => state.sessionId,
+    stats: ui.callState,
+    onState: (name, detail) => {
+      if (state.call !== call) return;
+      renderCallState(name, detail);
+      if (name === "idle") state.call = null;
+    },
+    onFailure: (code, message) => {
+      finishCallTurn(state.callTurn ? "call ended" : null);
+      showError(code, message);
+    },
+  });
+  state.call = call;
+  call.start();
+}
+
+/** Ends the call on this side; `hangup` tells the server. */
+function endCall(hangup, why) {
+  const call = state.call;
+  if (!call) return;
+  call.end(hangup);
+  state.call = null;
+  renderCallState("idle", { speaking: false });
+  finishCallTurn(state.callTurn ? "call ended" : null);
+  if (why) notice(why);
+}
+
+/** The Call button, where the browser has a microphone API (and the agent may take calls). */
+function offerCall() {
+  ui.call.hidden = !voiceSupported() || currentAgent()?.voice === false;
 }
 
 // ------------------------------------------------------------------ turns
@@ -647,6 +845,7 @@ async function resumeSession(session) {
     ui.agent.append(new Option(session.agent, session.agent));
   }
   ui.agent.value = session.agent;
+  offerCall();
   resetConversation();
   state.sessionId = session.id;
   ui.sessionId.textContent = session.id;
@@ -679,16 +878,31 @@ function renderHistory(messages) {
   let open = null; // the assistant bubble tool steps collect in
   const cards = new Map();
   for (const message of messages) {
+    const voice = message.metadata?.via === "voice";
     if (message.role === "user") {
       open = null;
-      userBubble(typeof message.content === "string" ? message.content : "").classList.add("history");
+      const bubble = userBubble(typeof message.content === "string" ? message.content : "");
+      bubble.classList.add("history");
+      if (voice) {
+        bubble.classList.add("voice");
+        bubble.dataset.via = "voice";
+      }
     } else if (message.role === "assistant") {
       const bubble = open ?? assistantBubble("done");
       bubble.el.classList.add("history");
+      if (voice) {
+        bubble.el.classList.add("voice");
+        bubble.el.dataset.via = "voice";
+      }
       bubble.body.replaceChildren(renderMarkdown(String(message.content ?? "")));
       if (message.metadata?.cancelled === "true") {
         bubble.el.dataset.state = "cancelled";
         bubble.note.textContent = "stopped";
+        bubble.note.hidden = false;
+      } else if (voice && message.metadata?.interrupted === "true") {
+        // A spoken reply cut short (barge-in, the call's end).
+        bubble.el.dataset.state = "interrupted";
+        bubble.note.textContent = "interrupted";
         bubble.note.hidden = false;
       }
       open = message.metadata?.step === "interim" ? bubble : null;
@@ -712,6 +926,7 @@ function renderHistory(messages) {
 function resetConversation() {
   settleOpenCalls("closed");
   state.turn = null;
+  state.callTurn = null;
   state.sessionId = null;
   state.epoch = null;
   state.lastSeq = 0;
@@ -744,6 +959,7 @@ async function loadAgents() {
   );
   const names = state.agents.map((a) => a.name);
   ui.agent.value = names.includes(wanted) ? wanted : names.includes("demo") ? "demo" : (names[0] ?? "");
+  offerCall();
 }
 
 function wire() {
@@ -764,7 +980,12 @@ function wire() {
   ui.newChat.addEventListener("click", newChat);
   ui.agent.addEventListener("change", () => {
     localStorage.setItem("agentwire.agent", ui.agent.value);
+    offerCall();
     newChat();
+  });
+  ui.call.addEventListener("click", () => {
+    if (state.call) endCall(true, "call ended");
+    else startCall();
   });
   ui.credential.addEventListener("change", () => {
     sessionStorage.setItem("agentwire.credential", credential());
@@ -784,6 +1005,7 @@ async function main() {
   wire();
   await loadAgents();
   loadSessions();
+  renderCallState("idle", { speaking: false });
   if (ui.agent.value) openSocket();
   document.body.dataset.ready = "true";
 }

@@ -90,7 +90,12 @@ export function renderParts(parts) {
   return fragment;
 }
 
-/** Assembles `media_chunk` frames by `media_id`; `push` returns an element when one is complete. */
+/**
+ * Assembles `media_chunk` frames by `media_id`; `push` returns an element
+ * when one is complete. A chunk carries base64 `data`, or `bytes` (a
+ * binary frame's payload) and no `sequence` (binary frames are taken in
+ * the order they came).
+ */
 export class MediaStreams {
   constructor() {
     this.streams = new Map();
@@ -99,7 +104,10 @@ export class MediaStreams {
   push(chunk) {
     const key = chunk.media_id;
     const stream = this.streams.get(key) ?? { pieces: [], mime: chunk.mime_type };
-    stream.pieces[chunk.sequence ?? stream.pieces.length] = base64Blob(chunk.data ?? "", chunk.mime_type);
+    const piece = chunk.bytes
+      ? new Blob([chunk.bytes], { type: chunk.mime_type || "application/octet-stream" })
+      : base64Blob(chunk.data ?? "", chunk.mime_type);
+    stream.pieces[chunk.sequence ?? stream.pieces.length] = piece;
     this.streams.set(key, stream);
     if (!chunk.is_last) return null;
     this.streams.delete(key);

@@ -3,11 +3,13 @@
 //! provider or instructions):
 //!
 //! `{"agents": [{"name": "demo", "access_level": "public",
-//! "credential_required": false, "ai_disclosure": null}], "media": true}`
+//! "credential_required": false, "ai_disclosure": null, "voice": false}],
+//! "media": true}`
 //!
 //! sorted by name. `credential_required` is whether `/ws` refuses a caller
 //! without a credential (a private agent); `media` whether uploads
-//! (`upload_request`, `/media/*`) are enabled. Answers carry
+//! (`upload_request`, `/media/*`) are enabled; `voice` whether the agent
+//! takes voice calls (`agents[].voice`). Answers carry
 //! `Cache-Control: no-store`; other methods are 405.
 
 use std::sync::Arc;
@@ -50,6 +52,7 @@ struct AgentInfo<'a> {
     access_level: &'static str,
     credential_required: bool,
     ai_disclosure: Option<bool>,
+    voice: bool,
 }
 
 async fn list(State(state): State<Arc<AppState>>) -> Response {
@@ -64,6 +67,7 @@ async fn list(State(state): State<Arc<AppState>>) -> Response {
             },
             credential_required: entry.access_level == AccessLevel::Private,
             ai_disclosure: entry.requires_ai_disclosure,
+            voice: entry.voice.is_some(),
         })
         .collect();
     agents.sort_by(|a, b| a.name.cmp(b.name));

@@ -75,6 +75,10 @@ const ASSETS: &[Asset] = &[
     asset!("markdown.js", "text/javascript; charset=utf-8"),
     asset!("tools.js", "text/javascript; charset=utf-8"),
     asset!("media.js", "text/javascript; charset=utf-8"),
+    asset!("voice.js", "text/javascript; charset=utf-8"),
+    // The microphone tap, loaded with `audioWorklet.addModule` (a worklet
+    // is governed by `script-src 'self'`, like the modules).
+    asset!("voice-worklet.js", "text/javascript; charset=utf-8"),
 ];
 
 /// `"` + 16 hex digits of the FNV-1a 64-bit hash of `bytes` + `"`: a strong
@@ -273,6 +277,16 @@ mod tests {
                 "export function",
             ),
             ("/console/console.css", "text/css; charset=utf-8", "{"),
+            (
+                "/console/voice.js",
+                "text/javascript; charset=utf-8",
+                "export class voicecall",
+            ),
+            (
+                "/console/voice-worklet.js",
+                "text/javascript; charset=utf-8",
+                "registerprocessor(",
+            ),
         ] {
             let (status, head, body) = request(addr, "GET", path, "").await;
             assert_eq!(status, 200, "{path}");

@@ -5,7 +5,9 @@
 //
 // Environment: CONSOLE_URL (http://127.0.0.1:PORT), CONSOLE_API_KEY (a key
 // the server accepts), SCREENSHOT_DIR, AGENTWIRE_TEST_CHROMIUM (the
-// browser), AGENTWIRE_TEST_PLAYWRIGHT (the playwright-core package folder).
+// browser), AGENTWIRE_TEST_PLAYWRIGHT (the playwright-core package folder),
+// CALL_WAV (what the fake microphone plays, looped: speech, then 4 s of
+// silence), CALL_REPLY and LONG_REPLY (what the voice agents answer).
 
 import { createRequire } from "node:module";
 import net from "node:net";
@@ -18,6 +20,9 @@ const { chromium } = require(process.env.AGENTWIRE_TEST_PLAYWRIGHT);
 const BASE = process.env.CONSOLE_URL;
 const API_KEY = process.env.CONSOLE_API_KEY;
 const SHOTS = process.env.SCREENSHOT_DIR;
+const CALL_WAV = process.env.CALL_WAV;
+const CALL_REPLY = process.env.CALL_REPLY;
+const LONG_REPLY = process.env.LONG_REPLY;
 const VIEWPORT = { width: 1280, height: 800 };
 /** A 4×4 red PNG. */
 const PNG = Buffer.from(
@@ -38,12 +43,19 @@ function assertEq(actual, expected, message) {
 const browser = await chromium.launch({
   executablePath: process.env.AGENTWIRE_TEST_CHROMIUM,
   headless: true,
-  args: ["--no-sandbox", "--disable-gpu"],
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    // A microphone that plays CALL_WAV, granted without asking.
+    "--use-fake-ui-for-media-stream",
+    "--use-fake-device-for-media-stream",
+    ...(CALL_WAV ? [`--use-file-for-fake-audio-capture=${CALL_WAV}`] : []),
+  ],
 });
 const context = await browser.newContext({
   viewport: VIEWPORT,
   deviceScaleFactor: 1,
-  permissions: ["geolocation"],
+  permissions: ["geolocation", "microphone"],
   geolocation: { latitude: 39.7392, longitude: -104.9903 },
   timezoneId: "America/Denver",
   locale: "en-US",
@@ -143,9 +155,9 @@ async function screenshot(page, name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }
 
-/** Counts the frames the page's sockets receive, by type. */
+/** Records the frames the page's sockets receive (JSON) and send (JSON and binary). */
 function frameLog(page) {
-  const log = { sockets: [], frames: [] };
+  const log = { sockets: [], frames: [], sent: [], binarySent: [] };
   page.on("websocket", (ws) => {
     log.sockets.push(ws.url());
     ws.on("framereceived", (event) => {
@@ -155,9 +167,58 @@ function frameLog(page) {
         // a binary frame
       }
     });
+    ws.on("framesent", (event) => {
+      if (typeof event.payload !== "string") {
+        log.binarySent.push(event.payload);
+        return;
+      }
+      try {
+        log.sent.push(JSON.parse(event.payload));
+      } catch {
+        // not JSON
+      }
+    });
   });
   return log;
 }
+
+/** A binary OMNI frame's header fields and metadata. */
+function omniFrame(buffer) {
+  const metadataLen = buffer.readUInt32BE(8);
+  return {
+    magic: buffer.subarray(0, 4).toString("latin1"),
+    version: buffer[4],
+    flags: buffer[5],
+    messageType: buffer.readUInt16BE(6),
+    payloadLen: buffer.readUInt32BE(12),
+    sequence: buffer.readUInt32BE(16),
+    mediaIdZero: buffer.subarray(20, 32).every((b) => b === 0),
+    metadata: JSON.parse(buffer.subarray(32, 32 + metadataLen).toString("utf8")),
+    total: buffer.length,
+    metadataLen,
+  };
+}
+
+/** A sample's value in the server's /metrics. */
+async function metricValue(name) {
+  const body = await (await fetch(`${BASE}/metrics`)).text();
+  const line = body.split("\n").find((l) => l.startsWith(`${name} `));
+  assert(line, `${name} in /metrics`);
+  return Number(line.slice(name.length + 1));
+}
+
+async function waitForMetric(name, wanted, timeout = 5000) {
+  const until = Date.now() + timeout;
+  let value = await metricValue(name);
+  while (value !== wanted && Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    value = await metricValue(name);
+  }
+  assertEq(value, wanted, name);
+}
+
+const callState = (page) => page.locator("[data-testid=call-state]");
+const callStat = async (page, name) => Number(await callState(page).getAttribute(`data-${name}`));
 
 // -------------------------------------------------------------- scenarios
 
@@ -392,6 +453,139 @@ scenario("a session is listed, and resumed with its history after a reload", asy
     document.querySelector("details.metadata").open = false;
   });
   await screenshot(page, "sessions");
+});
+
+scenario("a turn's streamed media comes as a binary frame and is shown", async () => {
+  await fresh(page, "test-agent");
+  assert(/[?&]binary=true(&|$)/.test(frames.sockets.at(-1)), `the socket asks for binary frames: ${frames.sockets.at(-1)}`);
+  await setMetadata(page, { mock_scenario: "binary-media" });
+  await send(page, "stream me something");
+  await reply(page);
+  const media = lastAssistant(page).locator("[data-testid=media-audio]");
+  assertEq(await media.locator("audio[controls]").count(), 1, "an audio element");
+  assert((await media.locator("audio").getAttribute("src")).startsWith("blob:"), "assembled into a blob");
+  assertEq(await media.locator("figcaption").innerText(), "test-media · audio/mp3", "the frame's media id and type");
+  await setMetadata(page, null);
+});
+
+scenario("a voice call: both transcripts, the reply's audio, and Hang up", async () => {
+  assert(CALL_WAV && CALL_REPLY, "CALL_WAV and CALL_REPLY are set");
+  await fresh(page, "caller");
+  await setMetadata(page, null);
+  const button = page.locator("[data-testid=call]");
+  assert(await button.isVisible(), "the Call button is offered");
+  assertEq(await button.innerText(), "Call", "the button's label");
+  assertEq(await callState(page).getAttribute("data-state"), "idle", "no call yet");
+  const session = await page.locator("[data-testid=session-id]").innerText();
+  const sentBefore = frames.binarySent.length;
+  const textsBefore = frames.sent.length;
+  await button.click();
+  await page.waitForSelector("[data-testid=call-state][data-state=live]");
+  assertEq(await button.innerText(), "Hang up", "the toggle");
+  assertEq(await callStat(page, "sample-rate"), 16000, "session_config's rate");
+  assertEq(await metricValue("agentwire_calls_active"), 1, "the call is open on the server");
+
+  // What the mock heard, as the user's bubble; its reply, streamed into one bubble.
+  const said = page.locator("[data-testid=msg-user][data-via=voice]").first();
+  await said.waitFor({ timeout: 15000 });
+  const transcript = await said.innerText();
+  assert(/^utterance 1 \(\d+ ms\)$/.test(transcript), `the caller's transcript: ${transcript}`);
+  const answer = page.locator("[data-testid=msg-assistant][data-via=voice]").first();
+  await page.waitForSelector("[data-testid=msg-assistant][data-via=voice][data-state=done]", { timeout: 15000 });
+  assertEq((await answer.locator("[data-testid=msg-body]").innerText()).trim(), CALL_REPLY, "the reply's transcript");
+  const order = await page.evaluate(() => {
+    const user = document.querySelector("[data-testid=msg-user][data-via=voice]");
+    const reply = document.querySelector("[data-testid=msg-assistant][data-via=voice]");
+    return Boolean(user.compareDocumentPosition(reply) & Node.DOCUMENT_POSITION_FOLLOWING);
+  });
+  assert(order, "the caller's bubble comes before the reply's");
+
+  // The reply's audio was played back (buffers whose playback ended).
+  await page.waitForFunction(
+    () => Number(document.querySelector("[data-testid=call-state]").dataset.playedSamples) > 0,
+    null,
+    { timeout: 10000 },
+  );
+  const received = await callStat(page, "received-frames");
+  const scheduled = await callStat(page, "scheduled-samples");
+  const played = await callStat(page, "played-samples");
+  assert(received > 0 && scheduled >= played && played > 0, `playback: ${received} frames, ${scheduled} samples scheduled, ${played} played`);
+  console.log(`call: ${received} audio frames in, ${scheduled} samples scheduled, ${played} played`);
+
+  // What went out: OMNI frames, sequence from 0, the proposal on the first,
+  // 20 ms at 16 kHz after it.
+  const sent = frames.binarySent.slice(sentBefore).map(omniFrame);
+  assert(sent.length > 10, `audio frames were sent: ${sent.length}`);
+  assertEq(await callStat(page, "sent-frames") >= sent.length, true, "the page counts what it sent");
+  sent.forEach((frame, i) => {
+    assertEq(frame.magic, "OMNI", "magic");
+    assertEq(frame.version, 1, "version");
+    assertEq(frame.messageType, 1, "message type");
+    assertEq(frame.flags, 0, "not IsLast");
+    assertEq(frame.sequence, i, "sequence");
+    assert(frame.mediaIdZero, "media id zeros");
+    assertEq(frame.total, 32 + frame.metadataLen + frame.payloadLen, "lengths");
+    assertEq(
+      JSON.stringify(frame.metadata),
+      JSON.stringify({ session_id: session, mime_type: "audio/pcm", sample_rate: 16000, channels: 1, codec: "pcm" }),
+      "metadata",
+    );
+    if (i > 0) assertEq(frame.payloadLen, 640, "20 ms of PCM16 at 16 kHz");
+  });
+  await screenshot(page, "call");
+
+  // Hang up: `hangup`, the microphone stops, the server's call is over.
+  await button.click();
+  await page.waitForSelector("[data-testid=call-state][data-state=idle]", { state: "attached" });
+  assertEq(await button.innerText(), "Call", "the toggle is back");
+  assert(frames.sent.slice(textsBefore).some((f) => f.type === "hangup"), "hangup was sent");
+  await waitForMetric("agentwire_calls_active", 0);
+  assertEq(await metricValue("agentwire_calls_parked"), 0, "a hang-up parks nothing");
+  const after = frames.binarySent.length;
+  await page.waitForTimeout(300);
+  assertEq(frames.binarySent.length, after, "no audio after the hang-up");
+  assertEq(await page.locator("[data-testid=error]").count(), 0, "no error shown");
+  console.log(`CALL_SESSION=${session}`);
+
+  // The chat goes on on the same socket.
+  await send(page, "still here");
+  assertEq(await reply(page), "Echo: still here", "a text turn after the call");
+});
+
+scenario("barge-in: the caller speaks over a long reply, its playback is flushed", async () => {
+  await fresh(page, "long-caller");
+  await page.click("[data-testid=call]");
+  await page.waitForSelector("[data-testid=call-state][data-state=live]");
+  // The reply takes longer than the microphone's loop: the question comes
+  // again over it, the server sends `interrupt`, then the reply's `done`.
+  await page.waitForSelector("[data-testid=msg-assistant][data-via=voice][data-state=interrupted]", { timeout: 20000 });
+  const cut = page.locator("[data-testid=msg-assistant][data-via=voice]").first();
+  assertEq(await cut.locator("[data-testid=msg-note]").innerText(), "interrupted", "marked interrupted");
+  const text = (await cut.locator("[data-testid=msg-body]").innerText()).trim();
+  assertEq(text, LONG_REPLY, "its transcript came whole before its audio");
+  assert((await callStat(page, "interrupts")) >= 1, "the page saw interrupt");
+  const played = await callStat(page, "played-samples");
+  const longTone = (LONG_REPLY.length * 80 * 16000) / 1000;
+  assert(played > 0 && played < longTone, `part of the reply was played: ${played} of ${longTone} samples`);
+  console.log(`barge-in: ${played} samples played, ${await callStat(page, "dropped-samples")} flushed`);
+  // What was said over it is answered in its turn.
+  await page.locator("[data-testid=msg-user][data-via=voice]").nth(1).waitFor({ timeout: 10000 });
+  assert(
+    /^utterance 2 \(\d+ ms\)$/.test(await page.locator("[data-testid=msg-user][data-via=voice]").nth(1).innerText()),
+    "the second utterance",
+  );
+  await page.click("[data-testid=call]");
+  await page.waitForSelector("[data-testid=call-state][data-state=idle]", { state: "attached" });
+  await waitForMetric("agentwire_calls_active", 0);
+  assertEq(await page.locator("[data-testid=error]").count(), 0, "no error shown");
+});
+
+scenario("an agent without a voice offers no call button", async () => {
+  // `/api/v1/agents` says `"voice": false` for it.
+  await fresh(page, "demo");
+  assertEq(await page.locator("[data-testid=call]").isHidden(), true, "no Call button for demo");
+  await fresh(page, "caller");
+  assertEq(await page.locator("[data-testid=call]").isVisible(), true, "a Call button for a voice agent");
 });
 
 scenario("a socket cut mid-reply: the reply completes without a duplicate", async () => {

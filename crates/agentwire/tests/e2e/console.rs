@@ -1,7 +1,8 @@
 //! The web console: its routes and switch, the `/console/ws` credential
 //! bridge, and the console itself in headless Chromium
 //! (`tests/console/console.test.mjs`, driven by playwright-core) against a
-//! real server.
+//! real server, a voice call included (Chromium's fake microphone plays a
+//! WAV the test writes).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,7 +13,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::credentials::{ALICE_KEY, auth_yaml};
-use crate::support::{TestServer, install_tls_provider};
+use crate::support::{TestServer, http_get, install_tls_provider, metric};
+use crate::voice::WEATHER_16K;
 
 /// How long the browser script may take, all scenarios together.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -200,9 +202,16 @@ fn browser() -> Option<(PathBuf, PathBuf)> {
     None
 }
 
+/// What the mock voice provider of the call scenario answers.
+const CALL_REPLY: &str = "Sunny and mild.";
+/// The barge-in scenario's reply: 7.6 s of tone, longer than the fake
+/// microphone's loop (6.15 s), so the question comes again over it.
+const LONG_REPLY: &str =
+    "This reply is long enough to be interrupted: it goes on and on for a good eight seconds.";
+
 /// The browser scenarios' server: the demo and test agents, a runtime agent
-/// on a scripted model with two client tools, a private agent, media on a
-/// local directory, and API keys.
+/// on a scripted model with two client tools, a private agent, a voice agent
+/// on the mock voice provider, media on a local directory, and API keys.
 fn browser_config(db: &Path, media: &Path) -> String {
     format!(
         r#"
@@ -244,6 +253,15 @@ tools:
     description: The user's time zone
     parameters: {{type: object, properties: {{}}}}
     consent_message: Share your time zone?
+voice_providers:
+  - name: console-voice
+    type: mock
+    output: tone
+    reply: "{reply}"
+  - name: console-long-voice
+    type: mock
+    output: tone
+    reply: "{long_reply}"
 agents:
   - name: demo
     handler: demo
@@ -261,11 +279,62 @@ agents:
     handler: demo
     access_level: private
     summary_after_idle: 200ms
+  - name: caller
+    handler: echo
+    voice: console-voice
+    access_level: public
+  - name: long-caller
+    handler: echo
+    voice: console-long-voice
+    access_level: public
 "#,
         db = db.display(),
         media = media.display(),
         auth = auth_yaml(),
+        reply = CALL_REPLY,
+        long_reply = LONG_REPLY,
     )
+}
+
+/// What Chromium's fake microphone plays (and loops): the weather question
+/// (PCM16 mono 16 kHz), then 4 s of silence, so a short reply (1.2 s of
+/// tone) is over before the question comes round again, and a long one is
+/// barged in on.
+fn call_wav() -> Vec<u8> {
+    const RATE: u32 = 16_000;
+    let mut pcm = WEATHER_16K.to_vec();
+    pcm.resize(pcm.len() + 4 * 2 * RATE as usize, 0);
+    let data = u32::try_from(pcm.len()).expect("a short clip");
+    let mut wav = Vec::with_capacity(44 + pcm.len());
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes()); // the fmt chunk's size
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&RATE.to_le_bytes());
+    wav.extend_from_slice(&(2 * RATE).to_le_bytes()); // bytes per second
+    wav.extend_from_slice(&2u16.to_le_bytes()); // bytes per frame
+    wav.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&data.to_le_bytes());
+    wav.extend_from_slice(&pcm);
+    wav
+}
+
+/// Role, content and metadata of the messages stored on `session`, in order.
+fn session_messages(db: &Path, session: &str) -> Vec<(String, String, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT m.role, m.content, m.metadata FROM messages m
+             JOIN sessions s ON s.key = m.session_key WHERE s.id = ?1 ORDER BY m.seq",
+        )
+        .unwrap();
+    stmt.query_map([session], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
 /// The `parts` of every stored user message that has some.
@@ -289,6 +358,8 @@ async fn the_console_in_a_browser() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("agentwire.db");
     let yaml = browser_config(&db, &dir.path().join("media"));
+    let wav = dir.path().join("call.wav");
+    std::fs::write(&wav, call_wav()).unwrap();
     let config = agentwire::config::parse(&yaml, |_| None).expect("the browser config is valid");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -313,6 +384,9 @@ async fn the_console_in_a_browser() {
             .env("CONSOLE_URL", format!("http://{addr}"))
             .env("CONSOLE_API_KEY", ALICE_KEY)
             .env("SCREENSHOT_DIR", &screenshots)
+            .env("CALL_WAV", &wav)
+            .env("CALL_REPLY", CALL_REPLY)
+            .env("LONG_REPLY", LONG_REPLY)
             .env("AGENTWIRE_TEST_CHROMIUM", &chromium)
             .env("AGENTWIRE_TEST_PLAYWRIGHT", &playwright)
             .kill_on_drop(true)
@@ -339,6 +413,39 @@ async fn the_console_in_a_browser() {
     assert!(
         parts.iter().any(|p| p.contains(storage_ref)),
         "a stored user message's parts name {storage_ref}: {parts:?}"
+    );
+
+    // The call: over (the hang-up parked nothing), its audio went both
+    // ways, and the exchange is in the session's history.
+    let (status, metrics) = http_get(addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(metric(&metrics, "agentwire_calls_active"), 0.0);
+    assert_eq!(metric(&metrics, "agentwire_calls_parked"), 0.0);
+    assert!(metric(&metrics, "agentwire_calls_total") >= 1.0);
+    assert!(metric(&metrics, "agentwire_call_audio_in_bytes_total") > 0.0);
+    assert!(metric(&metrics, "agentwire_call_audio_out_bytes_total") > 0.0);
+    assert!(metric(&metrics, "agentwire_call_barge_ins_total") >= 1.0);
+    let session = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("CALL_SESSION="))
+        .expect("the call scenario printed its session");
+    let stored = session_messages(&db, session);
+    let voice = |role: &str, content: &dyn Fn(&str) -> bool| {
+        stored.iter().any(|(r, c, metadata)| {
+            r == role
+                && content(c)
+                && metadata
+                    .as_deref()
+                    .is_some_and(|m| m.contains(r#""via":"voice""#))
+        })
+    };
+    assert!(
+        voice("user", &|c| c.starts_with("utterance 1 (")),
+        "the caller's transcript is stored: {stored:?}"
+    );
+    assert!(
+        voice("assistant", &|c| c == CALL_REPLY),
+        "the reply is stored: {stored:?}"
     );
 
     let _ = stop.send(());

@@ -605,6 +605,17 @@ async fn agents_without_a_voice_provider_refuse_audio_and_bad_voice_config_names
         "MEDIA_NOT_ENABLED",
         "audio not supported",
     );
+    let listing = server.http("GET", "/api/v1/agents", &[], b"").await.json();
+    let voice_of = |name: &str| {
+        listing["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .map(|a| a["voice"].clone())
+    };
+    assert_eq!(voice_of("voice-echo"), Some(json!(true)), "{listing}");
+    assert_eq!(voice_of("echo"), Some(json!(false)), "{listing}");
     let bad = "voice_providers: []\nagents:\n  - {name: a, handler: echo, voice: nowhere}\n";
     let error = agentwire::config::parse(bad, |_| None).unwrap_err();
     assert_eq!(error.key, "agents[0].voice");
