@@ -443,16 +443,18 @@ async fn no_credential_reaches_the_log() {
 }
 
 /// A voice call's words stay out of the log at `debug`: what the caller
-/// said, what the agent answered, its instructions, and the provider's own
-/// failure text; audio never appears as data.
+/// said, what the agent answered, its instructions, the OpenAI Realtime
+/// key and what that provider said; audio never appears as data.
 #[tokio::test]
 async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
-    use crate::voice::{WEATHER_16K, audio_frame};
+    use crate::voice::{WEATHER_16K, audio_frame, next_text, speak, until_done};
+    use crate::voice_openai::{KEY, fake_realtime};
+    let (realtime, _seen) = fake_realtime().await;
     const SAID: &str = "zebra42 secret utterance";
     const REPLY: &str = "okapi77 secret reply";
     const INSTRUCTIONS: &str = "quokka99 secret instructions";
     let (mut server, addr, _dir) = ServerProcess::serve_at_debug(&format!(
-        "storage:\n  sessions: memory\nproviders:\n  - {{name: text, type: mock, default_response: hi}}\nvoice_providers:\n  - {{name: v, type: mock, output: echo, reply: \"{REPLY}\", user_transcripts: [\"{SAID}\"]}}\n  - {{name: broken, type: mock, fail_after_frames: 2}}\nagents:\n  - {{name: caller, handler: runtime, provider: text, instructions: \"{INSTRUCTIONS}\", voice: v}}\n  - {{name: failing, handler: echo, voice: broken}}\n"
+        "storage:\n  sessions: memory\nproviders:\n  - {{name: text, type: mock, default_response: hi}}\nvoice_providers:\n  - {{name: v, type: mock, output: echo, reply: \"{REPLY}\", user_transcripts: [\"{SAID}\"]}}\n  - {{name: broken, type: mock, fail_after_frames: 2}}\n  - {{name: rt, type: openai_realtime, model: gpt-realtime, api_key: {KEY}, url: \"ws://{realtime}/v1/realtime\"}}\nagents:\n  - {{name: caller, handler: runtime, provider: text, instructions: \"{INSTRUCTIONS}\", voice: v}}\n  - {{name: failing, handler: echo, voice: broken}}\n  - {{name: realtime-caller, handler: echo, voice: rt}}\n"
     ))
     .await;
     for agent in ["caller", "failing"] {
@@ -485,12 +487,37 @@ async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
             }
         }
     }
+    // On OpenAI Realtime (the fake): its format, then its transcripts.
+    let url = format!("ws://{addr}/ws?agent=realtime-caller&binary=true");
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut client = Client { ws };
+    let session = client.recv().await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    speak(&mut client, &session, 16_000, 0, &WEATHER_16K[..640], false).await;
+    assert_eq!(next_text(&mut client).await["type"], "session_config");
+    speak(&mut client, &session, 24_000, 1, &[1u8; 960 * 40], false).await;
+    let (texts, _) = until_done(&mut client, &session).await;
+    assert_eq!(texts[0]["content"], "what is the weather");
+    client.send_json(json!({"type": "hangup"})).await;
+    drop(client);
     let log = server.drained_log().await;
     assert!(
         log.contains("a voice call failed"),
         "the failure was logged: {log}"
     );
-    for secret in [SAID, REPLY, INSTRUCTIONS, "zebra42", "okapi77", "quokka99"] {
+    for secret in [
+        SAID,
+        REPLY,
+        INSTRUCTIONS,
+        "zebra42",
+        "okapi77",
+        "quokka99",
+        KEY,
+        "what is the weather",
+        "Sunny",
+    ] {
         assert!(
             !log.contains(secret),
             "{secret:?} appears in the log:\n{log}"

@@ -16,12 +16,12 @@ use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use crate::support::TestServer;
 use crate::voice::{WEATHER_16K, next_text, speak, until_done};
 
-const KEY: &str = "sk-test-realtime-key-0123456789";
+pub(crate) const KEY: &str = "sk-test-realtime-key-0123456789";
 
 /// What the fake saw: the upgrade's Authorization header and query, the
 /// `session.update`, and how many audio bytes the appends carried.
 #[derive(Debug, Default)]
-struct Seen {
+pub(crate) struct Seen {
     authorization: String,
     query: String,
     session_update: Value,
@@ -31,7 +31,7 @@ struct Seen {
 /// One provider session: the handshake, then for the first append a
 /// transcript, a reply's transcript and 480 ms of 24 kHz audio, and done;
 /// what it saw once the adapter closes the socket.
-async fn fake_realtime() -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<Seen>) {
+pub(crate) async fn fake_realtime() -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (report, seen) = tokio::sync::mpsc::channel(1);
