@@ -10,7 +10,10 @@
 //!
 //! - `omnia`: the Omnia dialect on `/ws`: `upgrade` (its checks, in the
 //!   Omnia reference's order), `connection` (frames, rates, turns, client
-//!   tools), `media` (`upload_request`, the `storage_ref` check).
+//!   tools; its voice calls' frames in `connection/voice`), `media`
+//!   (`upload_request`, the `storage_ref` check).
+//! - `call`: voice calls: the task that owns a call's provider link, the
+//!   call cap, parked calls and their resume.
 //! - `gnosari`: the Gnosari dialect on `/ws/agent/{agent}`,
 //!   `/ws/team/{team}` and `/ws/team/{team}/agent/{agent}`: `upgrade` (its
 //!   credential forms and gates), `connection` (screening, ordered turns),

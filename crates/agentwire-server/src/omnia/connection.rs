@@ -3,23 +3,21 @@
 //! messages to the engine and encodes the running turn's events.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentwire_core::realtime::CallInput;
 use agentwire_core::{
-    AudioFormat, CancelOutcome, ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry,
-    LogReader, MediaChunk, RejoinRequest, Reply, SessionId, SessionLease, SubmitError,
-    SubmitRequest, TurnEvent,
+    CancelOutcome, ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader,
+    MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, TurnEvent,
 };
+mod voice;
+
 use agentwire_omnia::{
     self as omnia, ClientFrame, ClientMessage, Encoded, EncoderOptions, TurnEncoder,
 };
-
-use tokio::sync::mpsc;
+use voice::AttachedCall;
 
 use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
-use crate::call::{self, CallOutput, CallOwner};
+use crate::call::CallOutput;
 use crate::driver::{
     self, CredentialClock, Dialect, DrainNotice, Link, RejoinAt, SubmitRefusal, TURN_RATE_LIMITED,
 };
@@ -84,17 +82,6 @@ struct Omnia {
     /// The connection's voice call, while the caller sends it audio (its
     /// output is [`Link::call_output`]).
     call: Option<AttachedCall>,
-}
-
-/// The connection's side of its voice call's input.
-struct AttachedCall {
-    input: mpsc::Sender<CallInput>,
-    /// The caller ended the call: its close parks nothing.
-    ended: Arc<AtomicBool>,
-    /// What `session_config` relayed; `None` until then.
-    effective: Option<AudioFormat>,
-    /// A frame at another rate was answered once already.
-    told_mismatch: bool,
 }
 
 /// The connection's future, its parts built before it starts (see
@@ -264,34 +251,7 @@ impl Dialect for Omnia {
         link: &mut Link,
         output: CallOutput,
     ) -> Result<(), SendFailed> {
-        let now = link.state.engine.clock().now();
-        let session = self.current.as_str();
-        let frame = match output {
-            CallOutput::Config(format) => {
-                let frame = omnia::encode_session_config(session, &format, now);
-                if let Some(call) = &mut self.call {
-                    call.effective = Some(format);
-                }
-                frame
-            }
-            CallOutput::UserText(text) => omnia::encode_user_chunk(session, &text, now),
-            CallOutput::AssistantText(text) => omnia::encode_chunk(session, &text, now),
-            CallOutput::Interrupt => omnia::encode_interrupt(session, now),
-            // A bare `done{}` seals the response's streamed transcript.
-            CallOutput::Done => omnia::encode_done(session, &Reply::default(), now),
-            CallOutput::Audio {
-                sequence,
-                pcm,
-                queued,
-            } => return self.send_call_audio(link, sequence, &pcm, queued).await,
-            CallOutput::Failed { code, message } => {
-                // The call is over; the next audio frame opens another.
-                self.call = None;
-                let current = self.current.clone();
-                return send_error(link, Some(&current), code, &message).await;
-            }
-        };
-        link.send(frame).await
+        self.send_call_output(link, output).await
     }
 
     fn on_call_ended(&mut self) {
@@ -361,37 +321,6 @@ impl Omnia {
             head: rejoined.head,
             replayed: rejoined.replayed,
         })
-    }
-
-    /// `resume=S` of a call parked on S by this caller: the connection is
-    /// on S, and the call's output comes here now (`session_config` and
-    /// the transcripts missed first). Never for anonymous callers.
-    fn resume_call(&mut self, link: &mut Link) -> bool {
-        let (Some(session), Some(owner)) = (
-            self.params.resume_call.take(),
-            self.params.caller.owner.as_deref(),
-        ) else {
-            return false;
-        };
-        let Some(handle) = link.state.calls.resume(&session, owner) else {
-            return false;
-        };
-        self.current = session;
-        self.attach_call(link, handle);
-        true
-    }
-
-    /// The call's output goes to this connection from now on.
-    fn attach_call(&mut self, link: &mut Link, handle: call::CallHandle) {
-        // A call that ended with IsLast may still be finishing; the new
-        // one replaces it.
-        link.call_output = Some(handle.output);
-        self.call = Some(AttachedCall {
-            input: handle.input,
-            ended: handle.ended,
-            effective: None,
-            told_mismatch: false,
-        });
     }
 
     fn connected_frame(
@@ -500,10 +429,7 @@ impl Omnia {
             // No reply by contract: the call ends now, and the close that
             // follows parks nothing.
             ClientFrame::Hangup => {
-                if let Some(call) = self.call.take() {
-                    call.ended.store(true, Ordering::Release);
-                    link.call_output = None;
-                }
+                self.hang_up(link);
                 Ok(())
             }
             ClientFrame::Cancel if self.params.positions => {
@@ -593,134 +519,6 @@ impl Omnia {
         }
     }
 
-    /// Inbound OMNI frames carry a voice call's audio: the first opens the
-    /// call (its metadata proposes the format), IsLast ends it.
-    async fn on_binary(&mut self, link: &mut Link, bytes: &[u8]) -> Result<(), SendFailed> {
-        let frame = match omnia::decode_binary(bytes) {
-            Ok(frame) => frame,
-            Err(e) => {
-                return send_error(link, None, ErrorCode::InvalidMessage, &e.client_message())
-                    .await;
-            }
-        };
-        let current = self.current.clone();
-        let Some(voice) = self.params.agent.voice.as_ref() else {
-            return send_error(
-                link,
-                Some(&current),
-                ErrorCode::MediaNotEnabled,
-                "audio not supported",
-            )
-            .await;
-        };
-        if self.call.is_none() {
-            let metadata = &frame.metadata;
-            let proposed = call::proposed_format(
-                metadata.codec.as_deref(),
-                metadata.sample_rate,
-                metadata.channels,
-            );
-            let owner = CallOwner {
-                agent: self.params.agent.agent.clone(),
-                namespace: self.params.namespace.clone(),
-                owner: self.params.caller.owner.clone(),
-                session: current.clone(),
-            };
-            match call::open(&link.state, voice, owner, proposed).await {
-                Ok(handle) => self.attach_call(link, handle),
-                Err((code, text)) => return send_error(link, Some(&current), code, text).await,
-            }
-        }
-        let Some(call) = self.call.as_mut() else {
-            return Ok(());
-        };
-        if let (Some(effective), Some(rate)) = (&call.effective, frame.metadata.sample_rate)
-            && rate != effective.sample_rate
-        {
-            // Audio at another rate would be heard at the wrong pitch: it
-            // is dropped, and the client told once.
-            if std::mem::replace(&mut call.told_mismatch, true) {
-                return Ok(());
-            }
-            let text = format!(
-                "audio at {rate} Hz; this call's audio is {} Hz (session_config)",
-                effective.sample_rate
-            );
-            return send_error(link, Some(&current), ErrorCode::InvalidMessage, &text).await;
-        }
-        let is_last = frame.flags & omnia::FLAG_IS_LAST != 0;
-        let mut fed = Ok(());
-        if !frame.payload.is_empty() {
-            let bytes = frame.payload.len() as u64;
-            fed = call
-                .input
-                .try_send(CallInput::Audio(frame.payload.to_vec()));
-            if fed.is_ok() {
-                let metrics = &link.state.metrics;
-                metrics
-                    .call_audio_in_bytes
-                    .fetch_add(bytes, Ordering::Relaxed);
-            }
-        }
-        if fed.is_ok() && is_last {
-            call.ended.store(true, Ordering::Release);
-            fed = call.input.try_send(CallInput::End);
-            // Ended: its last response still comes out; a later frame
-            // opens a new call.
-            self.call = None;
-        }
-        match fed {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(
-                    "a voice call's provider fell 2 s behind the caller's audio; the call ended"
-                );
-                self.call = None;
-                link.call_output = None;
-                link.state.metrics.count_call_failure();
-                send_error(
-                    link,
-                    Some(&current),
-                    ErrorCode::DuplexError,
-                    call::INPUT_OVERFLOW,
-                )
-                .await
-            }
-            // The provider ended the call meanwhile; its output says how.
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.call = None;
-                Ok(())
-            }
-        }
-    }
-
-    /// A call's audio, unless it waited too long: late audio is worse than
-    /// none.
-    async fn send_call_audio(
-        &self,
-        link: &mut Link,
-        sequence: u32,
-        pcm: &[u8],
-        queued: tokio::time::Instant,
-    ) -> Result<(), SendFailed> {
-        if queued.elapsed() > call::LATE_AUDIO {
-            let metrics = &link.state.metrics;
-            metrics.call_audio_dropped.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let session = self.current.as_str();
-        if !self.params.binary {
-            let now = link.state.engine.clock().now();
-            let frame =
-                omnia::encode_media_chunk(session, "", sequence, false, pcm, AUDIO_PCM, now);
-            return link.send(frame).await;
-        }
-        for frame in omnia::encode_media_frames(session, "", AUDIO_PCM, sequence, false, pcm) {
-            link.send_message(Message::Binary(frame.into())).await?;
-        }
-        Ok(())
-    }
-
     /// Media as OMNI binary frames, split in 64 KiB chunks above 1 MiB.
     async fn send_binary_media(
         &self,
@@ -808,8 +606,5 @@ async fn send_error(
 async fn send_busy(link: &mut Link) -> Result<(), SendFailed> {
     send_error(link, None, ErrorCode::RateLimited, budget::BUSY).await
 }
-
-/// The MIME type of a call's audio frames.
-const AUDIO_PCM: &str = "audio/pcm";
 
 const SESSION_EXPIRED: &str = "session context has expired; start a new session";
