@@ -60,7 +60,7 @@ use crate::ApiKey;
 use crate::vad::{Speaker, Vad, VadEvent};
 use wire::{synthesize, transcribe};
 
-mod wire;
+pub(crate) mod wire;
 
 /// Input frames a call buffers towards the cascade: 2 s of 20 ms frames.
 const INPUT_CAPACITY: usize = 100;

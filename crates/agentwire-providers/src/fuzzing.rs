@@ -33,3 +33,9 @@ pub async fn anthropic_stream(
         .await
         .map_err(|f| format!("{:?} (streamed: {})", f.fault, f.streamed))
 }
+
+/// The cascade's speech answer (raw 24 kHz PCM16 or a WAV file) as PCM16
+/// at a call's `rate`, or why it cannot be played.
+pub fn cascade_speech(answer: &[u8], rate: u32) -> Result<Vec<u8>, &'static str> {
+    crate::cascade::wire::speech_pcm(answer.to_vec(), rate)
+}

@@ -13,6 +13,10 @@ const SPEECH_PCM_RATE: u32 = 24_000;
 const MAX_TRANSCRIPTION_BYTES: usize = 1 << 20;
 /// Largest speech answer read: minutes of 24 kHz audio.
 const MAX_SPEECH_BYTES: usize = 32 << 20;
+/// The WAV rates a speech answer may have. The bound matters: resampling
+/// a file that claims 1 Hz to the call's rate would multiply its samples
+/// by tens of thousands (32 MiB of answer into hundreds of gigabytes).
+const SPEECH_WAV_RATES: std::ops::RangeInclusive<u32> = 8_000..=192_000;
 
 /// One utterance to text.
 pub(super) async fn transcribe(shared: &Shared, audio: Vec<u8>) -> Result<String, CallError> {
@@ -41,10 +45,15 @@ pub(super) async fn synthesize(shared: &Shared, text: &str) -> Result<Vec<u8>, C
     });
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let answer = post(shared, &shared.speech, "speech", "application/json", body).await?;
-    let rate = shared.format.sample_rate;
+    speech_pcm(answer, shared.format.sample_rate)
+        .map_err(|what| CallError::new(format!("cascade speech: {what}")))
+}
+
+/// A speech answer (raw 24 kHz PCM16 or a WAV file) as PCM16 at `rate`.
+pub(crate) fn speech_pcm(answer: Vec<u8>, rate: u32) -> Result<Vec<u8>, &'static str> {
     match read_wav(&answer) {
         Some(Ok((from, samples))) => Ok(to_pcm(&resample(&samples, from, rate))),
-        Some(Err(what)) => Err(CallError::new(format!("cascade speech: {what}"))),
+        Some(Err(what)) => Err(what),
         None if rate == SPEECH_PCM_RATE => {
             let mut pcm = answer;
             pcm.truncate(pcm.len() / 2 * 2);
@@ -179,7 +188,10 @@ pub(super) fn read_wav(bytes: &[u8]) -> Option<Result<(u32, Vec<i16>), &'static 
                 // A streamed file may not know its length: to the end.
                 let body = if size == 0 { &rest[8..] } else { body };
                 return Some(match format {
-                    Some((1 | 0xFFFE, channels @ 1.., rate @ 1.., 16)) => {
+                    Some((1 | 0xFFFE, _, rate, 16)) if !SPEECH_WAV_RATES.contains(&rate) => {
+                        Err("unsupported WAV sample rate")
+                    }
+                    Some((1 | 0xFFFE, channels @ 1.., rate, 16)) => {
                         let frame = 2 * usize::from(channels);
                         let mono = body
                             .chunks_exact(frame)
@@ -265,6 +277,14 @@ mod tests {
         let mut eight_bit = wav(&pcm, 8_000);
         eight_bit[34] = 8;
         assert_eq!(read_wav(&eight_bit), Some(Err("audio is not 16-bit PCM")));
+        // A rate that would blow the audio up when resampled is refused.
+        for rate in [0, 1, 7_999, 192_001] {
+            assert_eq!(
+                read_wav(&wav(&pcm, rate)),
+                Some(Err("unsupported WAV sample rate")),
+                "{rate} Hz"
+            );
+        }
         assert_eq!(
             read_wav(b"RIFF\x04\x00\x00\x00WAVE"),
             Some(Err("unreadable WAV header"))
