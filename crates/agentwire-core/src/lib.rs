@@ -89,7 +89,10 @@ pub use session::{
 pub use store::{SessionStore, StoreError};
 pub use summary::{Summarizer, SummaryPolicy, SummaryScheduler};
 pub use time::{Clock, Timestamp, UtcDateTime};
-pub use tools::{ClientAnswer, ClientToolBroker};
+pub use tools::{
+    ArgumentValidator, ClientAnswer, ClientCallEnd, ClientToolBroker, ClientToolDecl,
+    PendingClientCall,
+};
 pub use turn::{
     AudioFormat, ClientToolRequest, EventSink, Handler, INTERNAL_ERROR_TEXT, MediaChunk, Reply,
     ToolCall, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure, TurnInput,

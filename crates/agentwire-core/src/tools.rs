@@ -1,12 +1,15 @@
-//! Client-side tool calls: the broker between a turn that waits for a
-//! client's answer and the connection that receives it.
+//! Client-side tool calls: the tools an agent asks its client to run
+//! ([`ClientToolDecl`]), and the broker between the caller that waits for
+//! the client's answer (a turn, a voice call) and the connection that
+//! receives it.
 //!
-//! One broker per live session, so a call can be answered only on a socket
-//! on that session (its own, or one its owner rejoined with); ids are minted
-//! by the engine's `IdSource`, so they cannot be guessed. A call is answered by the client (`tool_result`, or
-//! `tool_call_nack`) or expires: unacknowledged within `ack_timeout`, or
-//! acknowledged but unanswered within `client_tool_timeout`. An expired call
-//! is denied and the turn goes on.
+//! One broker per live session (and one per voice call), so a call can be
+//! answered only on a socket that holds it (its own, or one its owner
+//! rejoined or resumed with); ids are minted by the engine's `IdSource`, so
+//! they cannot be guessed. A call is answered by the client (`tool_result`,
+//! or `tool_call_nack`) or expires: unacknowledged within `ack_timeout`, or
+//! acknowledged but unanswered within `client_tool_timeout`. An expired
+//! call is denied and the caller goes on.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +18,22 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use crate::model::ToolSpec;
 use crate::turn::ToolOutcome;
+
+/// Validates a tool's arguments against its schema; the message goes to the model.
+pub trait ArgumentValidator: Send + Sync {
+    fn validate(&self, arguments: &serde_json::Value) -> Result<(), String>;
+}
+
+/// A tool the client runs, as declared in the config.
+#[derive(Clone)]
+pub struct ClientToolDecl {
+    pub spec: ToolSpec,
+    pub consent_message: Option<String>,
+    pub categories: Vec<String>,
+    pub validator: Arc<dyn ArgumentValidator>,
+}
 
 /// What a client says about a pending call.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -56,6 +74,22 @@ impl ClientToolBroker {
         }
     }
 
+    /// Whether `call_id` still waits for the client's answer.
+    pub fn is_pending(&self, call_id: &str) -> bool {
+        self.pending.lock().contains_key(call_id)
+    }
+
+    /// Takes answers to `call_id` from now until the returned call is
+    /// dropped. Register before the client is asked, so an answer that
+    /// comes at once is not refused.
+    pub fn expect(self: &Arc<Self>, call_id: &str) -> PendingClientCall {
+        PendingClientCall {
+            answers: self.register(call_id),
+            broker: self.clone(),
+            call_id: call_id.to_owned(),
+        }
+    }
+
     pub(crate) fn register(&self, call_id: &str) -> mpsc::Receiver<ClientAnswer> {
         let (tx, rx) = mpsc::channel(ANSWER_QUEUE);
         self.pending.lock().insert(call_id.to_owned(), tx);
@@ -67,16 +101,36 @@ impl ClientToolBroker {
     }
 }
 
-/// How a client call ended, from the turn's side.
+/// A client call the broker takes answers for; dropped, it takes no more.
+pub struct PendingClientCall {
+    broker: Arc<ClientToolBroker>,
+    call_id: String,
+    answers: mpsc::Receiver<ClientAnswer>,
+}
+
+impl PendingClientCall {
+    /// Waits out the call's two phases (see the module's doc).
+    pub async fn end(mut self, ack_timeout: Duration, result_timeout: Duration) -> ClientCallEnd {
+        await_answer(&mut self.answers, ack_timeout, result_timeout).await
+    }
+}
+
+impl Drop for PendingClientCall {
+    fn drop(&mut self) {
+        self.broker.forget(&self.call_id);
+    }
+}
+
+/// How a client call ended, from the caller's side.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ClientCallEnd {
+pub enum ClientCallEnd {
     Answered(ToolOutcome),
     /// No answer in time; the reason is what the client and the record see.
     Expired(String),
 }
 
 /// Waits out the two phases of a client call.
-pub(crate) async fn await_answer(
+async fn await_answer(
     answers: &mut mpsc::Receiver<ClientAnswer>,
     ack_timeout: Duration,
     result_timeout: Duration,

@@ -14,7 +14,7 @@ use crate::ids::{IdSource, SessionId};
 use crate::log::TurnWriter;
 use crate::model::ModelRequest;
 use crate::session::{MessageBody, StoredMessage};
-use crate::tools::{ClientCallEnd, ClientToolBroker, await_answer};
+use crate::tools::{ClientCallEnd, ClientToolBroker};
 
 /// What the user sent, as the handler sees it.
 #[derive(Debug, Clone, Default)]
@@ -305,7 +305,7 @@ impl TurnContext {
     pub async fn call_client_tool(&self, request: ClientToolRequest) -> ToolOutcome {
         let tools = &self.client_tools;
         let id = request.id;
-        let mut answers = tools.broker.register(&id);
+        let pending = tools.broker.expect(&id);
         let call = ToolCall {
             id: id.clone(),
             name: request.name,
@@ -316,10 +316,9 @@ impl TurnContext {
         };
         self.events.tool_call(call).await;
         let end = tokio::select! {
-            end = await_answer(&mut answers, tools.ack_timeout, tools.result_timeout) => end,
+            end = pending.end(tools.ack_timeout, tools.result_timeout) => end,
             () = self.cancel.cancelled() => ClientCallEnd::Expired("turn cancelled".to_owned()),
         };
-        tools.broker.forget(&id);
         match end {
             ClientCallEnd::Answered(outcome) => {
                 self.events.record(TurnEvent::ToolResult {

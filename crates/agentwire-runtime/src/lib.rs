@@ -31,23 +31,10 @@ use agentwire_core::{
 use async_trait::async_trait;
 use tracing::Instrument;
 
+pub use agentwire_core::{ArgumentValidator, ClientToolDecl};
 pub use context::MetadataTemplate;
 pub use summary::{ModelSummarizer, SUMMARY_INSTRUCTIONS, SUMMARY_SCENARIO};
 pub use team::{DELEGATE_TOOL, Delegation, Handoff, Peer, Roster, transfer_tool_name};
-
-/// Validates a tool's arguments against its schema; the message goes to the model.
-pub trait ArgumentValidator: Send + Sync {
-    fn validate(&self, arguments: &serde_json::Value) -> Result<(), String>;
-}
-
-/// A tool the client runs, as declared in the config.
-#[derive(Clone)]
-pub struct ClientToolDecl {
-    pub spec: ToolSpec,
-    pub consent_message: Option<String>,
-    pub categories: Vec<String>,
-    pub validator: Arc<dyn ArgumentValidator>,
-}
 
 /// An agent with `handler: runtime`.
 pub struct RuntimeSettings {

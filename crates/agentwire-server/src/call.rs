@@ -30,17 +30,25 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use agentwire_core::engine::{VoiceExchange, VoiceToolStep};
+use agentwire_core::engine::VoiceExchange;
 use agentwire_core::realtime::{CallEvent, CallInput, CallSpec, PCM, RealtimeProvider, ResponseId};
-use agentwire_core::{Agent, AudioFormat, ErrorCode, SessionId, ToolBox, ToolOutcome, ToolSource};
+use agentwire_core::{
+    Agent, AudioFormat, ClientToolBroker, ClientToolDecl, ErrorCode, SessionId, ToolCall,
+    ToolOutcome, ToolSource,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::AppState;
 
+mod tools;
+use tools::{CallTools, ProviderToolCall, ToClient};
+
 /// Output a call queues for its connection: a second of 20 ms audio frames
 /// and the control frames among them.
 const OUTPUT_CAPACITY: usize = 64;
+/// Client tool frames waiting for the call's task to send them.
+const TOOL_FRAMES: usize = 8;
 /// Audio that waited this long for the socket is dropped.
 pub(crate) const LATE_AUDIO: Duration = Duration::from_millis(300);
 
@@ -61,6 +69,8 @@ pub struct Voice {
     /// The agent's server tools, opened per call (as per connection for
     /// text turns) and offered to the provider's model.
     pub tools: Vec<Arc<dyn ToolSource>>,
+    /// The agent's client tools: the caller's client runs them.
+    pub client_tools: Vec<ClientToolDecl>,
 }
 
 /// Transcripts a parked call keeps for its resume; older ones are dropped
@@ -83,6 +93,7 @@ struct Parked {
     park: u64,
     input: mpsc::Sender<CallInput>,
     ended: Arc<AtomicBool>,
+    client_tools: Arc<ClientToolBroker>,
     /// Hands the call task its new output queue.
     attach: mpsc::Sender<mpsc::Sender<CallOutput>>,
 }
@@ -114,6 +125,7 @@ impl Calls {
             input: call.input,
             output: output_rx,
             ended: call.ended,
+            client_tools: call.client_tools,
         })
     }
 
@@ -158,6 +170,11 @@ pub(crate) enum CallOutput {
     Interrupt,
     /// `done{}`: a response is over.
     Done,
+    /// `tool_call`: the model asks the client to run one of its tools.
+    ToolCall(ToolCall),
+    /// `tool_result`: a client call is over without the client's answer
+    /// (it did not answer in time).
+    ToolResult { id: String, outcome: ToolOutcome },
     /// `error`; the call is over.
     Failed { code: ErrorCode, message: String },
 }
@@ -177,6 +194,8 @@ pub(crate) struct CallHandle {
     /// Set by the connection when the caller ended the call (`hangup`, an
     /// IsLast frame): the close that follows parks nothing.
     pub(crate) ended: Arc<AtomicBool>,
+    /// Where the client's answers to the call's client tool calls go.
+    pub(crate) client_tools: Arc<ClientToolBroker>,
 }
 
 /// Opens a call on `voice` for `owner` with the client's `proposed`
@@ -191,14 +210,11 @@ pub(crate) async fn open(
     let Some(slot) = Calls::try_take(state) else {
         return Err((ErrorCode::RateLimited, CALL_LIMIT_REACHED));
     };
-    let tools = open_tools(&voice.tools).await;
+    let tools = Arc::new(CallTools::open(&voice.tools, &voice.client_tools, &owner.agent).await);
     let spec = CallSpec {
         instructions: voice.instructions.clone(),
         proposed,
-        tools: tools
-            .iter()
-            .flat_map(|b| b.specs().iter().cloned())
-            .collect(),
+        tools: tools.specs(),
     };
     let link = match voice.provider.open(spec).await {
         Ok(link) => link,
@@ -211,6 +227,8 @@ pub(crate) async fn open(
     let (output, output_rx) = mpsc::channel(OUTPUT_CAPACITY);
     let (attach, attach_rx) = mpsc::channel(1);
     let ended = Arc::new(AtomicBool::new(false));
+    let client_tools = tools.broker.clone();
+    let (to_client, from_tools) = mpsc::channel(TOOL_FRAMES);
     let task = CallTask {
         state: state.clone(),
         owner,
@@ -221,18 +239,20 @@ pub(crate) async fn open(
         effective: None,
         backlog: VecDeque::new(),
         exchange: VoiceExchange::default(),
-        tools: Arc::new(tools),
-        tool_steps: Arc::default(),
+        tools,
+        to_client,
+        asked: Vec::new(),
         speaking: None,
         interrupted: None,
         sequence: 0,
         _slot: slot,
     };
-    tokio::spawn(task.run(link.events, attach_rx));
+    tokio::spawn(task.run(link.events, attach_rx, from_tools));
     Ok(CallHandle {
         input: link.input,
         output: output_rx,
         ended,
+        client_tools,
     })
 }
 
@@ -252,10 +272,13 @@ struct CallTask {
     backlog: VecDeque<CallOutput>,
     /// The response being spoken: what was said and what it answers.
     exchange: VoiceExchange,
-    /// The call's server tools.
-    tools: Arc<Vec<Arc<dyn ToolBox>>>,
-    /// Tool calls finished since the last response's end, in order.
-    tool_steps: Arc<Mutex<Vec<VoiceToolStep>>>,
+    /// What the model may call, and the steps taken for this response.
+    tools: Arc<CallTools>,
+    /// Client tool calls' frames for the client, back to this task.
+    to_client: ToClient,
+    /// Client tool calls asked (some may be answered since): a resumed
+    /// connection is asked the pending ones again.
+    asked: Vec<ToolCall>,
     /// The response whose audio is going out now.
     speaking: Option<ResponseId>,
     /// The response the caller barged in on: nothing more of it is sent.
@@ -279,6 +302,7 @@ impl CallTask {
         mut self,
         mut events: mpsc::Receiver<CallEvent>,
         mut attach: mpsc::Receiver<mpsc::Sender<CallOutput>>,
+        mut from_tools: mpsc::Receiver<CallOutput>,
     ) {
         let metrics = &self.state.metrics;
         metrics.calls_opened.fetch_add(1, Ordering::Relaxed);
@@ -294,6 +318,7 @@ impl CallTask {
                         Err(Detached) => true,
                     },
                 },
+                Some(output) = from_tools.recv() => self.ask(output).await.is_err(),
                 () = closed(self.sink.as_ref()) => true,
                 Some(output) = attach.recv(), if park.is_some() => {
                     park = None;
@@ -339,6 +364,7 @@ impl CallTask {
             park: id,
             input: self.input.clone(),
             ended: self.ended.clone(),
+            client_tools: self.tools.broker.clone(),
             attach: self.attach.clone(),
         };
         // One parked call per session: one parked there before (its owner
@@ -369,7 +395,9 @@ impl CallTask {
         }
     }
 
-    /// A resumed connection: the format again, then what it missed.
+    /// A resumed connection: the format again, what it missed, and the
+    /// client tool calls still waiting for an answer (the old socket may
+    /// have lost them; a client knows a call by its id).
     async fn reattach(&mut self, output: mpsc::Sender<CallOutput>) -> Result<(), Detached> {
         self.sink = Some(output);
         if let Some(format) = self.effective.clone() {
@@ -378,16 +406,39 @@ impl CallTask {
         while let Some(missed) = self.backlog.pop_front() {
             self.send(missed).await?;
         }
+        self.forget_answered();
+        for call in self.asked.clone() {
+            self.send(CallOutput::ToolCall(call)).await?;
+        }
         Ok(())
     }
 
+    /// A client tool's frame for the client; a call is kept while it waits
+    /// for its answer (for a resume), whether the client got it or not.
+    async fn ask(&mut self, output: CallOutput) -> Result<(), Detached> {
+        if let CallOutput::ToolCall(call) = &output {
+            self.forget_answered();
+            self.asked.push(call.clone());
+        }
+        self.send(output).await
+    }
+
+    fn forget_answered(&mut self) {
+        let broker = &self.tools.broker;
+        self.asked.retain(|call| broker.is_pending(&call.id));
+    }
+
     /// Sends `output` to the attached connection; while parked, keeps
-    /// transcripts for the resume and drops the rest.
+    /// transcripts and the ends of client tool calls for the resume and
+    /// drops the rest (a pending call is asked again at the resume).
     async fn send(&mut self, output: CallOutput) -> Result<(), Detached> {
         let Some(sink) = &self.sink else {
             if matches!(
                 output,
-                CallOutput::UserText(_) | CallOutput::AssistantText(_) | CallOutput::Done
+                CallOutput::UserText(_)
+                    | CallOutput::AssistantText(_)
+                    | CallOutput::Done
+                    | CallOutput::ToolResult { .. }
             ) {
                 if self.backlog.len() == PARKED_BACKLOG {
                     self.backlog.pop_front();
@@ -450,7 +501,7 @@ impl CallTask {
                 }
                 let mut exchange = std::mem::take(&mut self.exchange);
                 exchange.interrupted = interrupted || self.interrupted == Some(response);
-                exchange.tools = std::mem::take(&mut *self.tool_steps.lock());
+                exchange.tools = self.tools.take_steps();
                 if self.speaking == Some(response) {
                     self.speaking = None;
                 }
@@ -462,7 +513,16 @@ impl CallTask {
                 call_id,
                 name,
                 arguments,
-            } => self.run_tool(call_id, name, arguments),
+            } => {
+                let call = ProviderToolCall {
+                    call_id,
+                    name,
+                    arguments,
+                };
+                let input = self.input.clone();
+                self.tools
+                    .spawn(&self.state, call, input, self.to_client.clone());
+            }
             CallEvent::Failed(e) => {
                 tracing::warn!(error = %e, "a voice call failed");
                 self.state.metrics.count_call_failure();
@@ -512,40 +572,6 @@ impl CallTask {
         }
     }
 
-    /// Runs a server tool the model called, beside the call (a slow tool
-    /// must not hold the caller's audio up), and gives the provider its
-    /// output; the step joins the response's exchange.
-    fn run_tool(&self, call_id: String, name: String, arguments: serde_json::Value) {
-        let tools = self.tools.clone();
-        let steps = self.tool_steps.clone();
-        let input = self.input.clone();
-        tokio::spawn(async move {
-            let tool = tools
-                .iter()
-                .find(|b| b.specs().iter().any(|s| s.name == name));
-            let outcome = match tool {
-                Some(tool) => match tool.call(&name, arguments.clone()).await {
-                    Ok(value) => ToolOutcome::Ok(value),
-                    Err(e) => ToolOutcome::Error(e),
-                },
-                None => ToolOutcome::Error(format!("no tool named {name}")),
-            };
-            let output = match &outcome {
-                ToolOutcome::Ok(value) => value.to_string(),
-                ToolOutcome::Error(e) | ToolOutcome::Denied(e) => {
-                    serde_json::json!({ "error": e }).to_string()
-                }
-            };
-            steps.lock().push(VoiceToolStep {
-                id: call_id.clone(),
-                name,
-                arguments,
-                outcome,
-            });
-            let _ = input.send(CallInput::ToolOutput { call_id, output }).await;
-        });
-    }
-
     /// A response's exchange joins the session; a failure to store it is
     /// logged and the call goes on (the caller heard it either way).
     async fn store(&self, exchange: VoiceExchange) {
@@ -568,21 +594,6 @@ impl CallTask {
             tracing::warn!(error = %e, "storing a voice exchange failed");
         }
     }
-}
-
-/// The call's tool boxes; a source that cannot open is left out (logged),
-/// as a text turn would go on without it.
-async fn open_tools(sources: &[Arc<dyn ToolSource>]) -> Vec<Arc<dyn ToolBox>> {
-    let mut boxes = Vec::with_capacity(sources.len());
-    for source in sources {
-        match source.open().await {
-            Ok(tools) => boxes.push(tools),
-            Err(e) => {
-                tracing::warn!(tool = source.name(), error = %e, "a voice call's tool could not open")
-            }
-        }
-    }
-    boxes
 }
 
 /// Resolves when the attached connection dropped its queue; never while

@@ -433,6 +433,11 @@ fn agent_entry(
                     .as_ref()
                     .map(|r| runtime_parts.server_tools(r))
                     .unwrap_or_default(),
+                client_tools: config
+                    .runtime
+                    .as_ref()
+                    .map(|r| runtime_parts.client_tools(r))
+                    .unwrap_or_default(),
             }),
     })
 }

@@ -29,7 +29,8 @@ pub struct VoiceExchange {
     pub reply: String,
     /// The caller barged in before the reply's end.
     pub interrupted: bool,
-    /// The server tools the model called for the reply, in order.
+    /// The tools the model called for the reply (the server's and the
+    /// client's), in order.
     pub tools: Vec<VoiceToolStep>,
 }
 
@@ -39,6 +40,8 @@ pub struct VoiceToolStep {
     pub id: String,
     pub name: String,
     pub arguments: serde_json::Value,
+    /// Who ran it: the server, or the caller's client.
+    pub side: ToolSide,
     pub outcome: ToolOutcome,
 }
 
@@ -69,7 +72,7 @@ impl Engine {
                 id: step.id.clone(),
                 name: step.name,
                 arguments: step.arguments,
-                side: ToolSide::Server,
+                side: step.side,
             };
             messages.push(record(session, call, voice(), now));
             let result = MessageBody::ToolResult {

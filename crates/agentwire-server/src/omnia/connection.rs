@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use agentwire_core::{
-    CancelOutcome, ClientAnswer, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader,
-    MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest, TurnEvent,
+    CancelOutcome, ClientAnswer, ClientToolBroker, ConnectionScope, Epoch, ErrorCode, LogEntry,
+    LogReader, MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest,
+    TurnEvent,
 };
 mod voice;
 
@@ -82,6 +83,9 @@ struct Omnia {
     /// The connection's voice call, while the caller sends it audio (its
     /// output is [`Link::call_output`]).
     call: Option<AttachedCall>,
+    /// Where answers to the voice call's client tool calls go, while its
+    /// output comes here (an IsLast call's last response may still ask).
+    call_tools: Option<Arc<ClientToolBroker>>,
 }
 
 /// The connection's future, its parts built before it starts (see
@@ -106,6 +110,7 @@ pub(crate) fn run(
         turn_bytes: None,
         send_after: 0,
         call: None,
+        call_tools: None,
         encoder: TurnEncoder::new(EncoderOptions {
             positions: params.positions,
             shows_server_tools: params.agent.shows_server_tools,
@@ -256,6 +261,7 @@ impl Dialect for Omnia {
 
     fn on_call_ended(&mut self) {
         self.call = None;
+        self.call_tools = None;
     }
 }
 
@@ -270,9 +276,15 @@ impl Omnia {
         self.turn_bytes = None;
     }
 
-    /// Delivers a client's answer to a call pending on the connection's
-    /// session; `false` when there is no such call.
+    /// Delivers a client's answer to a tool call pending on the
+    /// connection's session or on its voice call; `false` when there is no
+    /// such call.
     fn answer_call(&self, call_id: &str, answer: ClientAnswer) -> bool {
+        if let Some(broker) = &self.call_tools
+            && broker.answer(call_id, answer.clone())
+        {
+            return true;
+        }
         self.lease
             .as_ref()
             .is_some_and(|lease| lease.answer_client_call(call_id, answer))

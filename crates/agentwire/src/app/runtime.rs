@@ -180,6 +180,18 @@ impl RuntimeParts {
             .collect()
     }
 
+    /// The client tools of a runtime agent.
+    pub(super) fn client_tools(&self, config: &RuntimeAgentConfig) -> Vec<ClientToolDecl> {
+        config
+            .tools
+            .iter()
+            .filter_map(|name| match self.tools.get(name) {
+                Some(BuiltTool::Client(decl)) => Some((**decl).clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn add_tool(
         &self,
         name: &str,

@@ -99,8 +99,9 @@ pub(super) struct RawVoiceProvider {
     /// `mock`: silence that ends an utterance. Default: 300ms.
     hangover: Option<ConfigDuration>,
     /// `mock`: a tool the model calls after every utterance (one of the
-    /// agent's server tools); the reply waits for its output and ends with
-    /// it. Default: none.
+    /// agent's tools: a server tool runs on the server, a client tool is
+    /// asked of the caller's client); the reply waits for its output and
+    /// ends with it. Default: none.
     tool: Option<RawVoiceTool>,
 }
 

@@ -49,3 +49,4 @@ mod upgrade;
 mod voice;
 mod voice_openai;
 mod voice_park;
+mod voice_tools;

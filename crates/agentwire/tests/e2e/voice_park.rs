@@ -35,7 +35,11 @@ async fn server() -> TestServer {
 }
 
 /// A connection as `key` (anonymous without one) and its `connected`.
-async fn connect(server: &TestServer, query: &str, key: Option<&str>) -> (Client, Value) {
+pub(crate) async fn connect(
+    server: &TestServer,
+    query: &str,
+    key: Option<&str>,
+) -> (Client, Value) {
     let auth = key.map(|k| format!("Bearer {k}"));
     let headers: Vec<(&str, &str)> = auth
         .as_deref()
@@ -50,7 +54,7 @@ async fn connect(server: &TestServer, query: &str, key: Option<&str>) -> (Client
     (client, connected)
 }
 
-fn resumed(connected: &Value) -> bool {
+pub(crate) fn resumed(connected: &Value) -> bool {
     connected["connected"]["resumed"] == json!(true)
 }
 
@@ -70,7 +74,7 @@ async fn call(server: &TestServer, agent: &str, key: Option<&str>) -> (Client, S
 }
 
 /// Waits until `/metrics` shows `series` at `value` (2 s at most).
-async fn wait_metric(server: &TestServer, series: &str, value: f64) {
+pub(crate) async fn wait_metric(server: &TestServer, series: &str, value: f64) {
     let mut seen = f64::NAN;
     for _ in 0..100 {
         seen = metric(&server.get("/metrics").await.1, series);
@@ -85,7 +89,7 @@ async fn wait_metric(server: &TestServer, series: &str, value: f64) {
 /// Closes `client` as a network blip would, without `hangup`: a Close
 /// frame, then whatever the server had sent already, until the socket
 /// ends. Returns the highest audio `sequence` it still got.
-async fn blip(mut client: Client) -> Option<u32> {
+pub(crate) async fn blip(mut client: Client) -> Option<u32> {
     client.ws.close(None).await.unwrap();
     let mut last = None;
     loop {

@@ -38,6 +38,7 @@ impl Omnia {
         if let Some(call) = self.call.take() {
             call.ended.store(true, Ordering::Release);
             link.call_output = None;
+            self.call_tools = None;
         }
     }
 
@@ -64,6 +65,7 @@ impl Omnia {
         // A call that ended with IsLast may still be finishing; the new
         // one replaces it.
         link.call_output = Some(handle.output);
+        self.call_tools = Some(handle.client_tools);
         self.call = Some(AttachedCall {
             input: handle.input,
             ended: handle.ended,
@@ -160,6 +162,7 @@ impl Omnia {
                 );
                 self.call = None;
                 link.call_output = None;
+                self.call_tools = None;
                 link.state.metrics.count_call_failure();
                 send_error(
                     link,
@@ -226,6 +229,10 @@ impl Omnia {
             CallOutput::Interrupt => omnia::encode_interrupt(session, now),
             // A bare `done{}` seals the response's streamed transcript.
             CallOutput::Done => omnia::encode_done(session, &Reply::default(), now),
+            CallOutput::ToolCall(call) => omnia::encode_tool_call(session, &call, now),
+            CallOutput::ToolResult { id, outcome } => {
+                omnia::encode_tool_result(session, &id, &outcome, now)
+            }
             CallOutput::Audio {
                 sequence,
                 pcm,
