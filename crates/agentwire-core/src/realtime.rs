@@ -92,18 +92,64 @@ pub enum CallEvent {
     Failed(CallError),
 }
 
-/// Why a call could not open or go on. `message` may reach the client, so it
-/// never carries a provider's body, a key or anything the caller said.
+/// Why a call could not open or go on: a kind, classified where the
+/// failure happens (never from the words), and words for the log.
+/// `message` never carries a provider's body, a key or anything the caller
+/// said.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct CallError {
+    pub failure: CallFailure,
     pub message: String,
 }
 
 impl CallError {
-    pub fn new(message: impl Into<String>) -> CallError {
+    pub fn new(failure: CallFailure, message: impl Into<String>) -> CallError {
         CallError {
+            failure,
             message: message.into(),
+        }
+    }
+}
+
+/// What kind of failure ended a call (`agentwire_call_failures_total{code}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The provider could not be reached: DNS, TCP, TLS, or its upgrade
+    /// refused.
+    Unreachable,
+    /// It did not answer in time.
+    Timeout,
+    /// It answered with an error: an `error` event, an HTTP error status,
+    /// or its text model's failure.
+    ProviderError,
+    /// It closed the link, or an answer broke off.
+    Closed,
+    /// What it sent could not be used: unreadable, too large, or audio the
+    /// server cannot play.
+    Unreadable,
+    /// The adapter's own: one of its tasks failed.
+    Internal,
+}
+
+impl CallFailure {
+    pub const ALL: [CallFailure; 6] = [
+        CallFailure::Unreachable,
+        CallFailure::Timeout,
+        CallFailure::ProviderError,
+        CallFailure::Closed,
+        CallFailure::Unreadable,
+        CallFailure::Internal,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CallFailure::Unreachable => "unreachable",
+            CallFailure::Timeout => "timeout",
+            CallFailure::ProviderError => "provider_error",
+            CallFailure::Closed => "closed",
+            CallFailure::Unreadable => "unreadable",
+            CallFailure::Internal => "internal",
         }
     }
 }

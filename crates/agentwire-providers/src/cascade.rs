@@ -47,7 +47,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::realtime::{
-    CallError, CallEvent, CallInput, CallLink, CallSpec, PCM, RealtimeProvider, ResponseId,
+    CallError, CallEvent, CallFailure, CallInput, CallLink, CallSpec, PCM, RealtimeProvider,
+    ResponseId,
 };
 use agentwire_core::{AudioFormat, ModelMessage, ModelProvider, ModelRequest, ModelToolCall};
 use agentwire_core::{TextSink, ToolSpec};
@@ -521,8 +522,11 @@ impl Call {
             }
             Some(ReplyMessage::Failed(error)) => self.fail(error).await,
             None => {
-                self.fail(CallError::new("cascade: the reply stopped"))
-                    .await
+                self.fail(CallError::new(
+                    CallFailure::Internal,
+                    "cascade: the reply stopped",
+                ))
+                .await
             }
         }
     }
@@ -606,9 +610,12 @@ impl Drop for Call {
 
 async fn transcribed(task: &mut Option<Transcription>) -> Result<String, CallError> {
     match task {
-        Some(task) => task
-            .await
-            .unwrap_or_else(|_| Err(CallError::new("cascade transcription: the task failed"))),
+        Some(task) => task.await.unwrap_or_else(|_| {
+            Err(CallError::new(
+                CallFailure::Internal,
+                "cascade transcription: the task failed",
+            ))
+        }),
         None => std::future::pending().await,
     }
 }
@@ -672,18 +679,16 @@ async fn think(job: ReplyJob, feed: mpsc::UnboundedSender<Feed>) -> Result<(), C
             tools: if offered { tools.to_vec() } else { Vec::new() },
             scenario: None,
         };
-        let reply = shared
-            .model
-            .complete(&request, &sink)
-            .await
-            .map_err(|e| CallError::new(format!("cascade model: {e}")))?;
+        let reply = shared.model.complete(&request, &sink).await.map_err(|e| {
+            CallError::new(CallFailure::ProviderError, format!("cascade model: {e}"))
+        })?;
         if !offered || reply.tool_calls.is_empty() {
             break;
         }
         let _ = feed.send(Feed::Flush);
         let wanted: HashSet<&str> = reply.tool_calls.iter().map(|c| c.id.as_str()).collect();
         for call in &reply.tool_calls {
-            let gone = |_| CallError::new("cascade: the call is gone");
+            let gone = |_| CallError::new(CallFailure::Internal, "cascade: the call is gone");
             out.send(ReplyMessage::ToolCall(call.clone()))
                 .await
                 .map_err(gone)?;
@@ -692,6 +697,7 @@ async fn think(job: ReplyJob, feed: mpsc::UnboundedSender<Feed>) -> Result<(), C
         while outputs.len() < wanted.len() {
             let Some((call_id, output)) = tool_outputs.recv().await else {
                 return Err(CallError::new(
+                    CallFailure::Internal,
                     "cascade: the call ended before a tool's output",
                 ));
             };

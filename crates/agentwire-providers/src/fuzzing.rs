@@ -39,3 +39,32 @@ pub async fn anthropic_stream(
 pub fn cascade_speech(answer: &[u8], rate: u32) -> Result<Vec<u8>, &'static str> {
     crate::cascade::wire::speech_pcm(answer.to_vec(), rate)
 }
+
+/// An OpenAI Realtime server event as a call reads it.
+#[derive(Debug)]
+pub struct RealtimeEvent {
+    /// Its type, as the adapter's list spells it.
+    pub kind: &'static str,
+    /// For an `error` event, the words it becomes (they reach the log).
+    pub error: Option<String>,
+    /// For an audio delta, the decoded bytes.
+    pub audio_bytes: usize,
+}
+
+/// Decodes one text frame from an OpenAI Realtime server; `None` when the
+/// adapter counts it as unknown.
+pub fn openai_realtime_event(text: &str) -> Option<RealtimeEvent> {
+    use crate::openai_realtime::wire::{ServerEvent, decode};
+    let (kind, event) = decode(text)?;
+    Some(RealtimeEvent {
+        kind,
+        error: match &event {
+            ServerEvent::Error(words) => Some(words.clone()),
+            _ => None,
+        },
+        audio_bytes: match &event {
+            ServerEvent::Audio { pcm, .. } => pcm.len(),
+            _ => 0,
+        },
+    })
+}

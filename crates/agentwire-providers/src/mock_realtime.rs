@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use agentwire_core::AudioFormat;
 use agentwire_core::realtime::{
-    CallError, CallEvent, CallInput, CallLink, CallSpec, RealtimeProvider, ResponseId, pcm_millis,
+    CallError, CallEvent, CallFailure, CallInput, CallLink, CallSpec, RealtimeProvider, ResponseId,
+    pcm_millis,
 };
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -168,7 +169,7 @@ impl MockCall {
                     Some(CallInput::Audio(pcm)) => {
                         self.frames_in += 1;
                         if self.script.fail_after_frames.is_some_and(|n| self.frames_in > n) {
-                            let failure = CallError::new("scripted failure");
+                            let failure = CallError::new(CallFailure::ProviderError, "scripted failure");
                             return self.emit(CallEvent::Failed(failure)).await;
                         }
                         self.hear(&pcm).await?;
@@ -491,7 +492,10 @@ mod tests {
         }
         assert_eq!(
             last,
-            Some(CallEvent::Failed(CallError::new("scripted failure")))
+            Some(CallEvent::Failed(CallError::new(
+                CallFailure::ProviderError,
+                "scripted failure"
+            )))
         );
     }
 

@@ -31,11 +31,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentwire_core::realtime::{
-    CallError, CallEvent, CallInput, CallLink, CallSpec, RealtimeProvider, ResponseId, pcm_millis,
+    CallError, CallEvent, CallFailure, CallInput, CallLink, CallSpec, RealtimeProvider, ResponseId,
+    pcm_millis,
 };
 use async_trait::async_trait;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::net::TcpStream;
@@ -50,9 +49,9 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::ApiKey;
-use wire::{Role, text_of};
+use wire::{Role, ServerEvent};
 
-mod wire;
+pub(crate) mod wire;
 
 /// Input frames a call buffers towards the provider: 2 s of 20 ms frames.
 const INPUT_CAPACITY: usize = 100;
@@ -208,13 +207,17 @@ type Opening = JoinHandle<Result<Socket, CallError>>;
 
 async fn joined(shared: &Shared, handle: Opening) -> Result<Socket, CallError> {
     handle.await.unwrap_or_else(|_| {
-        Err(shared.error("connect: the connection task failed (no TLS crypto provider?)"))
+        Err(shared.error(
+            CallFailure::Internal,
+            "connect: the connection task failed (no TLS crypto provider?)",
+        ))
     })
 }
 
 impl Shared {
-    fn error(&self, what: impl fmt::Display) -> CallError {
-        CallError::new(format!("openai realtime ({}): {what}", self.settings.model))
+    fn error(&self, failure: CallFailure, what: impl fmt::Display) -> CallError {
+        let model = &self.settings.model;
+        CallError::new(failure, format!("openai realtime ({model}): {what}"))
     }
 
     fn count_unknown(&self) {
@@ -227,7 +230,7 @@ impl Shared {
             .endpoint
             .as_str()
             .into_client_request()
-            .map_err(|_| self.error("connect: invalid URL"))?;
+            .map_err(|_| self.error(CallFailure::Unreachable, "connect: invalid URL"))?;
         request
             .headers_mut()
             .insert(AUTHORIZATION, self.auth.clone());
@@ -241,16 +244,20 @@ impl Shared {
         let connect = tokio_tungstenite::connect_async_with_config(request, None, true);
         let (mut socket, _) = tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| self.error("connect: timed out"))?
-            .map_err(|e| self.error(format_args!("connect: {}", wire::describe(&e))))?;
+            .map_err(|_| self.error(CallFailure::Timeout, "connect: timed out"))?
+            .map_err(|e| {
+                let what = format_args!("connect: {}", wire::describe(&e));
+                self.error(CallFailure::Unreachable, what)
+            })?;
         self.wait_for(&mut socket, "session.created").await?;
         let sent = tokio::time::timeout(timeout, socket.send(Message::text(update))).await;
         match sent {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                return Err(self.error(format_args!("session.update: {}", wire::describe(&e))));
+                let what = format_args!("session.update: {}", wire::describe(&e));
+                return Err(self.error(CallFailure::Closed, what));
             }
-            Err(_) => return Err(self.error("session.update: timed out")),
+            Err(_) => return Err(self.error(CallFailure::Timeout, "session.update: timed out")),
         }
         self.wait_for(&mut socket, "session.updated").await?;
         tracing::debug!("openai realtime: session open");
@@ -264,11 +271,12 @@ impl Shared {
                 let text = match socket.next().await {
                     Some(Ok(Message::Text(text))) => text,
                     Some(Ok(Message::Close(frame))) => {
-                        return Err(wire::closed(frame.map(|f| u16::from(f.code))));
+                        let code = frame.map(|f| u16::from(f.code));
+                        return Err((CallFailure::Closed, wire::closed(code)));
                     }
                     Some(Ok(_)) => continue,
-                    Some(Err(e)) => return Err(wire::describe(&e)),
-                    None => return Err("connection closed".to_owned()),
+                    Some(Err(e)) => return Err((CallFailure::Closed, wire::describe(&e))),
+                    None => return Err((CallFailure::Closed, "connection closed".to_owned())),
                 };
                 let Ok(event) = serde_json::from_str::<Value>(&text) else {
                     self.count_unknown();
@@ -276,15 +284,22 @@ impl Shared {
                 };
                 match event["type"].as_str() {
                     Some(kind) if kind == wanted => return Ok(()),
-                    Some("error") => return Err(wire::provider_error(&event)),
+                    Some("error") => {
+                        return Err((CallFailure::ProviderError, wire::provider_error(&event)));
+                    }
                     _ => {}
                 }
             }
         };
         match tokio::time::timeout(self.settings.connect_timeout, wait).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(why)) => Err(self.error(format_args!("waiting for {wanted}: {why}"))),
-            Err(_) => Err(self.error(format_args!("waiting for {wanted}: timed out"))),
+            Ok(Err((failure, why))) => {
+                Err(self.error(failure, format_args!("waiting for {wanted}: {why}")))
+            }
+            Err(_) => Err(self.error(
+                CallFailure::Timeout,
+                format_args!("waiting for {wanted}: timed out"),
+            )),
         }
     }
 }
@@ -528,36 +543,31 @@ impl Call {
             );
             return self.switch().await;
         }
-        Err(Stop::Failed(self.shared.error(wire::closed(code))))
+        Err(Stop::Failed(
+            self.shared.error(CallFailure::Closed, wire::closed(code)),
+        ))
     }
 
     async fn on_event(&mut self, text: &str) -> Step {
-        let Ok(event) = serde_json::from_str::<Value>(text) else {
+        let Some((kind, event)) = wire::decode(text) else {
             self.shared.count_unknown();
             return Ok(());
         };
-        let kind = text_of(&event, "type");
-        if !wire::is_known(kind) {
-            self.shared.count_unknown();
-            return Ok(());
-        }
         tracing::debug!(event = kind, bytes = text.len(), "openai realtime event");
         let now = Instant::now();
-        match kind {
-            "conversation.item.input_audio_transcription.completed" => {
-                let text = text_of(&event, "transcript").trim().to_owned();
-                if !text.is_empty() {
-                    self.remember(Role::User, text.clone());
-                    self.emit(CallEvent::UserTranscript { text }).await?;
-                }
+        match event {
+            ServerEvent::Ignored => {}
+            ServerEvent::UserTranscript(text) => {
+                self.remember(Role::User, text.clone());
+                self.emit(CallEvent::UserTranscript { text }).await?;
             }
-            "response.output_audio.delta" | "response.audio.delta" => self.on_audio(&event).await?,
-            "response.output_audio_transcript.delta"
-            | "response.audio_transcript.delta"
-            | "response.output_text.delta"
-            | "response.text.delta" => {
-                let response = self.response_id(text_of(&event, "response_id"));
-                let delta = text_of(&event, "delta").to_owned();
+            ServerEvent::Audio {
+                response,
+                item,
+                pcm,
+            } => self.on_audio(&response, &item, pcm).await?,
+            ServerEvent::TextDelta { response, delta } => {
+                let response = self.response_id(&response);
                 self.turns
                     .replies
                     .entry(response)
@@ -566,30 +576,33 @@ impl Call {
                 self.emit(CallEvent::AssistantText { response, delta })
                     .await?;
             }
-            "response.output_item.added" if text_of(&event["item"], "type") == "function_call" => {
+            ServerEvent::FunctionCallAdded { call_id, name } => {
                 let names = &mut self.turns.tool_names;
                 if names.len() >= TOOL_NAMES {
                     names.clear();
                 }
-                let item = &event["item"];
-                names.insert(
-                    text_of(item, "call_id").to_owned(),
-                    text_of(item, "name").to_owned(),
-                );
+                names.insert(call_id, name);
             }
-            "response.function_call_arguments.done" => self.on_tool_call(&event).await?,
-            "response.created" => {
-                self.response_id(text_of(&event["response"], "id"));
+            ServerEvent::FunctionCall {
+                call_id,
+                name,
+                arguments,
+            } => self.on_tool_call(call_id, name, arguments).await?,
+            ServerEvent::ResponseCreated { response } => {
+                self.response_id(&response);
                 self.turns.expecting = None;
             }
-            "response.done" => self.on_response_done(&event).await?,
-            "input_audio_buffer.speech_started" => self.on_speech_started(now).await?,
-            "input_audio_buffer.speech_stopped" => {
+            ServerEvent::ResponseDone {
+                response,
+                cancelled,
+            } => self.on_response_done(&response, cancelled).await?,
+            ServerEvent::SpeechStarted => self.on_speech_started(now).await?,
+            ServerEvent::SpeechStopped => {
                 self.turns.speaking = false;
                 // Server VAD commits the utterance and answers it.
                 self.turns.expecting = Some(now + RESPONSE_EXPECTED);
             }
-            "input_audio_buffer.committed" => {
+            ServerEvent::Committed => {
                 let ours = (self.ending.as_mut())
                     .is_some_and(|e| std::mem::replace(&mut e.commit_pending, false));
                 if ours && self.turns.responses.is_empty() && self.turns.expecting.is_none() {
@@ -598,15 +611,14 @@ impl Call {
                     self.turns.expecting = Some(now + RESPONSE_EXPECTED);
                 }
             }
-            "error" => match &mut self.ending {
+            ServerEvent::Error(why) => match &mut self.ending {
                 // Typically our commit of an empty buffer: the call ends.
                 Some(ending) => ending.commit_pending = false,
                 None => {
-                    let why = wire::provider_error(&event);
-                    return Err(Stop::Failed(self.shared.error(why)));
+                    let failure = self.shared.error(CallFailure::ProviderError, why);
+                    return Err(Stop::Failed(failure));
                 }
             },
-            _ => {}
         }
         Ok(())
     }
@@ -629,13 +641,8 @@ impl Call {
         self.transcript.push_back((role, text));
     }
 
-    async fn on_audio(&mut self, event: &Value) -> Step {
-        let Ok(pcm) = BASE64.decode(text_of(event, "delta")) else {
-            self.shared.count_unknown();
-            return Ok(());
-        };
-        let response = self.response_id(text_of(event, "response_id"));
-        let item_id = text_of(event, "item_id");
+    async fn on_audio(&mut self, response: &str, item_id: &str, pcm: Vec<u8>) -> Step {
+        let response = self.response_id(response);
         match &mut self.turns.playing {
             Some(played) if played.item_id == item_id => played.bytes += pcm.len(),
             playing => {
@@ -651,14 +658,14 @@ impl Call {
         self.emit(CallEvent::AudioOut { response, pcm }).await
     }
 
-    async fn on_tool_call(&mut self, event: &Value) -> Step {
-        let call_id = text_of(event, "call_id").to_owned();
+    async fn on_tool_call(
+        &mut self,
+        call_id: String,
+        name: Option<String>,
+        arguments: Value,
+    ) -> Step {
         let remembered = self.turns.tool_names.remove(&call_id);
-        let name = match event["name"].as_str() {
-            Some(name) => name.to_owned(),
-            None => remembered.unwrap_or_default(),
-        };
-        let arguments = wire::arguments(text_of(event, "arguments"));
+        let name = name.or(remembered).unwrap_or_default();
         self.turns.pending_tools.insert(call_id.clone());
         self.emit(CallEvent::ToolCall {
             call_id,
@@ -668,9 +675,7 @@ impl Call {
         .await
     }
 
-    async fn on_response_done(&mut self, event: &Value) -> Step {
-        let done = &event["response"];
-        let id = text_of(done, "id");
+    async fn on_response_done(&mut self, id: &str, cancelled: bool) -> Step {
         let response = self.response_id(id);
         self.turns.responses.remove(id);
         if let Some(played) = &mut self.turns.playing
@@ -683,10 +688,9 @@ impl Call {
         {
             self.remember(Role::Assistant, reply);
         }
-        let interrupted = text_of(done, "status") == "cancelled";
         self.emit(CallEvent::ResponseDone {
             response,
-            interrupted,
+            interrupted: cancelled,
         })
         .await
     }
@@ -766,9 +770,12 @@ async fn next_of(socket: &mut Option<Socket>) -> Option<Result<Message, tungsten
 
 async fn join_of(handle: &mut Option<Opening>) -> Result<Socket, CallError> {
     match handle {
-        Some(handle) => handle
-            .await
-            .unwrap_or_else(|_| Err(CallError::new("the connection task failed"))),
+        Some(handle) => handle.await.unwrap_or_else(|_| {
+            Err(CallError::new(
+                CallFailure::Internal,
+                "the connection task failed",
+            ))
+        }),
         None => std::future::pending().await,
     }
 }

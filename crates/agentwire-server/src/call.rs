@@ -219,8 +219,9 @@ pub(crate) async fn open(
     let link = match voice.provider.open(spec).await {
         Ok(link) => link,
         Err(e) => {
-            tracing::warn!(error = %e, "a voice call could not open");
-            state.metrics.count_call_failure();
+            let code = e.failure.as_str();
+            tracing::warn!(error = %e, code, "a voice call could not open");
+            state.metrics.count_call_failure(e.failure);
             return Err((ErrorCode::DuplexError, CALL_FAILED));
         }
     };
@@ -524,8 +525,9 @@ impl CallTask {
                     .spawn(&self.state, call, input, self.to_client.clone());
             }
             CallEvent::Failed(e) => {
-                tracing::warn!(error = %e, "a voice call failed");
-                self.state.metrics.count_call_failure();
+                let code = e.failure.as_str();
+                tracing::warn!(error = %e, code, "a voice call failed");
+                self.state.metrics.count_call_failure(e.failure);
                 let (code, message) = (ErrorCode::DuplexError, CALL_FAILED.to_owned());
                 self.send(CallOutput::Failed { code, message }).await?;
                 return Ok(false);

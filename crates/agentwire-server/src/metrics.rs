@@ -6,9 +6,22 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use agentwire_core::realtime::CallFailure;
 use agentwire_core::{CancelOutcome, ErrorCode};
 
 use crate::abuse::Limit;
+
+/// The `code` labels of `agentwire_call_failures_total`: the provider's
+/// failures by kind ([`CallFailure::ALL`]), then the server's one.
+const CALL_FAILURE_CODES: [&str; CallFailure::ALL.len() + 1] = [
+    CallFailure::ALL[0].as_str(),
+    CallFailure::ALL[1].as_str(),
+    CallFailure::ALL[2].as_str(),
+    CallFailure::ALL[3].as_str(),
+    CallFailure::ALL[4].as_str(),
+    CallFailure::ALL[5].as_str(),
+    "input_overflow",
+];
 
 #[derive(Default)]
 pub struct Metrics {
@@ -38,8 +51,8 @@ pub struct Metrics {
     pub cancels_total: [AtomicU64; 3],
     /// Voice calls opened.
     pub calls_opened: AtomicU64,
-    /// Voice calls whose provider failed (at open or later).
-    call_failures: AtomicU64,
+    /// Voice calls that failed (at open or later), by [`CALL_FAILURE_CODES`].
+    call_failures: [AtomicU64; CALL_FAILURE_CODES.len()],
     /// Bytes of caller audio handed to providers.
     pub call_audio_in_bytes: AtomicU64,
     /// Bytes of provider audio queued for callers.
@@ -80,8 +93,15 @@ impl Metrics {
         self.errors_total[slot].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn count_call_failure(&self) {
-        self.call_failures.fetch_add(1, Ordering::Relaxed);
+    /// Counts a call its provider failed, by the failure's kind.
+    pub fn count_call_failure(&self, failure: CallFailure) {
+        let index = CallFailure::ALL.iter().position(|f| *f == failure);
+        self.call_failures[index.unwrap_or(0)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a call ended because its provider fell behind the caller.
+    pub fn count_call_input_overflow(&self) {
+        self.call_failures[CallFailure::ALL.len()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a refusal by `limit`.
@@ -223,16 +243,23 @@ impl Metrics {
             "Voice calls parked for a resume= (server.limits.call_park_window).",
             gauges.calls_parked,
         );
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_call_failures_total Voice calls that failed, at open or later, by code."
+        );
+        let _ = writeln!(out, "# TYPE agentwire_call_failures_total counter");
+        for (code, value) in CALL_FAILURE_CODES.iter().zip(&self.call_failures) {
+            let _ = writeln!(
+                out,
+                "agentwire_call_failures_total{{code=\"{code}\"}} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
         for (name, help, value) in [
             (
                 "agentwire_calls_total",
                 "Voice calls opened.",
                 &self.calls_opened,
-            ),
-            (
-                "agentwire_call_failures_total",
-                "Voice calls whose provider failed, at open or later.",
-                &self.call_failures,
             ),
             (
                 "agentwire_call_audio_in_bytes_total",

@@ -702,8 +702,8 @@ async fn failure(settings: CascadeSettings) -> CallEvent {
     events.last().cloned().unwrap()
 }
 
-fn failed(message: &str) -> CallEvent {
-    CallEvent::Failed(CallError::new(message))
+fn failed(failure: CallFailure, message: &str) -> CallEvent {
+    CallEvent::Failed(CallError::new(failure, message))
 }
 
 #[tokio::test]
@@ -715,7 +715,13 @@ async fn failing_endpoints_fail_the_call_naming_the_step_and_status_only() {
     .await;
     let model = model("unused", BTreeMap::new());
     let last = failure(settings(&fake_stt.base_url, model.clone(), 16_000)).await;
-    assert_eq!(last, failed("cascade transcription: HTTP 500"));
+    assert_eq!(
+        last,
+        failed(
+            CallFailure::ProviderError,
+            "cascade transcription: HTTP 500"
+        )
+    );
 
     let fake_tts = fake(Script {
         speech_status: 503,
@@ -723,20 +729,29 @@ async fn failing_endpoints_fail_the_call_naming_the_step_and_status_only() {
     })
     .await;
     let last = failure(settings(&fake_tts.base_url, model.clone(), 16_000)).await;
-    assert_eq!(last, failed("cascade speech: HTTP 503"));
+    assert_eq!(
+        last,
+        failed(CallFailure::ProviderError, "cascade speech: HTTP 503")
+    );
 
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
     let last = failure(settings(&base_url, model.clone(), 16_000)).await;
-    assert_eq!(last, failed("cascade transcription: unreachable"));
+    assert_eq!(
+        last,
+        failed(
+            CallFailure::Unreachable,
+            "cascade transcription: unreachable"
+        )
+    );
 
     // The fake has no Chat Completions: the model's own error, body-free.
     let fake_ok = fake(Script::default()).await;
     let chat = chat_model(&fake_ok.base_url);
     let last = failure(settings(&fake_ok.base_url, chat, 16_000)).await;
     let rejected = "cascade model: provider openai model llama3.2: request rejected (HTTP 404)";
-    assert_eq!(last, failed(rejected));
+    assert_eq!(last, failed(CallFailure::ProviderError, rejected));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use serde::Deserialize;
 
-use super::{CallError, Endpoint, Shared};
+use super::{CallError, CallFailure, Endpoint, Shared};
 
 /// The rate of OpenAI's `pcm` speech format.
 const SPEECH_PCM_RATE: u32 = 24_000;
@@ -30,8 +30,12 @@ pub(super) async fn transcribe(shared: &Shared, audio: Vec<u8>) -> Result<String
     let content_type = format!("multipart/form-data; boundary={boundary}");
     let step = "transcription";
     let answer = post(shared, &shared.transcription, step, &content_type, body).await?;
-    let transcript: Transcript = serde_json::from_slice(&answer)
-        .map_err(|_| CallError::new("cascade transcription: unreadable response"))?;
+    let transcript: Transcript = serde_json::from_slice(&answer).map_err(|_| {
+        CallError::new(
+            CallFailure::Unreadable,
+            "cascade transcription: unreadable response",
+        )
+    })?;
     Ok(transcript.text.unwrap_or_default())
 }
 
@@ -46,7 +50,7 @@ pub(super) async fn synthesize(shared: &Shared, text: &str) -> Result<Vec<u8>, C
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let answer = post(shared, &shared.speech, "speech", "application/json", body).await?;
     speech_pcm(answer, shared.format.sample_rate)
-        .map_err(|what| CallError::new(format!("cascade speech: {what}")))
+        .map_err(|what| CallError::new(CallFailure::Unreadable, format!("cascade speech: {what}")))
 }
 
 /// A speech answer (raw 24 kHz PCM16 or a WAV file) as PCM16 at `rate`.
@@ -72,7 +76,7 @@ async fn post(
     content_type: &str,
     body: Vec<u8>,
 ) -> Result<Vec<u8>, CallError> {
-    let failed = |what: &str| CallError::new(format!("cascade {step}: {what}"));
+    let failed = |failure, what: &str| CallError::new(failure, format!("cascade {step}: {what}"));
     let limit = match step {
         "speech" => MAX_SPEECH_BYTES,
         _ => MAX_TRANSCRIPTION_BYTES,
@@ -88,21 +92,24 @@ async fn post(
     let exchange = async {
         let mut response = request.send().await.map_err(|e| {
             tracing::debug!(step, error = %e.without_url(), "cascade request not sent");
-            failed("unreachable")
+            failed(CallFailure::Unreachable, "unreachable")
         })?;
         let status = response.status();
         if !status.is_success() {
             // The body is never read: it could carry anything.
-            return Err(failed(&format!("HTTP {}", status.as_u16())));
+            return Err(failed(
+                CallFailure::ProviderError,
+                &format!("HTTP {}", status.as_u16()),
+            ));
         }
         let mut bytes = Vec::new();
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|_| failed("response broke off"))?
+            .map_err(|_| failed(CallFailure::Closed, "response broke off"))?
         {
             if bytes.len() + chunk.len() > limit {
-                return Err(failed("response too large"));
+                return Err(failed(CallFailure::Unreadable, "response too large"));
             }
             bytes.extend_from_slice(&chunk);
         }
@@ -110,7 +117,12 @@ async fn post(
     };
     tokio::time::timeout(shared.timeout, exchange)
         .await
-        .map_err(|_| failed(&format!("no response within {:?}", shared.timeout)))?
+        .map_err(|_| {
+            failed(
+                CallFailure::Timeout,
+                &format!("no response within {:?}", shared.timeout),
+            )
+        })?
 }
 
 /// `pcm` (PCM16LE mono at `rate`) as a WAV file.

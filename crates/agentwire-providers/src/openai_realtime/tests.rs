@@ -4,6 +4,8 @@
 
 use agentwire_core::realtime::PCM;
 use agentwire_core::{AudioFormat, ToolSpec};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::SinkExt;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -521,6 +523,7 @@ async fn a_provider_error_fails_the_call_without_its_message() {
     assert!(err.message.contains("invalid_request_error"), "{err}");
     assert!(err.message.contains("session_expired"), "{err}");
     assert!(err.message.contains(MODEL), "{err}");
+    assert_eq!(err.failure, CallFailure::ProviderError);
     ended(&mut call.link.events).await;
     call.peer.closed(WAIT).await;
 }
@@ -538,6 +541,7 @@ async fn a_provider_close_fails_the_call_with_its_code_only() {
     };
     assert!(err.message.contains("1001"), "{err}");
     assert!(!err.message.contains("maximum duration"), "{err}");
+    assert_eq!(err.failure, CallFailure::Closed);
     ended(&mut call.link.events).await;
 }
 
@@ -679,6 +683,7 @@ async fn open_failures_name_the_step_and_never_a_body_or_the_key() {
     assert_no_secret(&err);
     assert!(err.message.contains("connect: HTTP 401"), "{err}");
     assert!(err.message.contains(MODEL), "{err}");
+    assert_eq!(err.failure, CallFailure::Unreachable);
     refusing.peers.close();
 
     // An error at the session.update: its type and code, not its message.
@@ -696,6 +701,7 @@ async fn open_failures_name_the_step_and_never_a_body_or_the_key() {
     .await;
     assert!(err.message.contains("waiting for session.updated"), "{err}");
     assert!(err.message.contains("unknown_parameter"), "{err}");
+    assert_eq!(err.failure, CallFailure::ProviderError);
 
     // No session.created in time.
     let err = open_failing(
@@ -710,6 +716,7 @@ async fn open_failures_name_the_step_and_never_a_body_or_the_key() {
             .contains("waiting for session.created: timed out"),
         "{err}"
     );
+    assert_eq!(err.failure, CallFailure::Timeout);
 
     // Closed while opening.
     let err = open_failing(
@@ -724,6 +731,7 @@ async fn open_failures_name_the_step_and_never_a_body_or_the_key() {
     )
     .await;
     assert!(err.message.contains("close code 1008"), "{err}");
+    assert_eq!(err.failure, CallFailure::Closed);
 
     // Nobody listening.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -733,6 +741,7 @@ async fn open_failures_name_the_step_and_never_a_body_or_the_key() {
     let err = provider.open(spec()).await.err().unwrap();
     assert_no_secret(&err);
     assert!(err.message.contains("connect: I/O error"), "{err}");
+    assert_eq!(err.failure, CallFailure::Unreachable);
 }
 
 #[tokio::test]

@@ -42,8 +42,112 @@ const KNOWN: &str = "error session.created session.updated conversation.created 
     response.function_call_arguments.delta response.function_call_arguments.done \
     rate_limits.updated";
 
-pub(super) fn is_known(kind: &str) -> bool {
-    !kind.is_empty() && KNOWN.split_ascii_whitespace().any(|known| known == kind)
+/// `kind` as the list spells it, if it is known.
+fn known(kind: &str) -> Option<&'static str> {
+    (!kind.is_empty())
+        .then(|| KNOWN.split_ascii_whitespace().find(|known| *known == kind))
+        .flatten()
+}
+
+/// A server event as a call acts on it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ServerEvent {
+    /// Known, and nothing for the call to do.
+    Ignored,
+    /// What the caller said, trimmed and not empty.
+    UserTranscript(String),
+    /// Audio of `response`'s item `item`, decoded.
+    Audio {
+        response: String,
+        item: String,
+        pcm: Vec<u8>,
+    },
+    /// More of `response`'s transcript (or text).
+    TextDelta {
+        response: String,
+        delta: String,
+    },
+    /// A function call item begins: its name, for when the arguments come.
+    FunctionCallAdded {
+        call_id: String,
+        name: String,
+    },
+    /// A function call's arguments are complete.
+    FunctionCall {
+        call_id: String,
+        /// When the event names it (it may not: see `FunctionCallAdded`).
+        name: Option<String>,
+        arguments: Value,
+    },
+    ResponseCreated {
+        response: String,
+    },
+    ResponseDone {
+        response: String,
+        cancelled: bool,
+    },
+    SpeechStarted,
+    SpeechStopped,
+    Committed,
+    /// An `error` event, in [`provider_error`]'s words.
+    Error(String),
+}
+
+/// A server event's type (as [`KNOWN`] spells it) and what it says; `None`
+/// when it is not JSON, of an unknown type, or audio that is not base64
+/// (counted as unknown, never a failure: the API adds events).
+pub(crate) fn decode(text: &str) -> Option<(&'static str, ServerEvent)> {
+    let event = serde_json::from_str::<Value>(text).ok()?;
+    let kind = known(text_of(&event, "type"))?;
+    let owned = |field: &str| text_of(&event, field).to_owned();
+    let decoded = match kind {
+        "conversation.item.input_audio_transcription.completed" => {
+            match text_of(&event, "transcript").trim() {
+                "" => ServerEvent::Ignored,
+                text => ServerEvent::UserTranscript(text.to_owned()),
+            }
+        }
+        "response.output_audio.delta" | "response.audio.delta" => ServerEvent::Audio {
+            pcm: BASE64.decode(text_of(&event, "delta")).ok()?,
+            response: owned("response_id"),
+            item: owned("item_id"),
+        },
+        "response.output_audio_transcript.delta"
+        | "response.audio_transcript.delta"
+        | "response.output_text.delta"
+        | "response.text.delta" => ServerEvent::TextDelta {
+            response: owned("response_id"),
+            delta: owned("delta"),
+        },
+        "response.output_item.added" if text_of(&event["item"], "type") == "function_call" => {
+            let item = &event["item"];
+            ServerEvent::FunctionCallAdded {
+                call_id: text_of(item, "call_id").to_owned(),
+                name: text_of(item, "name").to_owned(),
+            }
+        }
+        "response.function_call_arguments.done" => ServerEvent::FunctionCall {
+            call_id: owned("call_id"),
+            name: event["name"].as_str().map(str::to_owned),
+            arguments: arguments(text_of(&event, "arguments")),
+        },
+        "response.created" => ServerEvent::ResponseCreated {
+            response: text_of(&event["response"], "id").to_owned(),
+        },
+        "response.done" => {
+            let done = &event["response"];
+            ServerEvent::ResponseDone {
+                response: text_of(done, "id").to_owned(),
+                cancelled: text_of(done, "status") == "cancelled",
+            }
+        }
+        "input_audio_buffer.speech_started" => ServerEvent::SpeechStarted,
+        "input_audio_buffer.speech_stopped" => ServerEvent::SpeechStopped,
+        "input_audio_buffer.committed" => ServerEvent::Committed,
+        "error" => ServerEvent::Error(provider_error(&event)),
+        _ => ServerEvent::Ignored,
+    };
+    Some((kind, decoded))
 }
 
 /// `{url}?model={model}`, the model percent-encoded.
@@ -137,7 +241,7 @@ pub(super) fn seed(role: Role, text: &str) -> String {
     json!({ "type": "conversation.item.create", "item": item }).to_string()
 }
 
-pub(super) fn text_of<'a>(event: &'a Value, field: &str) -> &'a str {
+fn text_of<'a>(event: &'a Value, field: &str) -> &'a str {
     event[field].as_str().unwrap_or("")
 }
 
@@ -203,10 +307,63 @@ mod tests {
             "response.audio.delta",
             "error",
         ] {
-            assert!(is_known(kind), "{kind}");
+            assert_eq!(known(kind), Some(kind));
         }
         for kind in ["", "response", "response.audio", "error error", "x.y"] {
-            assert!(!is_known(kind), "{kind}");
+            assert_eq!(known(kind), None, "{kind}");
+        }
+    }
+
+    #[test]
+    fn events_decode_to_what_the_call_acts_on() {
+        let audio = r#"{"type":"response.output_audio.delta","response_id":"r1","item_id":"i1","delta":"AAEC"}"#;
+        assert_eq!(
+            decode(audio),
+            Some((
+                "response.output_audio.delta",
+                ServerEvent::Audio {
+                    response: "r1".into(),
+                    item: "i1".into(),
+                    pcm: vec![0, 1, 2]
+                }
+            ))
+        );
+        let beta = r#"{"type":"response.audio_transcript.delta","response_id":"r1","delta":"Hi"}"#;
+        assert_eq!(
+            decode(beta).map(|d| d.1),
+            Some(ServerEvent::TextDelta {
+                response: "r1".into(),
+                delta: "Hi".into()
+            })
+        );
+        let blank =
+            r#"{"type":"conversation.item.input_audio_transcription.completed","transcript":"  "}"#;
+        assert_eq!(decode(blank).map(|d| d.1), Some(ServerEvent::Ignored));
+        let call = r#"{"type":"response.function_call_arguments.done","call_id":"c","arguments":"{\"a\":1}"}"#;
+        assert_eq!(
+            decode(call).map(|d| d.1),
+            Some(ServerEvent::FunctionCall {
+                call_id: "c".into(),
+                name: None,
+                arguments: json!({ "a": 1 })
+            })
+        );
+        let cancelled = r#"{"type":"response.done","response":{"id":"r1","status":"cancelled"}}"#;
+        assert_eq!(
+            decode(cancelled).map(|d| d.1),
+            Some(ServerEvent::ResponseDone {
+                response: "r1".into(),
+                cancelled: true
+            })
+        );
+        for unreadable in [
+            "",
+            "not json",
+            r#"{"type":"response.new_thing"}"#,
+            r#"{"type":"response.audio.delta","delta":"not base64!"}"#,
+            r#"["error"]"#,
+        ] {
+            assert_eq!(decode(unreadable), None, "{unreadable}");
         }
     }
 

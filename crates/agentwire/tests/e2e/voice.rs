@@ -492,7 +492,14 @@ async fn a_provider_failure_is_a_duplex_error_and_the_next_frame_opens_a_new_cal
         "a new call"
     );
     let metrics = server.get("/metrics").await.1;
-    assert_eq!(metric(&metrics, "agentwire_call_failures_total"), 1.0);
+    // The mock's scripted failure stands for the provider's own error.
+    let failures = |code: &str| {
+        let series = format!("agentwire_call_failures_total{{code=\"{code}\"}}");
+        metric(&metrics, &series)
+    };
+    assert_eq!(failures("provider_error"), 1.0);
+    assert_eq!(failures("unreachable"), 0.0);
+    assert_eq!(failures("input_overflow"), 0.0);
     assert_eq!(
         metric(&metrics, "agentwire_errors_total{code=\"DUPLEX_ERROR\"}"),
         1.0

@@ -163,7 +163,7 @@ impl Omnia {
                 self.call = None;
                 link.call_output = None;
                 self.call_tools = None;
-                link.state.metrics.count_call_failure();
+                link.state.metrics.count_call_input_overflow();
                 send_error(
                     link,
                     Some(&current),
