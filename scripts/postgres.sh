@@ -11,8 +11,20 @@
 #                               and prints `export` lines for the caller to
 #                               eval: AGENTWIRE_TEST_POSTGRES (a URL
 #                               tokio-postgres accepts), POSTGRES_DIR.
+#   scripts/postgres.sh start --durable
+#                               the same, with synchronous_commit on: a commit
+#                               returns once its WAL is written, so a server
+#                               killed (pause) keeps every commit it
+#                               acknowledged (the outage tests need that; the
+#                               others run faster without it).
 #   scripts/postgres.sh stop DIR
 #                               stops that cluster (immediate) and removes DIR.
+#   scripts/postgres.sh pause DIR
+#                               stops that cluster's server (immediate, as a
+#                               crash would), keeping its data;
+#   scripts/postgres.sh resume DIR
+#                               starts it again on the same socket (the outage
+#                               tests stop and restart a cluster of their own).
 #
 # The tests make a database of their own per test (CREATE DATABASE) and drop
 # it after, so they run in parallel on one cluster. The server log is
@@ -45,9 +57,15 @@ as_owner() {
 
 start() {
     install
-    local dir
+    local dir sync=off
+    case "${1:-}" in
+        --durable) sync=on ;;
+        "") ;;
+        *) echo "usage: $0 start [--durable]" >&2; exit 64 ;;
+    esac
     dir="$(mktemp -d /tmp/agentwire-pg.XXXXXX)"
     chmod 0755 "$dir"
+    echo "$sync" >"$dir/synchronous_commit"
     if [ "$(id -u)" -eq 0 ]; then
         chown nobody:nogroup "$dir"
     fi
@@ -58,12 +76,7 @@ start() {
         rm -rf "$dir"
         exit 1
     fi
-    # -k: the socket in $dir; listen_addresses='': no TCP at all.
-    if ! as_owner "$bin/pg_ctl" -w -t 30 -D "$dir/data" -l "$dir/pg.log" \
-        -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
-        start >"$dir/pg_ctl.log" 2>&1; then
-        echo "postgres.sh: the server did not start:" >&2
-        cat "$dir/pg_ctl.log" "$dir/pg.log" >&2 || true
+    if ! run "$dir"; then
         stop "$dir"
         exit 1
     fi
@@ -71,12 +84,44 @@ start() {
     echo "export POSTGRES_DIR=$dir"
 }
 
+# Starts the server of the cluster in $1 and waits until it answers.
+run() {
+    local dir="$1" sync
+    sync="$(cat "$dir/synchronous_commit")"
+    # -k: the socket in $dir; listen_addresses='': no TCP at all. fsync off:
+    # a killed server's writes are in the kernel already; only a machine
+    # crash would lose them.
+    if ! as_owner "$bin/pg_ctl" -w -t 30 -D "$dir/data" -l "$dir/pg.log" \
+        -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=$sync -c full_page_writes=off -c max_connections=300" \
+        start >"$dir/pg_ctl.log" 2>&1; then
+        echo "postgres.sh: the server did not start:" >&2
+        cat "$dir/pg_ctl.log" "$dir/pg.log" >&2 || true
+        return 1
+    fi
+}
+
+ours() {
+    case "$1" in
+        /tmp/agentwire-pg.*) ;;
+        *) echo "postgres.sh: refusing $1 (not a postgres.sh dir)" >&2; exit 64 ;;
+    esac
+}
+
+pause() {
+    local dir="${1:?usage: postgres.sh pause DIR}"
+    ours "$dir"
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+}
+
+resume() {
+    local dir="${1:?usage: postgres.sh resume DIR}"
+    ours "$dir"
+    run "$dir"
+}
+
 stop() {
     local dir="${1:?usage: postgres.sh stop DIR}"
-    case "$dir" in
-        /tmp/agentwire-pg.*) ;;
-        *) echo "postgres.sh: refusing to stop $dir (not a postgres.sh dir)" >&2; exit 64 ;;
-    esac
+    ours "$dir"
     if [ -f "$dir/data/postmaster.pid" ]; then
         as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
     fi
@@ -84,8 +129,10 @@ stop() {
 }
 
 case "${1:-}" in
-    start) start ;;
+    start) shift; start "$@" ;;
     stop) shift; stop "$@" ;;
+    pause) shift; pause "$@" ;;
+    resume) shift; resume "$@" ;;
     install) install ;;
-    *) echo "usage: $0 start | stop DIR | install" >&2; exit 64 ;;
+    *) echo "usage: $0 start [--durable] | stop DIR | pause DIR | resume DIR | install" >&2; exit 64 ;;
 esac

@@ -3,14 +3,8 @@
 //! exist, LICENSE is the workspace's license, `--version` names the commit,
 //! and the log formats are what README says.
 
-use std::path::{Path, PathBuf};
-
 use crate::config_errors::{ONE_AGENT, agentwire, write_config};
-use crate::support::TestServer;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::support::{TestServer, repo_root};
 
 /// The metric names of a Prometheus text body: every `# TYPE name kind`.
 fn metric_names(body: &str) -> Vec<String> {

@@ -5,14 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::config_errors::{agentwire, write_config};
+use crate::support::repo_root;
 
 /// A value every variable an example needs can take: 64 hex digits, so it is
 /// also a SHA-256 (`auth.api_keys[].sha256`) and long enough for a key.
 const DUMMY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Every `*.yaml` directly in `examples/` (team files live in a folder of
 /// their own), so a new example is covered without a change here.

@@ -36,6 +36,7 @@ mod media_owner;
 mod memory_bounds;
 mod messages;
 mod ops;
+mod outages;
 mod postgres;
 mod replica_turns;
 mod replicas;

@@ -25,6 +25,11 @@ pub fn install_tls_provider() {
 /// How long a test waits for any one frame before failing.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The repository's root, for its scripts, docs and examples.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// The agents every test server has, after the `server:` block.
 pub const AGENTS: &str = r#"
 agents:
