@@ -3,8 +3,11 @@
 # targets on libFuzzer, listed in README.md) for a while each.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#   FUZZ_RUNS=N scripts/fuzz.sh SECONDS [TARGET...]
 #
-# Defaults: 5 seconds (the CI budget), every target. Needs the nightly
+# Defaults: 5 seconds (the CI budget), every target. With FUZZ_RUNS each
+# target stops after N executions, or at SECONDS if that comes first (the
+# long budget: FUZZ_RUNS=10000000 scripts/fuzz.sh 3600). Needs the nightly
 # toolchain (rustup); installs cargo-fuzz into target/tools/ when missing.
 # Seeds are read from fuzz/corpus/<target>/ (committed); what a run finds
 # goes to fuzz/target/corpus/<target>/ (kept between runs, not committed).
@@ -21,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-5}
 shift || true
+max_runs=${FUZZ_RUNS:-}
 toolchain=${FUZZ_TOOLCHAIN:-nightly}
 
 if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1; then
@@ -58,7 +62,7 @@ for target in "${targets[@]}"; do
     mkdir -p "$scratch" "$artifacts" "$(dirname "$log")" "fuzz/corpus/$target"
     status=0
     "$bin_dir/$target" "$scratch" "fuzz/corpus/$target" \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_total_time="$seconds" ${max_runs:+-runs="$max_runs"} -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$artifacts/" \
         >"$log" 2>&1 || status=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
