@@ -76,13 +76,16 @@ impl Drop for OwnPostgres {
 }
 
 fn postgres_sh(args: &[&str]) -> String {
-    let out = Command::new(repo_root().join("scripts/postgres.sh"))
-        .args(args)
-        .output()
-        .expect("scripts/postgres.sh runs");
+    let mut command = Command::new(repo_root().join("scripts/postgres.sh"));
+    stdout_of(command.args(args))
+}
+
+/// What `command` printed; it must succeed.
+fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().expect("the command runs");
     assert!(
         out.status.success(),
-        "postgres.sh {args:?}: {}",
+        "{command:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -188,23 +191,18 @@ async fn readyz_becomes(servers: &[&TestServer], status: u16, within: Duration) 
 /// Every session's stored rows, `(role, content)` in order, from `url`.
 fn stored_rows(url: &str, sessions: &[String]) -> HashMap<String, Vec<(String, String)>> {
     let ids: Vec<String> = sessions.iter().map(|s| format!("'{s}'")).collect();
-    let out = Command::new("psql")
-        .arg(url)
-        .args(["-At", "-F", "|", "-v", "ON_ERROR_STOP=1", "-c"])
-        .arg(format!(
-            "SELECT s.id, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
-             WHERE s.id IN ({}) ORDER BY s.id, m.seq",
-            ids.join(",")
-        ))
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        Command::new("psql")
+            .arg(url)
+            .args(["-At", "-F", "|", "-v", "ON_ERROR_STOP=1", "-c"])
+            .arg(format!(
+                "SELECT s.id, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
+                 WHERE s.id IN ({}) ORDER BY s.id, m.seq",
+                ids.join(",")
+            )),
     );
     let mut rows: HashMap<String, Vec<(String, String)>> = HashMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let mut fields = line.splitn(3, '|');
         let (id, role, content) = (
             fields.next().unwrap(),

@@ -112,14 +112,7 @@ async fn a_client_tool_inside_a_call_is_asked_of_the_caller_and_its_answer_spoke
     assert_eq!(reply_text(&texts), r#"You are in {"city":"Lisbon"}"#);
     assert!(!audio.is_empty(), "the reply is spoken");
     // Answered once: a second answer finds nothing pending.
-    client
-        .send_json(json!({"type": "tool_result", "tool_result": {"call_id": id, "result": 1}}))
-        .await;
-    assert_error(
-        &next_text(&mut client).await,
-        "INVALID_MESSAGE",
-        "no pending tool call",
-    );
+    assert_nothing_pending(&mut client, &id).await;
     // Stored in order: what was said, the client's step, the reply.
     let rows = stored(&server, &session);
     let roles: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
@@ -149,11 +142,17 @@ async fn a_client_tool_the_caller_leaves_unanswered_is_denied_and_the_reply_says
         format!(r#"You are in {{"error":"{reason}"}}"#)
     );
     // A late answer is refused.
+    assert_nothing_pending(&mut client, &id).await;
+}
+
+/// An answer to call `id` from `client` is refused: nothing of that id
+/// is pending for it.
+async fn assert_nothing_pending(client: &mut Client, id: &str) {
     client
         .send_json(json!({"type": "tool_result", "tool_result": {"call_id": id, "result": 1}}))
         .await;
     assert_error(
-        &next_text(&mut client).await,
+        &next_text(client).await,
         "INVALID_MESSAGE",
         "no pending tool call",
     );
@@ -182,16 +181,7 @@ async fn a_client_tool_pending_when_the_call_drops_is_answered_from_the_resumed_
     wait_metric(&server, "agentwire_calls_parked", 1.0).await;
     // Another caller cannot answer it: the call is not theirs to hold.
     let (mut stranger, _) = server.connect("agent=patient-locator&binary=true").await;
-    stranger
-        .send_json(
-            json!({"type": "tool_result", "tool_result": {"call_id": id, "result": "Paris"}}),
-        )
-        .await;
-    assert_error(
-        &next_text(&mut stranger).await,
-        "INVALID_MESSAGE",
-        "no pending tool call",
-    );
+    assert_nothing_pending(&mut stranger, &id).await;
     let (mut new, connected) =
         connect(&server, &format!("{query}&resume={session}"), Some(ALICE)).await;
     assert!(resumed(&connected), "{connected}");
