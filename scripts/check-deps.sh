@@ -57,6 +57,11 @@ CLIENT=agentwire-chat
 # The binary is the one place that knows every adapter, and the one crate
 # that picks (and installs, in `main`) rustls' crypto provider.
 BINARY=agentwire
+# Crates that name rustls for its types (the PostgreSQL store's certificate
+# verifiers), with no crypto provider in their tree: they use the one `main`
+# installed and cannot install another.
+RUSTLS_TYPES=(agentwire-store)
+PROVIDERS=(ring aws-lc-rs)
 
 # Nowhere: aws-lc wants cmake and NASM to build; OpenSSL wants the system's.
 NOWHERE=(aws-lc-rs aws-lc-sys openssl-sys native-tls)
@@ -179,8 +184,15 @@ for member in "${members[@]}"; do
         done
         # rustls directly: a library that names it could install a crypto
         # provider; that choice is the binary's, made once in `main`.
-        if in_list rustls ${direct[$member]}; then
+        if in_list rustls ${direct[$member]} && ! in_list "$member" "${RUSTLS_TYPES[@]}"; then
             fail "$member depends on rustls directly (only $BINARY does: it installs the crypto provider in main)"
+        fi
+        if in_list "$member" "${RUSTLS_TYPES[@]}"; then
+            for provider in "${PROVIDERS[@]}"; do
+                if in_list "$provider" ${tree[$member]}; then
+                    fail "$member has $provider in its tree (it names rustls for its types only; the provider is $BINARY's)"
+                fi
+            done
         fi
     fi
     # PostgreSQL: the store's adapter only; the binary through its feature.

@@ -17,6 +17,12 @@
 #                               killed (pause) keeps every commit it
 #                               acknowledged (the outage tests need that; the
 #                               others run faster without it).
+#   scripts/postgres.sh start --tls
+#                               the same, and also listening on 127.0.0.1 with
+#                               TLS only (pg_hba refuses plaintext TCP), its
+#                               certificate (for DNS name localhost) signed by
+#                               a CA made for it; prints POSTGRES_TLS_PORT and
+#                               POSTGRES_TLS_CA (the CA's PEM file) too.
 #   scripts/postgres.sh stop DIR
 #                               stops that cluster (immediate) and removes DIR.
 #   scripts/postgres.sh pause DIR
@@ -57,15 +63,26 @@ as_owner() {
 
 start() {
     install
-    local dir sync=off
+    local dir sync=off tls=""
     case "${1:-}" in
         --durable) sync=on ;;
+        --tls) tls=yes ;;
         "") ;;
-        *) echo "usage: $0 start [--durable]" >&2; exit 64 ;;
+        *) echo "usage: $0 start [--durable | --tls]" >&2; exit 64 ;;
     esac
     dir="$(mktemp -d /tmp/agentwire-pg.XXXXXX)"
     chmod 0755 "$dir"
-    echo "$sync" >"$dir/synchronous_commit"
+    # -k: the socket in $dir; listen_addresses='': no TCP at all. fsync off:
+    # a killed server's writes are in the kernel already; only a machine
+    # crash would lose them.
+    local options="-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=$sync -c full_page_writes=off -c max_connections=300"
+    local port=""
+    if [ -n "$tls" ]; then
+        port="$(free_port)"
+        make_certificates "$dir"
+        options="-k $dir -c listen_addresses=127.0.0.1 -p $port -c ssl=on -c ssl_cert_file=$dir/tls/server.pem -c ssl_key_file=$dir/tls/server.key -c fsync=off -c synchronous_commit=off -c max_connections=100"
+    fi
+    echo "$options" >"$dir/server.options"
     if [ "$(id -u)" -eq 0 ]; then
         chown nobody:nogroup "$dir"
     fi
@@ -76,23 +93,52 @@ start() {
         rm -rf "$dir"
         exit 1
     fi
+    if [ -n "$tls" ]; then
+        # Local sockets as before; TCP with TLS only.
+        printf '%s\n' 'local all all trust' 'hostssl all all 127.0.0.1/32 trust' \
+            'hostnossl all all 127.0.0.1/32 reject' >"$dir/data/pg_hba.conf"
+    fi
     if ! run "$dir"; then
         stop "$dir"
         exit 1
     fi
-    echo "export AGENTWIRE_TEST_POSTGRES='postgresql:///postgres?host=$dir&user=agentwire'"
+    echo "export AGENTWIRE_TEST_POSTGRES='postgresql:///postgres?host=$dir${port:+&port=$port}&user=agentwire'"
     echo "export POSTGRES_DIR=$dir"
+    if [ -n "$tls" ]; then
+        echo "export POSTGRES_TLS_PORT=$port"
+        echo "export POSTGRES_TLS_CA=$dir/tls/ca.pem"
+    fi
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# A CA and a server certificate it signs for DNS name localhost only (so a
+# client naming 127.0.0.1 sees a name mismatch), in $1/tls, the key
+# readable by the server's user alone.
+make_certificates() {
+    local tls="$1/tls"
+    mkdir -p "$tls"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=agentwire test CA" \
+        -keyout "$tls/ca.key" -out "$tls/ca.pem" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+        -keyout "$tls/server.key" -out "$tls/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$tls/ext.cnf"
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+        -CAcreateserial -days 2 -extfile "$tls/ext.cnf" -out "$tls/server.pem" >/dev/null 2>&1
+    chmod 0600 "$tls/server.key"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown -R nobody:nogroup "$tls"
+    fi
+    chmod 0644 "$tls/ca.pem"
 }
 
 # Starts the server of the cluster in $1 and waits until it answers.
 run() {
-    local dir="$1" sync
-    sync="$(cat "$dir/synchronous_commit")"
-    # -k: the socket in $dir; listen_addresses='': no TCP at all. fsync off:
-    # a killed server's writes are in the kernel already; only a machine
-    # crash would lose them.
+    local dir="$1"
     if ! as_owner "$bin/pg_ctl" -w -t 30 -D "$dir/data" -l "$dir/pg.log" \
-        -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=$sync -c full_page_writes=off -c max_connections=300" \
+        -o "$(cat "$dir/server.options")" \
         start >"$dir/pg_ctl.log" 2>&1; then
         echo "postgres.sh: the server did not start:" >&2
         cat "$dir/pg_ctl.log" "$dir/pg.log" >&2 || true
@@ -134,5 +180,5 @@ case "${1:-}" in
     pause) shift; pause "$@" ;;
     resume) shift; resume "$@" ;;
     install) install ;;
-    *) echo "usage: $0 start [--durable] | stop DIR | pause DIR | resume DIR | install" >&2; exit 64 ;;
+    *) echo "usage: $0 start [--durable | --tls] | stop DIR | pause DIR | resume DIR | install" >&2; exit 64 ;;
 esac

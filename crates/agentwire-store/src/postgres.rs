@@ -46,6 +46,7 @@ mod ledger;
 mod open;
 mod options;
 mod schema;
+mod tls;
 
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, Migrations, PgOptions,
@@ -165,10 +166,22 @@ impl PgStore {
 /// A database error without its detail, which may quote values (message
 /// content, a key); other errors as the driver words them.
 fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
+    if let Some(db) = e.as_db_error() {
+        return format!("{} ({})", db.message(), db.code().code());
     }
+    // The causes say what went wrong (a TLS handshake's: which check of
+    // the certificate failed); none carries a password.
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.ends_with(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
 }
 
 /// Constraint violations are the caller's fault (a reused seq, an unknown

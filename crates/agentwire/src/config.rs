@@ -660,8 +660,11 @@ mod raw {
         /// The session store: `sqlite://PATH` (a file, created if missing),
         /// `postgres://USER:PASSWORD@HOST:PORT/DB` (a PostgreSQL database,
         /// migrated at startup; libpq URL syntax, `?host=/dir` for a Unix
-        /// socket; no TLS yet) or `memory` (lost on restart). The password
-        /// is redacted wherever the URL is shown; use `${VAR}` for it.
+        /// socket, TLS as `?sslmode=` (`disable`, `prefer` by default,
+        /// `require`, `verify-ca`, `verify-full`) and `&sslrootcert=` (a
+        /// PEM file of CAs, or `system`) say) or `memory` (lost on
+        /// restart). The password is redacted wherever the URL is shown;
+        /// use `${VAR}` for it.
         pub(super) sessions: String,
         /// With `memory`: the most sessions kept; ignored with SQLite.
         /// Default: 10000.

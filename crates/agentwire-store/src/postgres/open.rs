@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use agentwire_core::StoreError;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use tokio_postgres::config::SslMode;
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{NoTls, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 use tracing::{debug, info};
 
 use super::{Migrations, PgOptions, PgStore, describe, schema};
@@ -32,14 +35,13 @@ impl PgStore {
             StoreError::Unavailable(format!("cannot {what} session database {url}: {e}"))
         };
         let config = options.pg_config();
-
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let recycling = || ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match connector(options)? {
+            Connector::Plain => Manager::from_config(config, NoTls, recycling()),
+            Connector::Tls(tls) => Manager::from_config(config, tls, recycling()),
+        };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
@@ -102,19 +104,57 @@ impl PgStore {
             ))
         };
         let config = options.pg_config();
-        let connect = config.connect(NoTls);
-        let (client, connection) = match options.connect_timeout {
+        let connect = async {
+            match connector(options)? {
+                Connector::Plain => Ok(spawned(&config, NoTls).await),
+                Connector::Tls(tls) => Ok(spawned(&config, tls).await),
+            }
+        };
+        let connected = match options.connect_timeout {
             Some(timeout) => tokio::time::timeout(timeout, connect)
                 .await
                 .map_err(|_| fail(&format_args!("no answer within {timeout:?}")))?,
             None => connect.await,
-        }
-        .map_err(|e| fail(&describe(&e)))?;
-        let connection = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                debug!(error = %describe(&e), "schema connection ended");
-            }
-        });
-        Ok((client, connection))
+        }?;
+        connected.map_err(|e| fail(&describe(&e)))
     }
+}
+
+/// How a connection to the database is made.
+enum Connector {
+    /// No TLS: `sslmode=disable`, or Unix sockets only.
+    Plain,
+    Tls(MakeRustlsConnect),
+}
+
+fn connector(options: &PgOptions) -> Result<Connector, StoreError> {
+    if options.url.config.get_ssl_mode() == SslMode::Disable {
+        return Ok(Connector::Plain);
+    }
+    options
+        .url
+        .tls
+        .connector()
+        .map(Connector::Tls)
+        .map_err(|e| StoreError::Rejected(format!("session database {}: {e}", options.url)))
+}
+
+/// A connection made with `tls`, its task spawned.
+async fn spawned<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    let (client, connection) = config.connect(tls).await?;
+    let connection = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            debug!(error = %describe(&e), "schema connection ended");
+        }
+    });
+    Ok((client, connection))
 }

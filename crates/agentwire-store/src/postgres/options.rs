@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::tls::PgTls;
 use crate::redact::{REDACTED, redact_url};
 
 /// `storage.postgres.pool_size` unless set.
@@ -19,6 +20,8 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, PartialEq, Eq)]
 pub struct PgUrl {
     pub(super) config: tokio_postgres::Config,
+    /// `sslmode` and `sslrootcert` ([`PgTls`]).
+    pub(super) tls: PgTls,
     pub(super) redacted: String,
 }
 
@@ -28,9 +31,11 @@ impl PgUrl {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err("expected a URL starting with postgres:// or postgresql://".to_owned());
         }
-        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
-            scrub(&format!("not a valid PostgreSQL URL ({e})"), url)
-        })?;
+        let (rest, tls) = PgTls::take_from(url)?;
+        let mut config: tokio_postgres::Config =
+            rest.parse().map_err(|e: tokio_postgres::Error| {
+                scrub(&format!("not a valid PostgreSQL URL ({e})"), &rest)
+            })?;
         if config.get_hosts().is_empty() {
             return Err(
                 "not a valid PostgreSQL URL (no host: name one, or a socket directory \
@@ -38,9 +43,19 @@ impl PgUrl {
                     .to_owned(),
             );
         }
+        let tcp = config
+            .get_hosts()
+            .iter()
+            .any(|host| matches!(host, tokio_postgres::config::Host::Tcp(_)));
+        // As libpq: no TLS over a Unix socket (PostgreSQL offers none).
+        config.ssl_mode(match tcp {
+            true => tls.ssl_mode(),
+            false => tokio_postgres::config::SslMode::Disable,
+        });
         Ok(PgUrl {
             redacted: redact_url(url),
             config,
+            tls,
         })
     }
 

@@ -102,6 +102,7 @@ pub(crate) async fn empty_database() -> Option<(PgOptions, TestDatabase)> {
         url: PgUrl {
             redacted: format!("{} (database {name})", url.redacted),
             config,
+            tls: url.tls.clone(),
         },
         pool_size: 4,
         connect_timeout: None,
@@ -638,6 +639,8 @@ fn parsed_urls_show_redacted_and_bad_ones_do_not_echo_the_password() {
 
 #[tokio::test]
 async fn an_unreachable_database_is_a_startup_error_without_the_password() {
+    // As `main` does: a TCP host may be reached over TLS (sslmode=prefer).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let url = PgUrl::parse("postgres://aw:s3cret@127.0.0.1:1/agentwire").unwrap();
     let mut options = PgOptions::new(url);
     options.connect_timeout = Some(Duration::from_secs(2));

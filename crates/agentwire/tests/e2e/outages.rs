@@ -21,75 +21,16 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::postgres::{OwnPostgres, stdout_of};
 use crate::replicas::{
     deployment, own_redis, redis_server, required, unique_prefix, wait_for_socket,
 };
-use crate::support::{Client, TestServer, repo_root};
+use crate::support::{Client, TestServer};
 
 /// Clients per server.
 const CLIENTS: usize = 4;
 /// Between one client's turns.
 const PACE: Duration = Duration::from_millis(50);
-
-/// A PostgreSQL cluster of the test's own, removed when dropped.
-struct OwnPostgres {
-    dir: String,
-    url: String,
-}
-
-impl OwnPostgres {
-    /// `None` (skipped) where the test servers are not there, as for every
-    /// PostgreSQL test.
-    fn start() -> Option<OwnPostgres> {
-        required("AGENTWIRE_TEST_POSTGRES", "PostgreSQL server")?;
-        // Durable commits: a killed server keeps what it acknowledged.
-        let out = postgres_sh(&["start", "--durable"]);
-        let exported = |name: &str| {
-            out.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-                .unwrap_or_else(|| panic!("postgres.sh start printed no {name}: {out}"))
-                .trim_matches('\'')
-                .to_owned()
-        };
-        Some(OwnPostgres {
-            url: exported("AGENTWIRE_TEST_POSTGRES"),
-            dir: exported("POSTGRES_DIR"),
-        })
-    }
-
-    /// Stops the server as a crash would.
-    fn pause(&self) {
-        postgres_sh(&["pause", &self.dir]);
-    }
-
-    fn resume(&self) {
-        postgres_sh(&["resume", &self.dir]);
-    }
-}
-
-impl Drop for OwnPostgres {
-    fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("scripts/postgres.sh"))
-            .args(["stop", &self.dir])
-            .status();
-    }
-}
-
-fn postgres_sh(args: &[&str]) -> String {
-    let mut command = Command::new(repo_root().join("scripts/postgres.sh"));
-    stdout_of(command.args(args))
-}
-
-/// What `command` printed; it must succeed.
-fn stdout_of(command: &mut Command) -> String {
-    let out = command.output().expect("the command runs");
-    assert!(
-        out.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// What one client saw.
 #[derive(Debug, Default)]
@@ -293,7 +234,8 @@ where
 
 #[tokio::test]
 async fn postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged() {
-    let Some(postgres) = OwnPostgres::start() else {
+    // Durable commits: a killed server keeps what it acknowledged.
+    let Some(postgres) = OwnPostgres::start("--durable") else {
         return;
     };
     let server = TestServer::with_top_level(&format!(

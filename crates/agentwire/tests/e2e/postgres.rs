@@ -4,11 +4,12 @@
 //! the tests that need it are skipped, except under `CI`. Sessions get
 //! fresh ids, so the tests share the database.
 
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Client, TestServer, install_tls_provider};
+use crate::support::{Client, TestServer, install_tls_provider, repo_root};
 
 fn postgres_url() -> Option<String> {
     match std::env::var("AGENTWIRE_TEST_POSTGRES") {
@@ -71,6 +72,106 @@ async fn a_turn_is_stored_in_postgres_and_resumed_from_a_new_connection_and_a_ne
     assert!(content.starts_with(transcript), "{content}");
     assert!(content.contains("user: who am I?\n"), "{content}");
     server.stop().await;
+}
+
+/// The startup error of a server on `sessions`, or `None` when it starts
+/// (then it has answered a turn stored in that database, and stopped).
+async fn startup_error(sessions: &str) -> Option<String> {
+    install_tls_provider();
+    let yaml = format!(
+        "server:\n  listen: 127.0.0.1:0\nstorage:\n  sessions: \"{sessions}\"\n  postgres: {{connect_timeout: 5s}}\n{}",
+        crate::support::AGENTS
+    );
+    let config = agentwire::config::parse(&yaml, |_| None).expect("a valid config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(agentwire::run(listener, config, async {
+        let _ = stopped.await;
+    }));
+    // A failed start ends the task; a good one answers (the listener was
+    // bound before, so the upgrade waits for the server to serve).
+    let url = format!("ws://{addr}/ws?agent=test-agent");
+    let upgraded = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio_tungstenite::connect_async(url),
+    )
+    .await
+    .expect("a start or an error within 20 s");
+    let Ok((ws, _)) = upgraded else {
+        // The listener went with the failed start.
+        let error = run.await.unwrap().expect_err("the start failed");
+        return Some(format!("{error:#}"));
+    };
+    let mut client = Client { ws };
+    assert_eq!(client.recv().await["type"], "connected");
+    let done = ask(&mut client, None, "echo", "over TLS").await;
+    assert_eq!(done["content"], "echo: over TLS", "{done}");
+    let _ = stop.send(());
+    run.await.unwrap().expect("a clean stop");
+    None
+}
+
+#[tokio::test]
+async fn tls_to_postgres_is_what_sslmode_asks_and_a_bad_certificate_is_a_startup_error() {
+    let Some(cluster) = OwnPostgres::start("--tls") else {
+        return;
+    };
+    let (port, ca) = cluster.tls.clone().unwrap();
+    // The server refuses plaintext over TCP (pg_hba), so every start over
+    // TCP below spoke TLS; its certificate names localhost, not 127.0.0.1.
+    let url = |host: &str, query: &str| {
+        format!("postgres://agentwire@{host}:{port}/postgres?application_name=aw-tls{query}")
+    };
+    let verified = format!("&sslmode=verify-full&sslrootcert={ca}");
+    assert_eq!(startup_error(&url("localhost", &verified)).await, None);
+    let chain_only = format!("&sslmode=verify-ca&sslrootcert={ca}");
+    assert_eq!(startup_error(&url("127.0.0.1", &chain_only)).await, None);
+    // libpq's meanings: require and prefer encrypt without checking.
+    assert_eq!(
+        startup_error(&url("127.0.0.1", "&sslmode=require")).await,
+        None
+    );
+    assert_eq!(startup_error(&url("127.0.0.1", "")).await, None);
+
+    for (query, host, expected) in [
+        // The certificate is not for the name the URL gives.
+        (
+            verified.as_str(),
+            "127.0.0.1",
+            "certificate not valid for name \"127.0.0.1\"",
+        ),
+        // Nor signed by a root the system trusts.
+        (
+            "&sslmode=verify-full",
+            "localhost",
+            "invalid peer certificate: UnknownIssuer",
+        ),
+        // Plaintext, refused by the server.
+        ("&sslmode=disable", "127.0.0.1", "no encryption"),
+    ] {
+        let error = startup_error(&url(host, query)).await.expect("refused");
+        assert!(error.starts_with("storage.sessions: "), "{error}");
+        assert!(error.contains(expected), "{query} {host}: {error}");
+    }
+    let error = startup_error(&url(
+        "localhost",
+        "&sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+    ))
+    .await
+    .expect("refused");
+    assert!(
+        error.contains("cannot read sslrootcert /nonexistent/ca.pem"),
+        "{error}"
+    );
+    // A mode the store does not implement is a config error naming the key.
+    let bad = format!(
+        "storage:\n  sessions: \"{}\"\nagents:\n  - {{name: a, handler: echo}}\n",
+        url("localhost", "&sslmode=allow")
+    );
+    let error = agentwire::config::parse(&bad, |_| None).unwrap_err();
+    assert_eq!(error.key, "storage.sessions");
+    assert!(error.to_string().contains("sslmode allow"), "{error}");
 }
 
 #[tokio::test]
@@ -157,4 +258,71 @@ fn migrate_applies_the_schema_once_and_a_server_that_does_not_migrate_needs_it()
     let again = migrate();
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(stdout.contains("schema up to date"), "{stdout}");
+}
+
+/// A PostgreSQL cluster of the test's own, removed when dropped.
+pub(crate) struct OwnPostgres {
+    dir: String,
+    /// Its Unix socket.
+    pub(crate) url: String,
+    /// With `--tls`: its TCP port (TLS only) and the CA's PEM file.
+    pub(crate) tls: Option<(u16, String)>,
+}
+
+impl OwnPostgres {
+    /// `scripts/postgres.sh start FLAG`; `None` (skipped) where the test
+    /// servers are not there, as for every PostgreSQL test.
+    pub(crate) fn start(flag: &str) -> Option<OwnPostgres> {
+        postgres_url()?;
+        let out = postgres_sh(&["start", flag]);
+        let exported = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .unwrap_or_else(|| panic!("postgres.sh start printed no {name}: {out}"))
+                .trim_matches('\'')
+                .to_owned()
+        };
+        let tls = (flag == "--tls").then(|| {
+            let port = exported("POSTGRES_TLS_PORT").parse().unwrap();
+            (port, exported("POSTGRES_TLS_CA"))
+        });
+        Some(OwnPostgres {
+            url: exported("AGENTWIRE_TEST_POSTGRES"),
+            dir: exported("POSTGRES_DIR"),
+            tls,
+        })
+    }
+
+    /// Stops the server as a crash would.
+    pub(crate) fn pause(&self) {
+        postgres_sh(&["pause", &self.dir]);
+    }
+
+    pub(crate) fn resume(&self) {
+        postgres_sh(&["resume", &self.dir]);
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("scripts/postgres.sh"))
+            .args(["stop", &self.dir])
+            .status();
+    }
+}
+
+fn postgres_sh(args: &[&str]) -> String {
+    let mut command = Command::new(repo_root().join("scripts/postgres.sh"));
+    stdout_of(command.args(args))
+}
+
+/// What `command` printed; it must succeed.
+pub(crate) fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
