@@ -114,24 +114,14 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# A CA and a server certificate it signs for DNS name localhost only (so a
-# client naming 127.0.0.1 sees a name mismatch), in $1/tls, the key
-# readable by the server's user alone.
+# scripts/test-certs.sh's CA and localhost certificate in $1/tls, owned
+# by the server's user (PostgreSQL refuses a key others can read).
 make_certificates() {
     local tls="$1/tls"
-    mkdir -p "$tls"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=agentwire test CA" \
-        -keyout "$tls/ca.key" -out "$tls/ca.pem" >/dev/null 2>&1
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-        -keyout "$tls/server.key" -out "$tls/server.csr" >/dev/null 2>&1
-    printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$tls/ext.cnf"
-    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
-        -CAcreateserial -days 2 -extfile "$tls/ext.cnf" -out "$tls/server.pem" >/dev/null 2>&1
-    chmod 0600 "$tls/server.key"
+    "$(dirname "$0")/test-certs.sh" "$tls"
     if [ "$(id -u)" -eq 0 ]; then
         chown -R nobody:nogroup "$tls"
     fi
-    chmod 0644 "$tls/ca.pem"
 }
 
 # Starts the server of the cluster in $1 and waits until it answers.

@@ -29,8 +29,12 @@ mod rates;
 /// How the adapter reaches Redis and names its keys.
 #[derive(Clone)]
 pub struct RedisSettings {
-    /// `redis://[user:password@]host:port[/db]` or `redis+unix:///path`.
+    /// `redis://[user:password@]host:port[/db]`, `rediss://…` (TLS, the
+    /// server's certificate checked) or `redis+unix:///path`.
     pub url: String,
+    /// With `rediss://`: the PEM certificates of the CAs the server's
+    /// certificate must chain to; `None`: the system's roots.
+    pub tls_roots: Option<Vec<u8>>,
     /// Put before every key, so deployments (or tests) can share a server.
     pub key_prefix: String,
     /// How long a lease lives without a renewal; renewed every third of it.
@@ -60,6 +64,22 @@ pub enum ConnectError {
     InvalidUrl(String),
     #[error("cannot reach Redis: {0}")]
     Unreachable(String),
+}
+
+impl ConnectError {
+    /// A failure to connect, with what the connection's own error says
+    /// (a TLS handshake's check, a refused port): its causes carry no key,
+    /// value or password.
+    fn unreachable(e: &RedisError) -> ConnectError {
+        let mut text = e.kind_text();
+        let mut cause = std::error::Error::source(e);
+        while let Some(inner) = cause {
+            text.push_str(": ");
+            text.push_str(&inner.to_string());
+            cause = inner.source();
+        }
+        ConnectError::Unreachable(text)
+    }
 }
 
 /// How long the fence counter and the last holder outlive the last turn:
@@ -130,8 +150,35 @@ impl RedisLive {
     /// fallback to this process's memory.
     /// Needs a tokio runtime: it subscribes to this replica's controls.
     pub async fn connect(settings: RedisSettings) -> Result<RedisLive, ConnectError> {
-        let client = redis::Client::open(settings.url.as_str())
-            .map_err(|e| ConnectError::InvalidUrl(e.kind_text()))?;
+        let client = match &settings.tls_roots {
+            Some(roots) => redis::Client::build_with_tls(
+                settings.url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.clone()),
+                },
+            ),
+            None => redis::Client::open(settings.url.as_str()),
+        }
+        .map_err(|e| ConnectError::InvalidUrl(e.kind_text()))?;
+        // One plain connection first: the manager retries a failed connect
+        // until the timeout, and would hide why (a certificate, a refused
+        // port) behind "timed out".
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(settings.timeout)
+            .set_response_timeout(settings.timeout);
+        let mut first = tokio::time::timeout(
+            settings.timeout,
+            client.get_multiplexed_async_connection_with_config(&probe),
+        )
+        .await
+        .map_err(|_| ConnectError::Unreachable("timed out".to_owned()))?
+        .map_err(|e| ConnectError::unreachable(&e))?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut first)
+            .await
+            .map_err(|e| ConnectError::unreachable(&e))?;
+        drop(first);
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(settings.timeout)
             .set_response_timeout(settings.timeout)
@@ -141,11 +188,11 @@ impl RedisLive {
         let mut connection = tokio::time::timeout(settings.timeout, connect)
             .await
             .map_err(|_| ConnectError::Unreachable("timed out".to_owned()))?
-            .map_err(|e| ConnectError::Unreachable(e.kind_text()))?;
+            .map_err(|e| ConnectError::unreachable(&e))?;
         redis::cmd("PING")
             .query_async::<()>(&mut connection)
             .await
-            .map_err(|e| ConnectError::Unreachable(e.kind_text()))?;
+            .map_err(|e| ConnectError::unreachable(&e))?;
         let live = RedisLive {
             client,
             connection,

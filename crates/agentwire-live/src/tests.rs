@@ -45,6 +45,7 @@ async fn replica(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> Redi
         lease_ttl,
         timeout: Duration::from_secs(2),
         replica_id: id.to_owned(),
+        tls_roots: None,
     })
     .await
     .unwrap()
@@ -161,6 +162,7 @@ async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() 
         lease_ttl: Duration::from_secs(10),
         timeout: Duration::from_secs(2),
         replica_id: "r1".to_owned(),
+        tls_roots: None,
     })
     .await;
     let Err(error) = result else {
@@ -174,6 +176,7 @@ async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() 
         lease_ttl: Duration::from_secs(10),
         timeout: Duration::from_secs(2),
         replica_id: "r1".to_owned(),
+        tls_roots: None,
     })
     .await;
     let Err(error) = invalid else {

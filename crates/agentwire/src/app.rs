@@ -355,6 +355,7 @@ async fn open_live(
                 lease_ttl: redis.lease_ttl,
                 timeout: redis.timeout,
                 replica_id: crate::system::replica_id(),
+                tls_roots: redis.tls_roots.clone(),
             };
             let replica = settings.replica_id.clone();
             let leases = agentwire_live::RedisLive::connect(settings)

@@ -501,8 +501,10 @@ mod raw {
         pub(super) storage: Storage,
         /// Where the state replicas share lives (who runs each session's
         /// turn): `memory` (this process alone; the default) or a Redis URL,
-        /// `redis://[:PASSWORD@]HOST:PORT[/DB]` or `redis+unix:///PATH`,
-        /// shared by every replica of the deployment.
+        /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, `rediss://…` (TLS, the
+        /// server's certificate checked against the system's roots or
+        /// `redis.tls_ca_file`) or `redis+unix:///PATH`, shared by every
+        /// replica of the deployment.
         #[serde(default = "default_live")]
         pub(super) live: String,
         /// With a Redis URL in `live`: its keys, lease and timeouts; ignored

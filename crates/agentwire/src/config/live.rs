@@ -27,6 +27,10 @@ pub(super) struct RawRedis {
     /// it fails (a message is then refused with an internal error, and
     /// `/readyz` reports the live state down).
     pub(super) timeout: ConfigDuration,
+    /// With a `rediss://` URL: a PEM file of the CAs the server's
+    /// certificate must chain to (a private CA). Default: the system's
+    /// roots.
+    pub(super) tls_ca_file: Option<String>,
 }
 
 impl Default for RawRedis {
@@ -35,6 +39,7 @@ impl Default for RawRedis {
             key_prefix: "agentwire:".to_owned(),
             lease_ttl: ConfigDuration::secs(10),
             timeout: ConfigDuration::secs(2),
+            tls_ca_file: None,
         }
     }
 }
@@ -54,6 +59,8 @@ pub struct RedisConfig {
     pub key_prefix: String,
     pub lease_ttl: Duration,
     pub timeout: Duration,
+    /// `redis.tls_ca_file`, read: PEM certificates.
+    pub tls_roots: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -63,6 +70,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("key_prefix", &self.key_prefix)
             .field("lease_ttl", &self.lease_ttl)
             .field("timeout", &self.timeout)
+            .field("tls_roots", &self.tls_roots.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -73,23 +81,36 @@ pub(super) fn validate(live: &str, raw: RawRedis) -> Result<LiveConfig, ConfigEr
     if live == DEFAULT_LIVE {
         return Ok(LiveConfig::Memory);
     }
-    let redis = ["redis://", "redis+unix://", "unix://"]
+    let redis = ["redis://", "rediss://", "redis+unix://", "unix://"]
         .iter()
         .any(|scheme| live.starts_with(scheme));
     if !redis {
-        let hint = if live.starts_with("rediss://") {
-            " (TLS to Redis is not supported yet)"
-        } else {
-            ""
-        };
         return Err(ConfigError::new(
             "live",
             format!(
-                "expected `memory`, `redis://HOST:PORT[/DB]` or `redis+unix:///PATH`, got {:?}{hint}",
+                "expected `memory`, `redis://HOST:PORT[/DB]`, `rediss://HOST:PORT[/DB]` or `redis+unix:///PATH`, got {:?}",
                 agentwire_store::redact_url(live)
             ),
         ));
     }
+    let tls = live.starts_with("rediss://");
+    if tls && live.contains('#') {
+        // `#insecure` would turn the certificate checks off.
+        return Err(ConfigError::new(
+            "live",
+            "a rediss:// URL takes no fragment (`#insecure` would skip the certificate checks: name a private CA with redis.tls_ca_file instead)",
+        ));
+    }
+    let tls_roots = match (&raw.tls_ca_file, tls) {
+        (None, _) => None,
+        (Some(_), false) => {
+            return Err(ConfigError::new(
+                "redis.tls_ca_file",
+                "only with a rediss:// URL in live",
+            ));
+        }
+        (Some(path), true) => Some(read_roots(path)?),
+    };
     if raw.key_prefix.is_empty() || raw.key_prefix.contains(['{', '}']) {
         return Err(ConfigError::new(
             "redis.key_prefix",
@@ -113,7 +134,24 @@ pub(super) fn validate(live: &str, raw: RawRedis) -> Result<LiveConfig, ConfigEr
         key_prefix: raw.key_prefix,
         lease_ttl: raw.lease_ttl.0,
         timeout: raw.timeout.0,
+        tls_roots,
     }))
+}
+
+/// `redis.tls_ca_file`'s certificates, checked to be PEM certificates.
+fn read_roots(path: &str) -> Result<Vec<u8>, ConfigError> {
+    let key = "redis.tls_ca_file";
+    let pem = std::fs::read(path)
+        .map_err(|e| ConfigError::new(key, format!("cannot read {path}: {e}")))?;
+    let holds_one =
+        std::str::from_utf8(&pem).is_ok_and(|text| text.contains("-----BEGIN CERTIFICATE-----"));
+    if !holds_one {
+        return Err(ConfigError::new(
+            key,
+            format!("{path} holds no PEM certificate"),
+        ));
+    }
+    Ok(pem)
 }
 
 #[cfg(test)]
@@ -151,10 +189,45 @@ mod tests {
     }
 
     #[test]
+    fn rediss_takes_the_system_roots_or_a_ca_file() {
+        let LiveConfig::Redis(redis) = live("live: rediss://:s3cret@cache:6380").unwrap() else {
+            panic!("redis");
+        };
+        assert_eq!(redis.tls_roots, None);
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        std::fs::write(&ca, pem).unwrap();
+        let block = format!(
+            "live: rediss://cache:6380\nredis: {{tls_ca_file: {}}}",
+            ca.display()
+        );
+        let LiveConfig::Redis(redis) = live(&block).unwrap() else {
+            panic!("redis");
+        };
+        assert_eq!(redis.tls_roots.as_deref(), Some(pem.as_bytes()));
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let error = live(&block).unwrap_err();
+        assert_eq!(error.key, "redis.tls_ca_file");
+        assert!(
+            error.to_string().contains("holds no PEM certificate"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn bad_settings_name_their_key_and_never_the_password() {
         let cases = [
             ("live: http://:s3cret@cache:6379", "live"),
-            ("live: rediss://:s3cret@cache:6379", "live"),
+            ("live: rediss://:s3cret@cache:6379/#insecure", "live"),
+            (
+                "live: redis://:s3cret@cache:6379\nredis: {tls_ca_file: /etc/ca.pem}",
+                "redis.tls_ca_file",
+            ),
+            (
+                "live: rediss://:s3cret@cache:6379\nredis: {tls_ca_file: /nonexistent/ca.pem}",
+                "redis.tls_ca_file",
+            ),
             ("live: redis\n", "live"),
             (
                 "live: redis://cache:6379\nredis: {key_prefix: 'a{b}:'}",

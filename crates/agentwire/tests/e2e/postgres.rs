@@ -77,9 +77,17 @@ async fn a_turn_is_stored_in_postgres_and_resumed_from_a_new_connection_and_a_ne
 /// The startup error of a server on `sessions`, or `None` when it starts
 /// (then it has answered a turn stored in that database, and stopped).
 async fn startup_error(sessions: &str) -> Option<String> {
+    let top_level =
+        format!("storage:\n  sessions: \"{sessions}\"\n  postgres: {{connect_timeout: 5s}}\n");
+    startup_error_of(&top_level).await
+}
+
+/// The startup error of a server with `top_level` config, or `None` when
+/// it starts (then it has answered a turn, and stopped).
+pub(crate) async fn startup_error_of(top_level: &str) -> Option<String> {
     install_tls_provider();
     let yaml = format!(
-        "server:\n  listen: 127.0.0.1:0\nstorage:\n  sessions: \"{sessions}\"\n  postgres: {{connect_timeout: 5s}}\n{}",
+        "server:\n  listen: 127.0.0.1:0\n{top_level}{}",
         crate::support::AGENTS
     );
     let config = agentwire::config::parse(&yaml, |_| None).expect("a valid config");

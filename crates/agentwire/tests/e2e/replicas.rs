@@ -301,3 +301,95 @@ async fn a_killed_replicas_session_is_busy_until_its_lease_expires_then_serves_a
     assert_eq!(status, 200);
     survivor.stop().await;
 }
+
+/// A Redis server of the test's own that speaks TLS only, on 127.0.0.1,
+/// its certificate (for localhost) from `scripts/test-certs.sh`; its port
+/// and the CA's PEM file.
+async fn tls_redis(dir: &Path) -> Option<(tokio::process::Child, u16, std::path::PathBuf)> {
+    let binary = required("AGENTWIRE_TEST_REDIS_SERVER", "redis-server binary")?;
+    let certs = dir.join("tls");
+    let made =
+        std::process::Command::new(crate::support::repo_root().join("scripts/test-certs.sh"))
+            .arg(&certs)
+            .status()
+            .expect("test-certs.sh runs");
+    assert!(made.success(), "test-certs.sh");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new(binary)
+        .args([
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
+        .arg("--tls-cert-file")
+        .arg(certs.join("server.pem"))
+        .arg("--tls-key-file")
+        .arg(certs.join("server.key"))
+        .arg("--tls-ca-cert-file")
+        .arg(certs.join("ca.pem"))
+        .arg("--unixsocket")
+        .arg(dir.join("redis.sock"))
+        .arg("--dir")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-server starts");
+    wait_for_socket(&dir.join("redis.sock")).await;
+    Some((child, port, certs.join("ca.pem")))
+}
+
+#[tokio::test]
+async fn rediss_is_tls_with_the_servers_certificate_checked() {
+    let Some((postgres, _)) = servers() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_redis, port, ca)) = tls_redis(dir.path()).await else {
+        return;
+    };
+    let config = |url: &str, ca_file: Option<&Path>| {
+        let mut config = deployment(&postgres, url, &unique_prefix("tls"), "3s");
+        if let Some(ca) = ca_file {
+            config.push_str(&format!("  tls_ca_file: {}\n", ca.display()));
+        }
+        config
+    };
+    // Verified against the CA given: the server starts and answers a turn.
+    let verified = config(&format!("rediss://localhost:{port}"), Some(&ca));
+    assert_eq!(crate::postgres::startup_error_of(&verified).await, None);
+
+    for (url, ca_file, expected) in [
+        // The system's roots do not know the test's CA.
+        (format!("rediss://localhost:{port}"), None, "UnknownIssuer"),
+        // The certificate names localhost only.
+        (
+            format!("rediss://127.0.0.1:{port}"),
+            Some(ca.as_path()),
+            "certificate not valid for name",
+        ),
+        // Plaintext to a port that speaks TLS only.
+        (
+            format!("redis://localhost:{port}"),
+            None,
+            "cannot reach Redis",
+        ),
+    ] {
+        let error = crate::postgres::startup_error_of(&config(&url, ca_file))
+            .await
+            .expect("refused");
+        assert!(error.starts_with("live: "), "{url}: {error}");
+        assert!(error.contains(expected), "{url}: {error}");
+    }
+}
