@@ -140,6 +140,7 @@ pub struct RedisLive {
     release: Script,
     scripts: logs::Scripts,
     spend: Script,
+    check: Script,
     /// This replica's controls, until the engine takes them.
     controls: Mutex<Option<mpsc::Receiver<(SessionId, Control)>>>,
 }
@@ -202,6 +203,7 @@ impl RedisLive {
             release: Script::new(RELEASE),
             scripts: logs::Scripts::new(),
             spend: Script::new(rates::SPEND),
+            check: Script::new(rates::CHECK),
             controls: Mutex::new(None),
         };
         *live.controls.lock() = Some(live.spawn_control_listener());

@@ -2,6 +2,13 @@
 //! authentications per client address and per agent, open sockets per
 //! client address, and turns per caller across all its connections.
 //!
+//! Where replicas share live state ([`SharedRates`], Redis) the failed
+//! authentications and the turns count in buckets every replica shares,
+//! so a guesser spreading its attempts over the replicas gets no more than
+//! against one; each replica also keeps its own, which limit alone while
+//! the shared state cannot be reached. Sockets per address stay per
+//! replica (a socket lives on one).
+//!
 //! Each limit is a token bucket per key (an address, an agent, a caller),
 //! held in a table of bounded size: a key whose bucket has refilled is the
 //! same as no entry and is dropped when the table needs room, so an
@@ -20,6 +27,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentwire_core::live::SharedRates;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
@@ -88,6 +96,8 @@ enum CallerKey {
 /// The server's abuse state.
 pub struct AbuseGuard {
     limits: AbuseLimits,
+    /// Buckets every replica shares; `None`: this process alone.
+    shared: Option<Arc<dyn SharedRates>>,
     auth_by_address: Buckets<IpAddr>,
     auth_by_agent: Buckets<String>,
     turns_by_caller: Buckets<CallerKey>,
@@ -95,7 +105,9 @@ pub struct AbuseGuard {
 }
 
 impl AbuseGuard {
-    pub fn new(limits: AbuseLimits) -> AbuseGuard {
+    /// The guard of one process (`shared: None`), or of a replica whose
+    /// failed authentications and turns count with every other's.
+    pub fn new(limits: AbuseLimits, shared: Option<Arc<dyn SharedRates>>) -> AbuseGuard {
         let per_minute = |n: u32| Rate::per_minute(n);
         AbuseGuard {
             auth_by_address: Buckets::new(per_minute(limits.auth_failures_per_address_per_minute)),
@@ -104,6 +116,7 @@ impl AbuseGuard {
                 limits.turns_per_minute_per_caller.unwrap_or(0),
             )),
             connections_by_address: Mutex::new(HashMap::new()),
+            shared,
             limits,
         }
     }
@@ -111,55 +124,87 @@ impl AbuseGuard {
     /// Whether `address` and `agent` may try a credential now: refused
     /// while either has spent its failures (an unknown address only by the
     /// agent's).
-    pub(crate) fn check_auth(&self, address: Option<IpAddr>, agent: &str) -> Result<(), Refused> {
-        self.check_address_auth(address)?;
-        self.auth_by_agent
-            .check(agent, Instant::now())
-            .map_err(|wait| refused(Limit::AuthPerAgent, wait))
+    pub(crate) async fn check_auth(
+        &self,
+        address: Option<IpAddr>,
+        agent: &str,
+    ) -> Result<(), Refused> {
+        self.check_address_auth(address).await?;
+        let per_minute = self.limits.auth_failures_per_agent_per_minute;
+        let key = format!("auth:agent:{agent}");
+        match self.shared_check(&key, per_minute).await {
+            Some(checked) => checked,
+            None => self.auth_by_agent.check(agent, Instant::now()),
+        }
+        .map_err(|wait| refused(Limit::AuthPerAgent, wait))
     }
 
     /// A credential from `address` for `agent` did not validate.
-    pub(crate) fn auth_failed(&self, address: Option<IpAddr>, agent: &str) {
-        self.address_auth_failed(address);
+    pub(crate) async fn auth_failed(&self, address: Option<IpAddr>, agent: &str) {
+        self.address_auth_failed(address).await;
         self.auth_by_agent.spend(agent, Instant::now());
+        let per_minute = self.limits.auth_failures_per_agent_per_minute;
+        self.shared_spend(&format!("auth:agent:{agent}"), per_minute)
+            .await;
     }
 
     /// Whether `address` may try a credential now on a route no agent
     /// guards (the sessions and media APIs): only the address's failures
     /// count there, since their credentials are keys and tokens, not an
     /// agent's password a distributed guesser could aim at.
-    pub(crate) fn check_address_auth(&self, address: Option<IpAddr>) -> Result<(), Refused> {
-        match address {
-            Some(address) => self
-                .auth_by_address
-                .check(&address, Instant::now())
-                .map_err(|wait| refused(Limit::AuthPerAddress, wait)),
-            None => Ok(()),
+    pub(crate) async fn check_address_auth(&self, address: Option<IpAddr>) -> Result<(), Refused> {
+        let Some(address) = address else {
+            return Ok(());
+        };
+        let per_minute = self.limits.auth_failures_per_address_per_minute;
+        let key = format!("auth:address:{address}");
+        match self.shared_check(&key, per_minute).await {
+            Some(checked) => checked,
+            None => self.auth_by_address.check(&address, Instant::now()),
         }
+        .map_err(|wait| refused(Limit::AuthPerAddress, wait))
     }
 
     /// A credential from `address` did not validate on such a route.
-    pub(crate) fn address_auth_failed(&self, address: Option<IpAddr>) {
-        if let Some(address) = address {
-            self.auth_by_address.spend(&address, Instant::now());
-        }
+    pub(crate) async fn address_auth_failed(&self, address: Option<IpAddr>) {
+        let Some(address) = address else {
+            return;
+        };
+        self.auth_by_address.spend(&address, Instant::now());
+        let per_minute = self.limits.auth_failures_per_address_per_minute;
+        self.shared_spend(&format!("auth:address:{address}"), per_minute)
+            .await;
     }
 
     /// Takes one of a caller's turns, if it has one left this minute: the
     /// caller is its owner, else its address (unknown: not limited).
-    pub(crate) fn take_turn(
+    /// Shared, a caller's turns count wherever its connections are.
+    pub(crate) async fn take_turn(
         &self,
         owner: Option<&str>,
         address: Option<IpAddr>,
     ) -> Result<(), Refused> {
-        if self.limits.turns_per_minute_per_caller.is_none() {
+        let Some(per_minute) = self.limits.turns_per_minute_per_caller else {
             return Ok(());
-        }
+        };
         let caller = match (owner, address) {
             (Some(owner), _) => CallerKey::Owner(owner.to_owned()),
             (None, Some(address)) => CallerKey::Address(address),
             (None, None) => return Ok(()),
         };
+        if let Some(rates) = &self.shared {
+            let key = match &caller {
+                CallerKey::Owner(owner) => format!("turns:owner:{owner}"),
+                CallerKey::Address(address) => format!("turns:address:{address}"),
+            };
+            match rates.spend(&key, per_minute).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(wait)) => return Err(refused(Limit::TurnsPerCaller, wait)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the shared turn limit is unreachable; this replica's applies");
+                }
+            }
+        }
         let now = Instant::now();
         self.turns_by_caller
             .check(&caller, now)
@@ -168,31 +213,29 @@ impl AbuseGuard {
         Ok(())
     }
 
-    /// [`AbuseGuard::take_turn`] against a bucket every replica shares, so
-    /// a caller's turns count wherever its connections are. While the
-    /// shared state cannot be reached this replica's own bucket limits the
-    /// caller (and the turn itself fails on its lease).
-    pub(crate) async fn take_turn_shared(
-        &self,
-        rates: &dyn agentwire_core::live::SharedRates,
-        owner: Option<&str>,
-        address: Option<IpAddr>,
-    ) -> Result<(), Refused> {
-        let Some(per_minute) = self.limits.turns_per_minute_per_caller else {
-            return Ok(());
-        };
-        let key = match (owner, address) {
-            (Some(owner), _) => format!("turns:owner:{owner}"),
-            (None, Some(address)) => format!("turns:address:{address}"),
-            (None, None) => return Ok(()),
-        };
-        match rates.spend(&key, per_minute).await {
-            Ok(None) => Ok(()),
-            Ok(Some(wait)) => Err(refused(Limit::TurnsPerCaller, wait)),
+    /// The shared bucket's verdict on `key`; `None` when there is none to
+    /// ask (no shared state, no limit) or it cannot be reached (then this
+    /// replica's bucket decides).
+    async fn shared_check(&self, key: &str, per_minute: u32) -> Option<Result<(), Duration>> {
+        let rates = self.shared.as_ref().filter(|_| per_minute > 0)?;
+        match rates.check(key, per_minute).await {
+            Ok(None) => Some(Ok(())),
+            Ok(Some(wait)) => Some(Err(wait)),
             Err(e) => {
-                tracing::warn!(error = %e, "the shared turn limit is unreachable; this replica's applies");
-                self.take_turn(owner, address)
+                tracing::warn!(error = %e, "the shared authentication limit is unreachable; this replica's applies");
+                None
             }
+        }
+    }
+
+    /// Spends a token of the shared bucket `key` (this replica's own was
+    /// spent already).
+    async fn shared_spend(&self, key: &str, per_minute: u32) {
+        let Some(rates) = self.shared.as_ref().filter(|_| per_minute > 0) else {
+            return;
+        };
+        if let Err(e) = rates.spend(key, per_minute).await {
+            tracing::warn!(error = %e, "a failed authentication was not counted across the replicas");
         }
     }
 
@@ -346,47 +389,55 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
 mod tests {
     use std::net::Ipv4Addr;
 
+    use agentwire_core::live::{MemoryLive, MemoryLiveState};
+
     use super::*;
 
     const ALICE: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
     const BOB: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
 
-    fn guard(address: u32, agent: u32) -> Arc<AbuseGuard> {
-        Arc::new(AbuseGuard::new(AbuseLimits {
+    fn limits(address: u32, agent: u32) -> AbuseLimits {
+        AbuseLimits {
             auth_failures_per_address_per_minute: address,
             auth_failures_per_agent_per_minute: agent,
             max_connections_per_address: Some(2),
             turns_per_minute_per_caller: Some(3),
-        }))
+        }
+    }
+
+    fn guard(address: u32, agent: u32) -> Arc<AbuseGuard> {
+        Arc::new(AbuseGuard::new(limits(address, agent), None))
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_address_that_keeps_failing_waits_and_others_do_not() {
         let guard = guard(3, 0);
         for _ in 0..3 {
-            assert_eq!(guard.check_auth(Some(ALICE), "a"), Ok(()));
-            guard.auth_failed(Some(ALICE), "a");
+            assert_eq!(guard.check_auth(Some(ALICE), "a").await, Ok(()));
+            guard.auth_failed(Some(ALICE), "a").await;
         }
-        let refused = guard.check_auth(Some(ALICE), "a").unwrap_err();
+        let refused = guard.check_auth(Some(ALICE), "a").await.unwrap_err();
         assert_eq!(refused.limit, Limit::AuthPerAddress);
         // One failure back every 20 s at 3 per minute.
         assert_eq!(refused.retry_after_secs, 20);
-        assert_eq!(guard.check_auth(Some(BOB), "a"), Ok(()));
+        assert_eq!(guard.check_auth(Some(BOB), "a").await, Ok(()));
         tokio::time::advance(Duration::from_secs(20)).await;
-        assert_eq!(guard.check_auth(Some(ALICE), "a"), Ok(()));
-        guard.auth_failed(Some(ALICE), "a");
-        assert!(guard.check_auth(Some(ALICE), "a").is_err());
+        assert_eq!(guard.check_auth(Some(ALICE), "a").await, Ok(()));
+        guard.auth_failed(Some(ALICE), "a").await;
+        assert!(guard.check_auth(Some(ALICE), "a").await.is_err());
     }
 
     #[tokio::test(start_paused = true)]
     async fn many_addresses_failing_against_one_agent_lock_that_agent_only() {
         let guard = guard(0, 4);
         for last in 1..=4u8 {
-            guard.auth_failed(Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, last))), "vault");
+            guard
+                .auth_failed(Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, last))), "vault")
+                .await;
         }
-        let refused = guard.check_auth(Some(ALICE), "vault").unwrap_err();
+        let refused = guard.check_auth(Some(ALICE), "vault").await.unwrap_err();
         assert_eq!(refused.limit, Limit::AuthPerAgent);
-        assert_eq!(guard.check_auth(Some(ALICE), "other"), Ok(()));
+        assert_eq!(guard.check_auth(Some(ALICE), "other").await, Ok(()));
     }
 
     #[tokio::test(start_paused = true)]
@@ -394,14 +445,71 @@ mod tests {
         let guard = guard(0, 0);
         // Alice's turns count whichever address they come from.
         for address in [ALICE, BOB, ALICE] {
-            assert_eq!(guard.take_turn(Some("alice"), Some(address)), Ok(()));
+            assert_eq!(guard.take_turn(Some("alice"), Some(address)).await, Ok(()));
         }
-        let refused = guard.take_turn(Some("alice"), Some(BOB)).unwrap_err();
+        let refused = guard.take_turn(Some("alice"), Some(BOB)).await.unwrap_err();
         assert_eq!(refused.limit, Limit::TurnsPerCaller);
         // An anonymous caller is its address.
-        assert_eq!(guard.take_turn(None, Some(ALICE)), Ok(()));
+        assert_eq!(guard.take_turn(None, Some(ALICE)).await, Ok(()));
         tokio::time::advance(Duration::from_secs(20)).await;
-        assert_eq!(guard.take_turn(Some("alice"), None), Ok(()));
+        assert_eq!(guard.take_turn(Some("alice"), None).await, Ok(()));
+    }
+
+    /// Two replicas' guards over one shared state.
+    fn replicas(address: u32, agent: u32) -> (AbuseGuard, AbuseGuard, Arc<MemoryLiveState>) {
+        let state = MemoryLiveState::new();
+        let replica = |name: &str| {
+            let live: Arc<dyn SharedRates> =
+                Arc::new(MemoryLive::new(&state, name, Duration::from_secs(10)));
+            AbuseGuard::new(limits(address, agent), Some(live))
+        };
+        (replica("a"), replica("b"), state)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_authentications_count_across_the_replicas() {
+        let (one, two, _state) = replicas(4, 6);
+        // A guesser alternating between the replicas gets 4 in all, not 8.
+        for guard in [&one, &two, &one, &two] {
+            assert_eq!(guard.check_auth(Some(ALICE), "vault").await, Ok(()));
+            guard.auth_failed(Some(ALICE), "vault").await;
+        }
+        for guard in [&one, &two] {
+            let refused = guard.check_auth(Some(ALICE), "vault").await.unwrap_err();
+            assert_eq!(refused.limit, Limit::AuthPerAddress);
+            assert_eq!(refused.retry_after_secs, 15);
+        }
+        // Checks spend nothing: Bob still has all of his.
+        for _ in 0..10 {
+            assert_eq!(two.check_auth(Some(BOB), "vault").await, Ok(()));
+        }
+        // The agent's 6 are spent by two addresses on two replicas.
+        one.auth_failed(Some(BOB), "vault").await;
+        two.auth_failed(Some(BOB), "vault").await;
+        let carol = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 3));
+        let refused = one.check_auth(Some(carol), "vault").await.unwrap_err();
+        assert_eq!(refused.limit, Limit::AuthPerAgent);
+        assert_eq!(one.check_auth(Some(carol), "other").await, Ok(()));
+        // The sessions API's routes count the address only, shared too.
+        let dave = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 4));
+        for guard in [&one, &two, &one, &two] {
+            guard.address_auth_failed(Some(dave)).await;
+        }
+        assert!(one.check_address_auth(Some(dave)).await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_the_shared_state_is_down_each_replica_counts_its_own() {
+        let (one, two, state) = replicas(2, 0);
+        state.set_down(true);
+        one.auth_failed(Some(ALICE), "a").await;
+        two.auth_failed(Some(ALICE), "a").await;
+        // Neither replica has seen two failures: both let Alice try.
+        assert_eq!(one.check_auth(Some(ALICE), "a").await, Ok(()));
+        assert_eq!(two.check_auth(Some(ALICE), "a").await, Ok(()));
+        one.auth_failed(Some(ALICE), "a").await;
+        assert!(one.check_auth(Some(ALICE), "a").await.is_err());
+        assert_eq!(two.check_auth(Some(ALICE), "a").await, Ok(()));
     }
 
     #[test]

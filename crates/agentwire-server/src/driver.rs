@@ -128,11 +128,7 @@ impl Link {
 pub(crate) async fn turn_allowed(state: &AppState, caller: &Caller) -> bool {
     let abuse = &state.abuse;
     let (owner, address) = (caller.owner.as_deref(), caller.address);
-    let taken = match state.engine.shared_rates() {
-        Some(rates) => abuse.take_turn_shared(&**rates, owner, address).await,
-        None => abuse.take_turn(owner, address),
-    };
-    match taken {
+    match abuse.take_turn(owner, address).await {
         Ok(()) => true,
         Err(refused) => {
             state.metrics.count_abuse_refusal(refused.limit);

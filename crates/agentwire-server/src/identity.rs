@@ -134,18 +134,18 @@ async fn admit(
     let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
     let forbidden = Refusal::new(StatusCode::FORBIDDEN, "forbidden");
     if !credentials.is_empty()
-        && let Err(refused) = state.abuse.check_auth(address, gate.name)
+        && let Err(refused) = state.abuse.check_auth(address, gate.name).await
     {
         state.metrics.count_abuse_refusal(refused.limit);
         tracing::info!(agent = %gate.name, limit = refused.limit.as_str(), "authentication throttled");
         return Err(Refusal::throttled(refused));
     }
-    let failed = || {
+    let failed = || async {
         state
             .metrics
             .auth_failures_total
             .fetch_add(1, Ordering::Relaxed);
-        state.abuse.auth_failed(address, gate.name);
+        state.abuse.auth_failed(address, gate.name).await;
     };
     let verdict = match &state.identity.authenticator {
         Some(authenticator) => {
@@ -173,7 +173,7 @@ async fn admit(
         }
         Err(AuthError::WrongPassword) => {
             tracing::info!(agent = %gate.name, "wrong password");
-            failed();
+            failed().await;
             Err(forbidden)
         }
         Err(AuthError::Unavailable) => {
@@ -182,7 +182,7 @@ async fn admit(
         }
         Err(reason) => {
             tracing::info!(agent = %gate.name, %reason, "credential refused");
-            failed();
+            failed().await;
             Err(unauthorized)
         }
         Ok(None) if public => Ok(anonymous),
@@ -236,7 +236,7 @@ pub(crate) async fn identify_owner(
             Err(unauthorized)
         };
     }
-    if let Err(refused) = state.abuse.check_address_auth(address) {
+    if let Err(refused) = state.abuse.check_address_auth(address).await {
         state.metrics.count_abuse_refusal(refused.limit);
         tracing::info!(limit = refused.limit.as_str(), "authentication throttled");
         return Err(Refusal::throttled(refused));
@@ -260,7 +260,7 @@ pub(crate) async fn identify_owner(
                 .metrics
                 .auth_failures_total
                 .fetch_add(1, Ordering::Relaxed);
-            state.abuse.address_auth_failed(address);
+            state.abuse.address_auth_failed(address).await;
             Err(unauthorized)
         }
     }

@@ -229,7 +229,8 @@ impl AppState {
         identity: IdentitySettings,
     ) -> AppState {
         let inbound = InboundBudget::new(settings.limits.inbound_bytes_in_flight);
-        let abuse = Arc::new(AbuseGuard::new(settings.limits.abuse));
+        let shared = engine.shared_rates().cloned();
+        let abuse = Arc::new(AbuseGuard::new(settings.limits.abuse, shared));
         AppState {
             abuse,
             engine,

@@ -222,8 +222,17 @@ pub async fn controls_reach_the_holder(one: &dyn Live, two: &dyn Live, session: 
 /// are their own.
 pub async fn rates_are_shared(one: &dyn Live, two: &dyn Live, key: &str) {
     for spender in [one, two, one] {
+        // A check spends nothing, however often it is made.
+        for _ in 0..4 {
+            assert_eq!(two.check(key, 3).await.unwrap(), None);
+        }
         assert_eq!(spender.spend(key, 3).await.unwrap(), None);
     }
+    let checked = one
+        .check(key, 3)
+        .await
+        .unwrap()
+        .expect("a spent bucket checks empty on the other replica too");
     let wait = two
         .spend(key, 3)
         .await
@@ -233,6 +242,7 @@ pub async fn rates_are_shared(one: &dyn Live, two: &dyn Live, key: &str) {
         wait > Duration::from_secs(10) && wait <= Duration::from_secs(20),
         "{wait:?}: the next token comes a third of a minute after the first"
     );
+    assert!(checked >= wait, "{checked:?} then {wait:?}");
     assert!(one.spend(key, 3).await.unwrap().is_some());
     let other = format!("{key}-other");
     assert_eq!(two.spend(&other, 3).await.unwrap(), None);

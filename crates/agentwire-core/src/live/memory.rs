@@ -313,18 +313,34 @@ impl SharedLogs for MemoryLive {
 impl super::SharedRates for MemoryLive {
     async fn spend(&self, key: &str, per_minute: u32) -> Result<Option<Duration>, LiveError> {
         self.state.check()?;
-        let interval = Duration::from_micros(super::token_interval_us(per_minute));
-        let tolerance = interval * (per_minute.max(1) - 1);
-        let now = Instant::now();
         let mut buckets = self.state.buckets.lock();
-        let tat = buckets.get(key).copied().unwrap_or(now).max(now);
-        let allowed_from = tat.checked_sub(tolerance).unwrap_or(now);
-        if allowed_from > now {
-            return Ok(Some(allowed_from - now));
+        let (tat, wait) = gcra(&buckets, key, per_minute);
+        if wait.is_none() {
+            let interval = Duration::from_micros(super::token_interval_us(per_minute));
+            buckets.insert(key.to_owned(), tat + interval);
         }
-        buckets.insert(key.to_owned(), tat + interval);
-        Ok(None)
+        Ok(wait)
     }
+
+    async fn check(&self, key: &str, per_minute: u32) -> Result<Option<Duration>, LiveError> {
+        self.state.check()?;
+        Ok(gcra(&self.state.buckets.lock(), key, per_minute).1)
+    }
+}
+
+/// Bucket `key`'s theoretical arrival time (at least now), and the wait
+/// for its next token when it has none.
+fn gcra(
+    buckets: &HashMap<String, Instant>,
+    key: &str,
+    per_minute: u32,
+) -> (Instant, Option<Duration>) {
+    let interval = Duration::from_micros(super::token_interval_us(per_minute));
+    let tolerance = interval * (per_minute.max(1) - 1);
+    let now = Instant::now();
+    let tat = buckets.get(key).copied().unwrap_or(now).max(now);
+    let allowed_from = tat.checked_sub(tolerance).unwrap_or(now);
+    (tat, (allowed_from > now).then(|| allowed_from - now))
 }
 
 /// The head of a session the shared state has never seen.

@@ -16,6 +16,12 @@ pub trait SharedRates: Send + Sync + 'static {
     /// spent, `Ok(Some(wait))` when it is empty and its next token comes
     /// in `wait`.
     async fn spend(&self, key: &str, per_minute: u32) -> Result<Option<Duration>, LiveError>;
+
+    /// Whether the bucket `key` has a token now, without spending it:
+    /// `Ok(None)` when it has, `Ok(Some(wait))` when its next one comes in
+    /// `wait`. For limits spent only on failure (failed authentications):
+    /// checked before the attempt, spent after it failed.
+    async fn check(&self, key: &str, per_minute: u32) -> Result<Option<Duration>, LiveError>;
 }
 
 /// The spacing of a bucket's tokens (its emission interval), in µs.

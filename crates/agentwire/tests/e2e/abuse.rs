@@ -351,3 +351,43 @@ async fn failed_keys_on_the_sessions_and_media_apis_are_throttled_by_address() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_guesser_spreading_over_two_replicas_gets_the_failures_of_one() {
+    let Some((postgres, redis)) = crate::replicas::servers() else {
+        return;
+    };
+    let prefix = crate::replicas::unique_prefix("guess");
+    let top_level = format!(
+        "  limits:\n    auth_failures_per_address_per_minute: 4\n{}{}",
+        crate::replicas::deployment(&postgres, &redis, &prefix, "3s"),
+        auth_yaml()
+    );
+    let vault = format!(
+        "  - name: vault\n    handler: echo\n    password_argon2: '{}'\n",
+        vault_hash()
+    );
+    let one = TestServer::with_top_level_and_agents(&top_level, &vault).await;
+    let two = TestServer::with_top_level_and_agents(&top_level, &vault).await;
+    for (guess, replica) in [&one, &two, &one, &two].into_iter().enumerate() {
+        let refused = upgrade_from(replica, 1, &vault_with(&format!("guess-{guess}")), &[])
+            .await
+            .err()
+            .expect("a wrong password is refused");
+        assert_eq!(refused.status, 403, "{refused:?}");
+    }
+    // Four failures in all: both replicas refuse the address now.
+    for replica in [&one, &two] {
+        let refused = upgrade_from(replica, 1, &vault_with(PASSWORD), &[])
+            .await
+            .err()
+            .expect("throttled");
+        assert_eq!(refused.status, 429, "{refused:?}");
+        assert_eq!(refused.retry_after, Some(15), "{refused:?}");
+    }
+    // Another address is not.
+    let admitted = upgrade_from(&two, 2, &vault_with(PASSWORD), &[]).await;
+    assert!(admitted.is_ok(), "{:?}", admitted.err());
+    one.stop().await;
+    two.stop().await;
+}
