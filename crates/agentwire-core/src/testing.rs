@@ -207,6 +207,9 @@ pub struct FaultSwitch(Arc<FaultState>);
 #[derive(Default)]
 struct FaultState {
     on: AtomicBool,
+    /// Calls of a [`FailingMediaStore`] wait while set.
+    stalled: AtomicBool,
+    released: tokio::sync::Notify,
     tripped: AtomicU64,
 }
 
@@ -220,9 +223,29 @@ impl FaultSwitch {
         self.0.on.store(true, Ordering::SeqCst);
     }
 
-    /// Calls reach the real adapter again.
+    /// Calls of a [`FailingMediaStore`] hang from now on, until
+    /// [`FaultSwitch::recover`]: a backend that takes the request and does
+    /// not answer.
+    pub fn stall(&self) {
+        self.0.stalled.store(true, Ordering::SeqCst);
+    }
+
+    /// Calls reach the real adapter again (stalled ones go on).
     pub fn recover(&self) {
         self.0.on.store(false, Ordering::SeqCst);
+        self.0.stalled.store(false, Ordering::SeqCst);
+        self.0.released.notify_waiters();
+    }
+
+    /// Waits while the switch stalls calls.
+    async fn unstalled(&self) {
+        loop {
+            let released = self.0.released.notified();
+            if !self.0.stalled.load(Ordering::SeqCst) {
+                return;
+            }
+            released.await;
+        }
     }
 
     pub fn is_failing(&self) -> bool {
@@ -416,7 +439,8 @@ impl FailingMediaStore {
         FailingMediaStore { inner, switch }
     }
 
-    fn check(&self, operation: &str) -> Result<(), MediaError> {
+    async fn check(&self, operation: &str) -> Result<(), MediaError> {
+        self.switch.unstalled().await;
         self.switch
             .check(operation)
             .map_err(MediaError::Unavailable)
@@ -426,7 +450,7 @@ impl FailingMediaStore {
 #[async_trait]
 impl MediaStore for FailingMediaStore {
     async fn prepare_upload(&self, spec: &UploadSpec) -> Result<UploadTicket, MediaError> {
-        self.check("prepare_upload")?;
+        self.check("prepare_upload").await?;
         self.inner.prepare_upload(spec).await
     }
 
@@ -436,27 +460,27 @@ impl MediaStore for FailingMediaStore {
         content_length: Option<u64>,
         body: MediaBody,
     ) -> Result<MediaInfo, MediaError> {
-        self.check("write_upload")?;
+        self.check("write_upload").await?;
         self.inner.write_upload(upload, content_length, body).await
     }
 
     async fn put(&self, spec: &UploadSpec, body: MediaBody) -> Result<MediaInfo, MediaError> {
-        self.check("put")?;
+        self.check("put").await?;
         self.inner.put(spec, body).await
     }
 
     async fn confirm_upload(&self, upload: &MediaId) -> Result<MediaInfo, MediaError> {
-        self.check("confirm_upload")?;
+        self.check("confirm_upload").await?;
         self.inner.confirm_upload(upload).await
     }
 
     async fn info(&self, storage_ref: &StorageRef) -> Result<MediaInfo, MediaError> {
-        self.check("info")?;
+        self.check("info").await?;
         self.inner.info(storage_ref).await
     }
 
     async fn download(&self, storage_ref: &StorageRef) -> Result<Download, MediaError> {
-        self.check("download")?;
+        self.check("download").await?;
         self.inner.download(storage_ref).await
     }
 }

@@ -99,6 +99,9 @@ pub(crate) struct Link {
     /// source the driver waits on beside the turn and the socket. A
     /// connection with a call is not idle.
     pub(crate) call_output: Option<mpsc::Receiver<CallOutput>>,
+    /// Text frames answered off the loop, in order (Omnia's upload
+    /// requests); `None` until the dialect starts such work.
+    pub(crate) deferred: Option<mpsc::Receiver<String>>,
 }
 
 impl Link {
@@ -190,6 +193,7 @@ pub(crate) fn run<D: Dialect>(
         socket,
         credential,
         call_output: None,
+        deferred: None,
     };
     let mut dialect = dialect;
     async move {
@@ -265,6 +269,14 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
                     dialect.on_call_ended();
                 }
             },
+            frame = next_deferred(&mut link.deferred) => match frame {
+                Some(frame) => {
+                    if link.send(frame).await.is_err() {
+                        return send_failed(link, dialect);
+                    }
+                }
+                None => link.deferred = None,
+            },
             frame = link.socket.recv() => {
                 keepalive.heard();
                 if let Err(exit) = Box::pin(on_frame(link, dialect, frame)).await {
@@ -280,6 +292,14 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
         if socket::flush(&mut link.socket).await.is_err() {
             return send_failed(link, dialect);
         }
+    }
+}
+
+/// The next frame answered off the loop; pending while there is none.
+async fn next_deferred(deferred: &mut Option<mpsc::Receiver<String>>) -> Option<String> {
+    match deferred {
+        Some(deferred) => deferred.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -16,6 +16,7 @@ use agentwire_omnia::{
 };
 use voice::AttachedCall;
 
+use super::media::Uploads;
 use crate::AgentEntry;
 use crate::budget::{self, InboundPermit};
 use crate::call::CallOutput;
@@ -83,6 +84,9 @@ struct Omnia {
     /// The connection's voice call, while the caller sends it audio (its
     /// output is [`Link::call_output`]).
     call: Option<AttachedCall>,
+    /// Where the connection's upload requests are answered; started by
+    /// the first.
+    uploads: Option<Uploads>,
     /// Where answers to the voice call's client tool calls go, while its
     /// output comes here (an IsLast call's last response may still ask).
     call_tools: Option<Arc<ClientToolBroker>>,
@@ -111,6 +115,7 @@ pub(crate) fn run(
         send_after: 0,
         call: None,
         call_tools: None,
+        uploads: None,
         encoder: TurnEncoder::new(EncoderOptions {
             positions: params.positions,
             shows_server_tools: params.agent.shows_server_tools,
@@ -396,9 +401,21 @@ impl Omnia {
             }
             ClientFrame::Message(message) => self.on_message(link, message, bytes).await,
             ClientFrame::UploadRequest { request, .. } => {
-                let frame =
-                    super::media::answer_upload_request(&link.state, &current, request).await;
-                link.send(frame).await
+                let uploads = self.uploads.get_or_insert_with(|| {
+                    let (uploads, answers) = Uploads::start(link.state.clone());
+                    link.deferred = Some(answers);
+                    uploads
+                });
+                if uploads.ask(current.clone(), request) {
+                    return Ok(());
+                }
+                send_error(
+                    link,
+                    Some(&current),
+                    ErrorCode::RateLimited,
+                    super::media::UPLOADS_PENDING,
+                )
+                .await
             }
             ClientFrame::ToolResult {
                 call_id,

@@ -1,13 +1,69 @@
 //! Media on the socket: `upload_request` → `upload_ready`, and the check that
 //! every `storage_ref` a message names belongs to its session and exists.
+//!
+//! An upload request waits on the media store (a record written, a URL
+//! presigned: S3 round trips, retried for up to 10 s when it is down), so
+//! it is answered off the connection's loop: a connection's requests go to
+//! an uploader task of its own, answered one after another (in the order
+//! asked, as clients match them), while the connection goes on streaming.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentwire_core::{
     ContentPart, ErrorCode, MediaError, SessionId, StorageRef, UploadSpec, UploadTarget,
     UploadTicket,
 };
 use agentwire_omnia::{self as omnia, UploadRequest};
+use tokio::sync::mpsc;
 
 use crate::{AppState, MediaService};
+
+/// Upload requests a connection may have waiting for the store.
+const PENDING_UPLOADS: usize = 8;
+/// `RATE_LIMITED`: that many are waiting already.
+pub(crate) const UPLOADS_PENDING: &str = "too many upload requests pending";
+
+/// A connection's uploader: where its upload requests go.
+pub(crate) struct Uploads {
+    requests: mpsc::Sender<(SessionId, Option<UploadRequest>)>,
+    /// Requests asked and not yet answered (the one being answered too).
+    pending: Arc<AtomicUsize>,
+}
+
+impl Uploads {
+    /// Starts the uploader; its answers come out of the receiver, in the
+    /// order the requests were made. It ends with the connection (the
+    /// sender dropped, or the receiver).
+    pub(crate) fn start(state: Arc<AppState>) -> (Uploads, mpsc::Receiver<String>) {
+        let (requests, mut asked) = mpsc::channel(PENDING_UPLOADS);
+        let (answers, answered) = mpsc::channel(PENDING_UPLOADS);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let answering = pending.clone();
+        tokio::spawn(async move {
+            while let Some((session, request)) = asked.recv().await {
+                let frame = answer_upload_request(&state, &session, request).await;
+                answering.fetch_sub(1, Ordering::AcqRel);
+                if answers.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        (Uploads { requests, pending }, answered)
+    }
+
+    /// Queues a request for `session`; `false` when [`PENDING_UPLOADS`]
+    /// are waiting for their answer already.
+    pub(crate) fn ask(&self, session: SessionId, request: Option<UploadRequest>) -> bool {
+        let taken = self
+            .pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < PENDING_UPLOADS).then_some(n + 1)
+            });
+        // Room in the queue: no more than PENDING_UPLOADS are ever in it.
+        taken.is_ok() && self.requests.try_send((session, request)).is_ok()
+    }
+}
 
 /// The frame answering an `upload_request`, in the reference's validation
 /// order (§2.4.2): storage enabled, then the fields, then the store. The frame

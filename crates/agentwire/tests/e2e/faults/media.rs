@@ -126,6 +126,73 @@ async fn the_media_store_failing_during_an_upload_is_upload_failed_and_it_recove
     server.stop().await;
 }
 
+#[tokio::test]
+async fn a_media_store_that_does_not_answer_holds_the_upload_not_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("agentwire.db");
+    let storage = format!(
+        "  media:\n    backend: local\n    path: {}\n",
+        dir.path().join("media").display()
+    );
+    let switch = FaultSwitch::new();
+    let server =
+        TestServer::with_wrappers(&db, &yaml(&db, &storage, "", ""), failing_media(&switch)).await;
+    let (mut client, connected) = server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    switch.stall();
+    client
+        .send_json(upload_request("first.png", "image/png", 10))
+        .await;
+    client
+        .send_json(upload_request("second.png", "image/png", 20))
+        .await;
+    // The store hangs: the turns go on meanwhile.
+    for text in ["while it hangs", "and again"] {
+        client.say(text).await;
+        assert_done(
+            &client.recv_turn().await,
+            &session,
+            &format!("echo: {text}"),
+        );
+    }
+    // Eight may wait; one more is refused at once.
+    for i in 0..6 {
+        client
+            .send_json(upload_request(&format!("more-{i}.png"), "image/png", 5))
+            .await;
+    }
+    client
+        .send_json(upload_request("one-too-many.png", "image/png", 5))
+        .await;
+    let refused = recv_within(&mut client, Duration::from_secs(2)).await;
+    assert_error(&refused, "RATE_LIMITED", "too many upload requests pending");
+    // Back: the answers come in the order asked.
+    switch.recover();
+    let mut answered = Vec::new();
+    for _ in 0..8 {
+        let ready = recv_within(&mut client, Duration::from_secs(5)).await;
+        assert_eq!(ready["type"], "upload_ready", "{ready}");
+        assert_eq!(ready["session_id"], session.as_str());
+        let url = ready["upload_ready"]["upload_url"].as_str().unwrap();
+        answered.push(path_of(url).to_owned());
+    }
+    // The first answer is first.png's (10 bytes declared: 20 are refused),
+    // the second second.png's (20 taken).
+    let put = |path: String| {
+        let server = &server;
+        async move {
+            let twenty = [1u8; 20];
+            server
+                .http("PUT", &path, &[("Content-Type", "image/png")], &twenty)
+                .await
+                .status
+        }
+    };
+    assert_eq!(put(answered[1].clone()).await, 204);
+    assert_ne!(put(answered[0].clone()).await, 204);
+    server.stop().await;
+}
+
 /// The next JSON text frame, waiting up to `wait`.
 async fn recv_within(client: &mut Client, wait: Duration) -> Value {
     use futures_util::StreamExt as _;
