@@ -169,8 +169,9 @@ fn check(tallies: &[Tally], rows: &HashMap<String, Vec<(String, String)>>) {
         "outage load: {acknowledged} turns acknowledged, {refused} refused, the slowest in {slowest:?}"
     );
     assert!(refused > 0, "the outage refused no turn: {tallies:?}");
-    // Bounded by the store's timeouts, or a lease's life (3 s here).
-    assert!(slowest < Duration::from_secs(5), "a turn took {slowest:?}");
+    // Bounded by the store's timeouts, or a lease's life (3 s here) and
+    // the retries around it; a busy machine adds to it.
+    assert!(slowest < Duration::from_secs(8), "a turn took {slowest:?}");
     for tally in tallies {
         assert!(
             tally.acknowledged_after > 0,
