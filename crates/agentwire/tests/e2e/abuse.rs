@@ -383,7 +383,9 @@ async fn a_guesser_spreading_over_two_replicas_gets_the_failures_of_one() {
             .err()
             .expect("throttled");
         assert_eq!(refused.status, 429, "{refused:?}");
-        assert_eq!(refused.retry_after, Some(15), "{refused:?}");
+        // A failure is forgiven every 15 s at 4 per minute.
+        let wait = refused.retry_after.expect("Retry-After");
+        assert!((12..=15).contains(&wait), "{refused:?}");
     }
     // Another address is not.
     let admitted = upgrade_from(&two, 2, &vault_with(PASSWORD), &[]).await;
