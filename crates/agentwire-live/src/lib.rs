@@ -168,32 +168,15 @@ impl RedisLive {
         let probe = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(settings.timeout)
             .set_response_timeout(settings.timeout);
-        let mut first = tokio::time::timeout(
-            settings.timeout,
-            client.get_multiplexed_async_connection_with_config(&probe),
-        )
-        .await
-        .map_err(|_| ConnectError::Unreachable("timed out".to_owned()))?
-        .map_err(|e| ConnectError::unreachable(&e))?;
-        redis::cmd("PING")
-            .query_async::<()>(&mut first)
-            .await
-            .map_err(|e| ConnectError::unreachable(&e))?;
-        drop(first);
+        let first = client.get_multiplexed_async_connection_with_config(&probe);
+        answering(settings.timeout, first).await?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(settings.timeout)
             .set_response_timeout(settings.timeout)
             .set_number_of_retries(2)
             .set_max_delay(1_000);
         let connect = client.get_connection_manager_with_config(config);
-        let mut connection = tokio::time::timeout(settings.timeout, connect)
-            .await
-            .map_err(|_| ConnectError::Unreachable("timed out".to_owned()))?
-            .map_err(|e| ConnectError::unreachable(&e))?;
-        redis::cmd("PING")
-            .query_async::<()>(&mut connection)
-            .await
-            .map_err(|e| ConnectError::unreachable(&e))?;
+        let connection = answering(settings.timeout, connect).await?;
         let live = RedisLive {
             client,
             connection,
@@ -226,6 +209,25 @@ impl RedisLive {
     fn millis(duration: Duration) -> u64 {
         duration.as_millis().max(1) as u64
     }
+}
+
+/// The connection `connect` makes within `timeout`, once it answers PING.
+async fn answering<C>(
+    timeout: Duration,
+    connect: impl Future<Output = Result<C, RedisError>>,
+) -> Result<C, ConnectError>
+where
+    C: redis::aio::ConnectionLike + Send,
+{
+    let mut connection = tokio::time::timeout(timeout, connect)
+        .await
+        .map_err(|_| ConnectError::Unreachable("timed out".to_owned()))?
+        .map_err(|e| ConnectError::unreachable(&e))?;
+    redis::cmd("PING")
+        .query_async::<()>(&mut connection)
+        .await
+        .map_err(|e| ConnectError::unreachable(&e))?;
+    Ok(connection)
 }
 
 /// A Redis error in words that name no key, value or URL.

@@ -131,23 +131,25 @@ impl PgTls {
             TlsMode::Require => matches!(self.roots, Roots::File(_) | Roots::System),
             TlsMode::VerifyCa | TlsMode::VerifyFull => true,
         };
-        let config = if !checks_chain {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-                .with_no_client_auth()
-        } else if self.mode == TlsMode::VerifyFull {
+        let config = if self.mode == TlsMode::VerifyFull {
             builder
                 .with_root_certificates(self.root_store()?)
                 .with_no_client_auth()
         } else {
-            let chain =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(self.root_store()?), provider)
+            let chain = match checks_chain {
+                true => Some(
+                    WebPkiServerVerifier::builder_with_provider(
+                        Arc::new(self.root_store()?),
+                        provider.clone(),
+                    )
                     .build()
-                    .map_err(|e| format!("TLS to PostgreSQL: {e}"))?;
+                    .map_err(|e| format!("TLS to PostgreSQL: {e}"))?,
+                ),
+                false => None,
+            };
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly(chain)))
+                .with_custom_certificate_verifier(Arc::new(Relaxed { chain, provider }))
                 .with_no_client_auth()
         };
         Ok(MakeRustlsConnect::new(config))
@@ -215,63 +217,18 @@ impl TlsMode {
     }
 }
 
-/// `prefer`, and `require` without roots: encrypted, the server not
-/// authenticated (libpq's meaning). The handshake's signatures are still
-/// checked, so the session is the certificate holder's.
+/// What `prefer`, `require` and `verify-ca` check of the server's
+/// certificate: nothing (`chain: None`: encrypted, the server not
+/// authenticated, libpq's meaning), or the chain to a trusted root
+/// whatever host the certificate names. The handshake's signatures are
+/// checked either way, so the session is the certificate holder's.
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Relaxed {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain to a trusted root, whatever host the certificate
-/// names.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Relaxed {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -280,10 +237,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let checked =
-            self.0
-                .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
-        match checked {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -297,7 +254,8 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -306,11 +264,14 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

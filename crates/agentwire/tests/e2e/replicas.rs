@@ -140,6 +140,11 @@ async fn a_session_messaged_on_two_replicas_at_once_runs_one_turn_and_refuses_th
 
 /// A Redis server of the test's own, on a Unix socket in `dir`.
 pub(crate) fn redis_server(dir: &Path) -> Option<tokio::process::Child> {
+    redis_server_with(dir, &[])
+}
+
+/// [`redis_server`] with more of redis-server's options.
+fn redis_server_with(dir: &Path, options: &[std::ffi::OsString]) -> Option<tokio::process::Child> {
     let binary = required("AGENTWIRE_TEST_REDIS_SERVER", "redis-server binary")?;
     let child = tokio::process::Command::new(binary)
         .args(["--port", "0", "--save", "", "--appendonly", "no"])
@@ -147,6 +152,7 @@ pub(crate) fn redis_server(dir: &Path) -> Option<tokio::process::Child> {
         .arg(dir.join("redis.sock"))
         .arg("--dir")
         .arg(dir)
+        .args(options)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -306,7 +312,7 @@ async fn a_killed_replicas_session_is_busy_until_its_lease_expires_then_serves_a
 /// its certificate (for localhost) from `scripts/test-certs.sh`; its port
 /// and the CA's PEM file.
 async fn tls_redis(dir: &Path) -> Option<(tokio::process::Child, u16, std::path::PathBuf)> {
-    let binary = required("AGENTWIRE_TEST_REDIS_SERVER", "redis-server binary")?;
+    required("AGENTWIRE_TEST_REDIS_SERVER", "redis-server binary")?;
     let certs = dir.join("tls");
     let made =
         std::process::Command::new(crate::support::repo_root().join("scripts/test-certs.sh"))
@@ -319,33 +325,18 @@ async fn tls_redis(dir: &Path) -> Option<(tokio::process::Child, u16, std::path:
         .local_addr()
         .unwrap()
         .port();
-    let child = tokio::process::Command::new(binary)
-        .args([
-            "--port",
-            "0",
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
-        .arg("--tls-cert-file")
-        .arg(certs.join("server.pem"))
-        .arg("--tls-key-file")
-        .arg(certs.join("server.key"))
-        .arg("--tls-ca-cert-file")
-        .arg(certs.join("ca.pem"))
-        .arg("--unixsocket")
-        .arg(dir.join("redis.sock"))
-        .arg("--dir")
-        .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("redis-server starts");
+    let mut options: Vec<std::ffi::OsString> = ["--bind", "127.0.0.1", "--tls-auth-clients", "no"]
+        .map(Into::into)
+        .into();
+    options.extend(["--tls-port".into(), port.to_string().into()]);
+    for (option, file) in [
+        ("--tls-cert-file", "server.pem"),
+        ("--tls-key-file", "server.key"),
+        ("--tls-ca-cert-file", "ca.pem"),
+    ] {
+        options.extend([option.into(), certs.join(file).into_os_string()]);
+    }
+    let child = redis_server_with(dir, &options)?;
     wait_for_socket(&dir.join("redis.sock")).await;
     Some((child, port, certs.join("ca.pem")))
 }
