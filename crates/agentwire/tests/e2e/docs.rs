@@ -81,6 +81,21 @@ fn the_license_file_matches_the_workspace_license() {
     assert!(license.contains("Apache License") && license.contains("Version 2.0, January 2004"));
 }
 
+/// The version is a real one, and CHANGELOG.md has its section: a release
+/// is named there before it is built.
+#[test]
+fn the_changelog_names_this_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    assert_ne!(version, "0.0.0", "give the workspace a real version");
+    let changelog =
+        std::fs::read_to_string(repo_root().join("CHANGELOG.md")).expect("CHANGELOG.md exists");
+    assert!(changelog.contains("## Unreleased"), "CHANGELOG.md keeps an Unreleased section");
+    assert!(
+        changelog.contains(&format!("## {version} ")),
+        "CHANGELOG.md has no section for {version}"
+    );
+}
+
 /// `agentwire --version`: the version, the commit the binary was built from
 /// (`unknown` outside git) and the features built in.
 #[test]
