@@ -23,10 +23,18 @@
 //! at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] of payload (the oldest
 //! go first, the running turn's too), and when a turn starts the finished
 //! ones keep at most [`FINISHED_MAX_BYTES`]. A reader the tail overtakes has lost
-//! entries and is told so ([`Lagged`]); a reader more than [`SLOW_BEHIND`]
-//! entries or [`SLOW_AGE`] behind is a slow consumer ([`LogReader::is_slow`])
-//! and is closed by its connection. Lag therefore costs the log's bound,
-//! never more memory.
+//! entries and is told so ([`Lagged`]); a reader whose next entry is older
+//! than [`SLOW_AGE`] is a slow consumer ([`LogReader::is_slow`]) and is
+//! closed by its connection. Lag therefore costs the log's bound, never
+//! more memory.
+//!
+//! A turn's handler appends through [`TurnWriter::append_paced`]: at the
+//! log's bound, it waits rather than drop an entry a reader is about to
+//! read, for as long as that entry is younger than [`SLOW_AGE`]. So a
+//! reader that keeps reading is never overtaken, however fast the turn
+//! writes (it reads a long run of deltas merged, [`COALESCE_BEHIND`]), and
+//! one that stops holds the turn back at most [`SLOW_AGE`] before it is the
+//! slow consumer that loses the entry.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -55,8 +63,6 @@ pub const KEPT_TURNS: usize = 2;
 pub const COALESCE_BEHIND: u64 = 256;
 /// The most text one merged delta carries.
 const COALESCE_MAX_BYTES: usize = 64 * 1024;
-/// A reader more entries than this behind the head is a slow consumer.
-pub const SLOW_BEHIND: u64 = 1_000;
 /// A reader whose next entry is older than this is a slow consumer.
 pub const SLOW_AGE: Duration = Duration::from_secs(10);
 /// What an entry costs besides its payload, for [`MAX_BYTES`].
@@ -102,6 +108,10 @@ pub struct SessionLog {
     state: Mutex<LogState>,
     /// Woken on every append.
     appended: Notify,
+    /// Woken when a reader reads (or goes) while the turn's writer waits
+    /// for room ([`LogState::writer_waiting`]). One permit: the log has one
+    /// writer at a time, and a read just before it waits is not lost.
+    read: Notify,
 }
 
 struct LogState {
@@ -116,6 +126,11 @@ struct LogState {
     turns: VecDeque<TurnId>,
     /// The turn started and not yet ended.
     running: Option<TurnId>,
+    /// The cursor of each reader of this epoch, by its slot; `None`: a free
+    /// slot. What a paced writer must not overtake.
+    readers: Vec<Option<u64>>,
+    /// A paced writer waits for a reader to read.
+    writer_waiting: bool,
 }
 
 struct Kept {
@@ -134,8 +149,11 @@ impl SessionLog {
                 bytes: 0,
                 turns: VecDeque::new(),
                 running: None,
+                readers: Vec::new(),
+                writer_waiting: false,
             }),
             appended: Notify::new(),
+            read: Notify::new(),
         })
     }
 
@@ -192,11 +210,14 @@ impl SessionLog {
 
     /// A reader of the entries after `seq` (0: from the oldest kept).
     pub fn reader_after(self: &Arc<Self>, seq: u64) -> LogReader {
+        let mut state = self.state.lock();
+        let slot = state.follow(seq);
         LogReader {
-            epoch: self.epoch(),
+            epoch: state.epoch,
             log: self.clone(),
             cursor: seq,
             merged: 0,
+            slot,
         }
     }
 
@@ -248,6 +269,42 @@ impl SessionLog {
 }
 
 impl LogState {
+    /// A slot for a reader whose cursor is `seq`.
+    fn follow(&mut self, seq: u64) -> usize {
+        match self.readers.iter().position(Option::is_none) {
+            Some(free) => {
+                self.readers[free] = Some(seq);
+                free
+            }
+            None => {
+                self.readers.push(Some(seq));
+                self.readers.len() - 1
+            }
+        }
+    }
+
+    /// When appending an entry of `bytes` would drop one a reader reads
+    /// next (it has read up to the entry before) and the oldest such entry
+    /// is younger than [`SLOW_AGE`]: the instant it ages out. Readers
+    /// behind the tail already have lagged and are not waited for.
+    fn overtakes_reader(&self, bytes: usize) -> Option<Instant> {
+        let oldest = self.entries.front()?;
+        let (mut entries, mut held) = (self.entries.len() + 1, self.bytes + bytes);
+        let mut dropped = self.entries.iter();
+        let mut last_dropped = None;
+        while entries > MAX_ENTRIES || held > MAX_BYTES {
+            let Some(kept) = dropped.next() else { break };
+            (entries, held) = (entries - 1, held - kept.bytes);
+            last_dropped = Some(kept.entry.seq);
+        }
+        let last_dropped = last_dropped?;
+        let first_dropped = oldest.entry.seq;
+        let next_of_reader = |cursor: &u64| (first_dropped..=last_dropped).contains(&(cursor + 1));
+        let ages_out = oldest.appended_at + SLOW_AGE;
+        (self.readers.iter().flatten().any(next_of_reader) && Instant::now() < ages_out)
+            .then_some(ages_out)
+    }
+
     /// Makes `turn` the running one, dropping what the bounds on finished
     /// turns no longer keep.
     fn open_turn(&mut self, turn: TurnId) {
@@ -279,7 +336,7 @@ impl LogState {
             self.running = None;
         }
         self.head = entry.seq;
-        let bytes = payload_bytes(&entry.event) + ENTRY_OVERHEAD;
+        let bytes = entry_bytes(&entry.event);
         self.bytes += bytes;
         self.entries.push_back(Kept {
             entry,
@@ -306,6 +363,11 @@ impl LogState {
             self.bytes -= kept.bytes;
         }
     }
+}
+
+/// What an entry of `event` counts against [`MAX_BYTES`].
+fn entry_bytes(event: &TurnEvent) -> usize {
+    payload_bytes(event) + ENTRY_OVERHEAD
 }
 
 /// What an event holds that the log must keep, roughly, in bytes: enough
@@ -381,10 +443,44 @@ impl TurnWriter {
         &self.log
     }
 
-    /// Appends a non-terminal event; ignored once the turn has ended.
+    /// Appends a non-terminal event at once, overtaking any reader it must
+    /// to stay within the bounds; ignored once the turn has ended.
     pub fn append(&self, event: TurnEvent) {
         debug_assert!(!event.is_terminal(), "terminals go through finish");
         self.log.append(self.turn, event);
+    }
+
+    /// Appends a non-terminal event as [`TurnWriter::append`] does, but
+    /// first waits while it would drop an entry a reader is about to read,
+    /// until that reader reads it or the entry ages past [`SLOW_AGE`] (its
+    /// reader is a slow consumer then). What a turn's handler appends
+    /// through: a reader that keeps reading is never overtaken.
+    pub async fn append_paced(&self, event: TurnEvent) {
+        debug_assert!(!event.is_terminal(), "terminals go through finish");
+        let bytes = entry_bytes(&event);
+        loop {
+            let ages_out = {
+                let mut state = self.log.state.lock();
+                if state.running != Some(self.turn) {
+                    return;
+                }
+                match state.overtakes_reader(bytes) {
+                    None => {
+                        state.push(self.turn, event);
+                        break;
+                    }
+                    Some(ages_out) => {
+                        state.writer_waiting = true;
+                        ages_out
+                    }
+                }
+            };
+            tokio::select! {
+                () = self.log.read.notified() => {}
+                () = tokio::time::sleep_until(ages_out) => {}
+            }
+        }
+        self.log.appended.notify_waiters();
     }
 
     /// Appends the turn's terminal event; later appends are ignored.
@@ -412,6 +508,8 @@ pub struct LogReader {
     cursor: u64,
     /// Deltas merged into others since [`LogReader::take_merged`].
     merged: u64,
+    /// Where the log keeps this reader's cursor ([`LogState::readers`]).
+    slot: usize,
 }
 
 impl LogReader {
@@ -441,7 +539,7 @@ impl LogReader {
     /// The next entry; a run of deltas merged when more than
     /// `coalesce_behind` entries behind the head.
     fn read_next(&mut self, coalesce_behind: u64) -> Result<Option<LogEntry>, Lagged> {
-        let state = self.log.state.lock();
+        let mut state = self.log.state.lock();
         let oldest = state
             .entries
             .front()
@@ -469,7 +567,12 @@ impl LogReader {
             }
             _ => first.clone(),
         };
+        state.readers[self.slot] = Some(entry.seq);
+        let writer_waiting = std::mem::take(&mut state.writer_waiting);
         drop(state);
+        if writer_waiting {
+            self.log.read.notify_one();
+        }
         // Every entry from the cursor to this one is a delta merged into it.
         self.merged += entry.seq - self.cursor - 1;
         self.cursor = entry.seq;
@@ -507,11 +610,13 @@ impl LogReader {
         }
     }
 
-    /// Whether this reader is a slow consumer: more than [`SLOW_BEHIND`]
-    /// entries behind the head, or its next entry older than [`SLOW_AGE`].
+    /// Whether this reader is a slow consumer: its next entry is older
+    /// than [`SLOW_AGE`], or gone. How far behind the head it is does not
+    /// matter: a writer outruns any socket, and waits for a reader that
+    /// reads ([`TurnWriter::append_paced`]).
     pub fn is_slow(&self) -> bool {
         let state = self.log.state.lock();
-        if state.epoch != self.epoch || state.head.saturating_sub(self.cursor) > SLOW_BEHIND {
+        if state.epoch != self.epoch {
             return true;
         }
         let oldest = state
@@ -526,6 +631,23 @@ impl LogReader {
                 .is_some_and(|kept| kept.appended_at.elapsed() > SLOW_AGE),
             // Behind the tail already: it has lost entries.
             None => true,
+        }
+    }
+}
+
+impl Drop for LogReader {
+    /// Frees the reader's slot: a writer waiting for it goes on.
+    fn drop(&mut self) {
+        let mut state = self.log.state.lock();
+        if state.epoch == self.epoch
+            && let Some(slot) = state.readers.get_mut(self.slot)
+        {
+            *slot = None;
+        }
+        let writer_waiting = std::mem::take(&mut state.writer_waiting);
+        drop(state);
+        if writer_waiting {
+            self.log.read.notify_one();
         }
     }
 }

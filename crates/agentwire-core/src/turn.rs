@@ -344,8 +344,9 @@ impl TurnContext {
 }
 
 /// Where a handler sends progress: the turn's entries in its session's log
-/// ([`crate::log`]). Appending never waits for a reader; the log's bounds
-/// keep memory flat whatever the readers do.
+/// ([`crate::log`]). Appending waits for a reader only at the log's bounds,
+/// and only for one that reads; the bounds keep memory flat whatever the
+/// readers do.
 pub struct EventSink {
     writer: Arc<TurnWriter>,
     /// The text streamed to the user so far (not a delegate's): a
@@ -446,12 +447,13 @@ impl EventSink {
         }
     }
 
-    /// Async for the shared logs to come (`scale-out.md`), whose appends
-    /// are round trips. The in-memory log's never wait, so each append
-    /// spends a unit of the task's cooperative budget instead: a handler
-    /// that streams from memory still yields to the other tasks.
+    /// Appends `event`, paced by the log's readers
+    /// ([`TurnWriter::append_paced`]: it waits only at the log's bound, for
+    /// a reader that reads). An append that does not wait spends a unit of
+    /// the task's cooperative budget: a handler that streams from memory
+    /// still yields to the other tasks.
     pub(crate) async fn send(&self, event: TurnEvent) {
-        self.writer.append(event);
+        self.writer.append_paced(event).await;
         tokio::task::consume_budget().await;
     }
 

@@ -88,7 +88,7 @@ async fn connection(mut socket: WebSocket, scripts: Arc<Scripts>, bench: bool) {
                 max_payload_size: MAX_PAYLOAD_BYTES as u64,
                 protocol_version: u32::from(omnia::PROTOCOL_VERSION),
             },
-            resumed: false,
+            resumed: None,
             memory_facet: None,
             ai_disclosure: None,
             event_log: None,

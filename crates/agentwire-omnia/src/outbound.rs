@@ -32,8 +32,9 @@ pub struct Capabilities {
 pub struct Connected<'a> {
     pub session_id: &'a str,
     pub capabilities: Capabilities,
-    /// Written only when true: an absent field means a fresh session.
-    pub resumed: bool,
+    /// Whether the session the client named in `resume` was re-attached;
+    /// `None` (the field absent) when it named none.
+    pub resumed: Option<bool>,
     pub memory_facet: Option<&'a str>,
     /// Written only when the pack declares it: absent is not `false`.
     pub ai_disclosure: Option<bool>,
@@ -620,8 +621,8 @@ struct MediaChunkOut<'a> {
 #[derive(Serialize)]
 struct ConnectedOut<'a> {
     capabilities: CapabilitiesOut<'a>,
-    #[serde(skip_serializing_if = "is_false")]
-    resumed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumed: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_facet: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]

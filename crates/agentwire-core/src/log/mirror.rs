@@ -48,6 +48,8 @@ impl SessionLog {
             state.running = None;
             state.head = head;
             state.epoch = epoch;
+            // The old epoch's readers have lagged: none is waited for.
+            state.readers.clear();
         }
         self.appended.notify_waiters();
     }

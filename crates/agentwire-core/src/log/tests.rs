@@ -246,7 +246,7 @@ fn a_reader_far_behind_reads_merged_deltas_with_the_last_seq() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reader_that_does_not_read_becomes_slow_by_count_or_by_age() {
+async fn a_reader_is_slow_by_age_never_by_how_far_behind_it_is() {
     let log = SessionLog::new(Epoch(1));
     let writer = log.start_turn("a");
     let idle = log.reader_after(0);
@@ -256,17 +256,79 @@ async fn a_reader_that_does_not_read_becomes_slow_by_count_or_by_age() {
 
     let log = SessionLog::new(Epoch(2));
     let writer2 = log.start_turn("a");
-    let idle = log.reader_after(0);
-    for _ in 0..SLOW_BEHIND - 1 {
+    let behind = log.reader_after(0);
+    for _ in 0..MAX_ENTRIES - 1 {
         writer2.append(delta("x"));
     }
-    assert!(!idle.is_slow());
-    writer2.append(delta("x"));
-    assert!(idle.is_slow(), "more than the count bound behind");
+    assert!(
+        !behind.is_slow(),
+        "a whole log behind, but its next entry is new"
+    );
     let mut caught_up = log.reader_after(log.head());
     assert!(!caught_up.is_slow());
     assert_eq!(caught_up.try_next(), Ok(None));
     drop(writer);
+}
+
+/// A turn writing far faster than its reader reads (the `flood` script: 40
+/// MiB of 1 KiB deltas) is held at the log's bound, never overtaking a
+/// reader that reads: every byte arrives, far behind reads come merged.
+#[tokio::test]
+async fn a_paced_writer_never_overtakes_a_reader_that_reads() {
+    const DELTAS: usize = 8 * 1024;
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    let mut reader = log.reader_after(0);
+    let delta_text = "x".repeat(1024);
+    let writing = tokio::spawn(async move {
+        for _ in 0..DELTAS {
+            writer.append_paced(delta(&delta_text)).await;
+        }
+        writer.finish(completed("flooded"));
+    });
+    let (mut text_bytes, mut merged) = (0, 0);
+    loop {
+        let entry = reader.next().await.expect("never overtaken");
+        merged += reader.take_merged();
+        match &*entry.event {
+            TurnEvent::TextDelta(text) => text_bytes += text.len(),
+            event if event.is_terminal() => break,
+            _ => {}
+        }
+        // A reader slower than the writer: it yields after every entry.
+        tokio::task::yield_now().await;
+    }
+    writing.await.unwrap();
+    assert_eq!(text_bytes, DELTAS * 1024, "every delta's text arrived");
+    assert!(merged > 0, "far behind, deltas came merged");
+    let (entries, bytes) = log.held();
+    assert!(entries <= MAX_ENTRIES && bytes <= MAX_BYTES);
+}
+
+/// A reader that stops reading holds a paced writer back for [`SLOW_AGE`]
+/// at most: then it lags, and the writer goes on within the bounds.
+#[tokio::test(start_paused = true)]
+async fn a_reader_that_stops_holds_a_paced_writer_for_the_slow_age_at_most() {
+    let log = SessionLog::new(Epoch(1));
+    let writer = log.start_turn("a");
+    let mut stopped = log.reader_after(0);
+    let started = Instant::now();
+    for _ in 0..MAX_ENTRIES * 2 {
+        writer.append_paced(delta("x")).await;
+    }
+    let held = started.elapsed();
+    assert!(held >= SLOW_AGE, "held {held:?}");
+    assert!(held < SLOW_AGE * 2, "held {held:?}");
+    assert!(stopped.try_next().is_err(), "it lagged");
+    assert!(log.held().0 <= MAX_ENTRIES);
+
+    // Once gone, a reader holds nothing back.
+    drop(stopped);
+    let started = Instant::now();
+    for _ in 0..MAX_ENTRIES * 2 {
+        writer.append_paced(delta("x")).await;
+    }
+    assert_eq!(started.elapsed(), Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]

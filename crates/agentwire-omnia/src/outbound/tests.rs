@@ -56,7 +56,7 @@ fn connected_always_carries_capabilities_and_omits_defaults() {
         &Connected {
             session_id: "s1",
             capabilities: capabilities(),
-            resumed: false,
+            resumed: None,
             memory_facet: None,
             ai_disclosure: None,
             event_log: None,
@@ -69,6 +69,24 @@ fn connected_always_carries_capabilities_and_omits_defaults() {
     );
 }
 
+/// `resume=` named a session that could not be re-attached: the contract's
+/// "false when the facade opened a new one", written out.
+#[test]
+fn connected_says_resumed_false_when_asked_and_not_found() {
+    let frame = encode_connected(
+        &Connected {
+            session_id: "s1",
+            capabilities: capabilities(),
+            resumed: Some(false),
+            memory_facet: None,
+            ai_disclosure: None,
+            event_log: None,
+        },
+        TS,
+    );
+    assert_eq!(parse(&frame)["connected"]["resumed"], false);
+}
+
 #[test]
 fn connected_writes_resumed_facet_and_disclosure_when_set() {
     let frame = encode_connected(
@@ -78,7 +96,7 @@ fn connected_writes_resumed_facet_and_disclosure_when_set() {
                 binary_frames: true,
                 ..capabilities()
             },
-            resumed: true,
+            resumed: Some(true),
             memory_facet: Some("proj-1"),
             ai_disclosure: Some(false),
             event_log: None,

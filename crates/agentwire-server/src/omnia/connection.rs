@@ -54,6 +54,9 @@ pub(crate) struct ConnectionParams {
     pub(crate) rejoin: Option<RejoinAt>,
     /// `resume=S`: the voice call parked on S, if it is the caller's.
     pub(crate) resume_call: Option<SessionId>,
+    /// `resume=` named a session: `connected.resumed` says whether it was
+    /// re-attached (absent when none was named).
+    pub(crate) resume_asked: bool,
 }
 
 struct Omnia {
@@ -369,7 +372,10 @@ impl Omnia {
                     max_payload_size: limits.max_payload_bytes as u64,
                     protocol_version: u32::from(omnia::PROTOCOL_VERSION),
                 },
-                resumed: rejoined.is_some() || call_resumed,
+                resumed: self
+                    .params
+                    .resume_asked
+                    .then_some(rejoined.is_some() || call_resumed),
                 memory_facet: self.params.memory_facet.as_deref(),
                 ai_disclosure: self.params.agent.requires_ai_disclosure,
                 event_log,

@@ -87,6 +87,7 @@ async fn admit(
         positions,
         rejoin,
         resume_call: resume.and_then(|s| agentwire_core::SessionId::parse(s).ok()),
+        resume_asked: resume.is_some(),
         agent,
         namespace: query
             .first("namespace")

@@ -63,6 +63,34 @@ async fn a_client_that_stops_reading_is_closed_4008_while_others_stay_fast() {
     server.stop().await;
 }
 
+/// A reader that keeps reading is never closed as slow, however far the
+/// turn runs ahead: the `flood` script's 40 MiB all arrive, the turn ends
+/// `done`, and far behind the deltas came merged.
+#[tokio::test]
+async fn a_client_that_keeps_reading_gets_the_whole_flood_and_its_done() {
+    let server = TestServer::start().await;
+    let (mut client, _) = server.connect("agent=test-agent").await;
+    client.script("flood", "go").await;
+    let mut chunk_bytes = 0;
+    let done = loop {
+        let frame = client.recv().await;
+        match frame["type"].as_str() {
+            Some("chunk") => chunk_bytes += frame["content"].as_str().unwrap().len(),
+            Some("done") => break frame,
+            _ => panic!("expected chunks and done: {frame}"),
+        }
+    };
+    assert_eq!(done["content"], "flooded");
+    assert_eq!(chunk_bytes, FLOOD_BYTES, "every delta's text arrived");
+    let (_, metrics) = server.get("/metrics").await;
+    assert_eq!(
+        metric(&metrics, "agentwire_slow_consumer_closes_total"),
+        0.0
+    );
+    assert!(metric(&metrics, "agentwire_coalesced_deltas_total") > 0.0);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_gnosari_client_that_stops_reading_is_closed_4008_too() {
     let server = TestServer::start().await;
@@ -259,13 +287,11 @@ async fn another_owner_cannot_rejoin_and_a_stale_epoch_replays_nothing() {
     let started = alice.recv().await;
     let first = alice.recv().await;
 
-    // Bob names Alice's session: a fresh session, as for any unknown id.
+    // Bob names Alice's session: a fresh session, as for any unknown id,
+    // and `resumed: false` says so.
     let (mut bob, connected) = connect_as(&server, &rejoin_query(&started, &first), BOB).await;
     assert_ne!(connected["session_id"], started["session_id"]);
-    assert!(
-        connected["connected"].get("resumed").is_none(),
-        "{connected}"
-    );
+    assert_eq!(connected["connected"]["resumed"], false, "{connected}");
     assert_eq!(
         connected["connected"]["capabilities"]["event_log"],
         json!({"head": 0})

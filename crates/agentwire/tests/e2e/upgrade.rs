@@ -42,6 +42,26 @@ async fn connected_is_the_first_frame_with_capabilities() {
     assert!(connected["connected"].get("memory_facet").is_none());
 }
 
+/// `resume=` naming a session nothing can re-attach: "false when the facade
+/// opened a new one", with or without log positions.
+#[tokio::test]
+async fn resume_of_an_unknown_session_says_resumed_false() {
+    let server = TestServer::start().await;
+    let unknown = "0b7f7a2e-3c1d-4f5e-9a8b-1c2d3e4f5a6b";
+    for query in [
+        format!("agent=echo&resume={unknown}"),
+        format!("agent=echo&resume=not-a-session-id"),
+        format!("agent=echo&stream=2&resume={unknown}&after=3&epoch=00000000000000ab"),
+    ] {
+        let (_client, connected) = server.connect(&query).await;
+        assert_ne!(connected["session_id"], unknown, "{query}");
+        assert_eq!(
+            connected["connected"]["resumed"], false,
+            "{query}: {connected}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn binary_true_is_announced_and_only_the_exact_string_counts() {
     let server = TestServer::start().await;
