@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The standard benchmarks of agentwire against the bare baseline (issue #7):
 # builds release, runs each scenario RUNS times per server (alternating, a
-# fresh server process per run) and writes BENCHMARKS.md with the medians.
+# fresh server process per run) and writes the medians to
+# docs/src/benchmark-figures.md, the book's "latest run" page (what the
+# figures mean, and what they decided, is docs/src/benchmarks.md).
 #
 #   bench/run.sh                 # all scenarios, 3 runs each, then the soak (~35 minutes)
 #   RUNS=1 DURATION=5s SOAK_DURATION=1m bench/run.sh
@@ -19,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10s}
-OUT=${OUT:-BENCHMARKS.md}
+OUT=${OUT:-docs/src/benchmark-figures.md}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-15000}
 STREAM_CONNECTIONS=${STREAM_CONNECTIONS:-1000}
 BURST_CONNECTIONS=${BURST_CONNECTIONS:-100}
@@ -64,7 +66,7 @@ RUNS=1 DURATION=$SOAK_DURATION scenario soak --scenario soak --connections "$SOA
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
 {
-  echo "# Benchmarks"
+  echo "# The latest run"
   echo
   echo "Measured $(date -u +%Y-%m-%d) by \`bench/run.sh\` at commit $commit:"
   echo "agentwire against the bare baseline of \`agentwire-loadgen baseline-server\`"
@@ -77,7 +79,7 @@ if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then 
   echo "The load generator runs on the same cores as the server it measures."
   echo
   echo "How to read the figures: RSS and CPU are the server's, from"
-  echo "/proc/<pid>/status (VmRSS) and /proc/<pid>/stat (utime + stime, 10 ms"
+  echo "\`/proc/<pid>/status\` (VmRSS) and \`/proc/<pid>/stat\` (utime + stime, 10 ms"
   echo "ticks), taken before the connections open, once they are open, and at"
   echo "the end of the run phase with every socket still open. CPU per turn and"
   echo "per chunk divide the run phase's CPU time by the turns and chunks"
@@ -93,8 +95,6 @@ if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then 
   done
   echo
   echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo
-  cat bench/profile.md
 } >"$OUT"
 echo "wrote $OUT" >&2
 exit "$status"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes every decoder that reads bytes from outside (fuzz/: cargo-fuzz
-# targets on libFuzzer, listed in README.md) for a while each.
+# targets on libFuzzer, listed in docs/src/contributing.md) for a while each.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   FUZZ_RUNS=N scripts/fuzz.sh SECONDS [TARGET...]

@@ -1,4 +1,4 @@
-//! `docs/config-reference.md`, generated from the structs the loader
+//! `docs/src/config-reference.md`, generated from the structs the loader
 //! deserializes (`raw::File` and what it holds): their JSON Schema
 //! (`schemars`), whose descriptions are the fields' doc comments and whose
 //! defaults are the structs' own. A key the loader accepts is in the
@@ -332,10 +332,10 @@ mod tests {
     use std::path::PathBuf;
 
     fn committed_path() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/config-reference.md")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/config-reference.md")
     }
 
-    /// docs/config-reference.md is what the loader's structs say today: a
+    /// docs/src/config-reference.md is what the loader's structs say today: a
     /// key added without a doc comment, or a doc comment changed without
     /// regenerating, fails here.
     #[test]
@@ -348,13 +348,13 @@ mod tests {
         };
         let path = committed_path();
         if std::env::var_os("AGENTWIRE_UPDATE_DOCS").is_some() {
-            std::fs::write(&path, &generated).expect("write docs/config-reference.md");
+            std::fs::write(&path, &generated).expect("write docs/src/config-reference.md");
             return;
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == generated,
-            "docs/config-reference.md is out of date with the config structs; update it with\n  \
+            "docs/src/config-reference.md is out of date with the config structs; update it with\n  \
              AGENTWIRE_UPDATE_DOCS=1 cargo test -p agentwire --lib config_reference"
         );
     }
