@@ -66,6 +66,13 @@ PROVIDERS=(ring aws-lc-rs)
 # Nowhere: aws-lc wants cmake and NASM to build; OpenSSL wants the system's.
 NOWHERE=(aws-lc-rs aws-lc-sys openssl-sys native-tls)
 
+# One admission path (crates/agentwire-server/src/connection/admission.rs):
+# the dialects' files call no limiter, budget, turn rate, media check or
+# the engine's submit themselves. Each pattern is a way to skip admission.
+DIALECT_DIRS=(crates/agentwire-server/src/omnia crates/agentwire-server/src/gnosari)
+ADMISSION_ONLY=('TokenBucket' 'budget::take' 'inbound\.try_take' 'take_turn\(' 'engine\.submit\('
+    '\.submit\(' 'SubmitRequest' 'expired_now\(' 'check_storage_refs' 'media\.store\.info')
+
 # ---------------------------------------------------------------- checks
 
 failures=0
@@ -220,6 +227,12 @@ for member in "${members[@]}"; do
             fail "$member depends on $dep (aws-lc and OpenSSL stay out of the build: TLS is rustls on ring)"
         fi
     done
+done
+
+for pattern in "${ADMISSION_ONLY[@]}"; do
+    while IFS= read -r hit; do
+        fail "$hit: a dialect skips admission ($pattern belongs to connection/admission.rs)"
+    done < <(grep -rnE "$pattern" "${DIALECT_DIRS[@]}" --include='*.rs' || true)
 done
 
 if ((failures > 0)); then

@@ -180,6 +180,29 @@ pub struct SubmitRequest<'a> {
     pub scope: &'a Arc<ConnectionScope>,
 }
 
+impl SubmitRequest<'_> {
+    /// The session the message is for, and whether it is the connection's
+    /// own (the one it is on, or the one it announced).
+    fn target(&self) -> Result<(SessionId, bool), SubmitError> {
+        Ok(match self.requested {
+            None => (self.current.clone(), true),
+            Some(id) if id == self.current.as_str() => (self.current.clone(), true),
+            Some(id) if id == self.minted.as_str() => (self.minted.clone(), true),
+            Some(id) => (SessionId::parse(id)?, false),
+        })
+    }
+}
+
+/// What an accepted message's turn starts with, past the store.
+struct StartedTurn<'a> {
+    agent: &'a Arc<Agent>,
+    scope: &'a Arc<ConnectionScope>,
+    fence: Fence,
+    publishing: Option<tokio::sync::OwnedMutexGuard<()>>,
+    question_write: QuestionWrite,
+    span: tracing::Span,
+}
+
 /// Why a message was not accepted. Nothing was stored for it.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -413,12 +436,7 @@ impl Engine {
     /// Accepts a user message: resolves its session, stores the message and
     /// starts the turn.
     pub async fn submit(&self, req: SubmitRequest<'_>) -> Result<TurnHandle, SubmitError> {
-        let (target, own) = match req.requested {
-            None => (req.current.clone(), true),
-            Some(id) if id == req.current.as_str() => (req.current.clone(), true),
-            Some(id) if id == req.minted.as_str() => (req.minted.clone(), true),
-            Some(id) => (SessionId::parse(id)?, false),
-        };
+        let (target, own) = req.target()?;
         let lease = self
             .attach(&target, req.agent, req.namespace, req.owner, own)
             .await?;
@@ -459,9 +477,37 @@ impl Engine {
             }
         };
         let question_write = QuestionWrite::defer(question_write, span.clone());
+        let started = StartedTurn {
+            agent: req.agent,
+            scope: req.scope,
+            fence,
+            publishing,
+            question_write,
+            span,
+        };
+        Ok(self.start_turn(lease, input, history, started))
+    }
+
+    /// Starts the turn of an accepted message on its session's log and
+    /// spawns its task.
+    fn start_turn(
+        &self,
+        lease: SessionLease,
+        input: TurnInput,
+        history: Arc<Vec<StoredMessage>>,
+        started: StartedTurn<'_>,
+    ) -> TurnHandle {
+        let StartedTurn {
+            agent,
+            scope,
+            fence,
+            publishing,
+            question_write,
+            span,
+        } = started;
         let log = &lease.session.log;
         let published = log.head();
-        let writer = log.start_turn(&req.agent.name);
+        let writer = log.start_turn(&agent.name);
         if let Some(slot) = publishing {
             lease.publish(fence, published, writer.turn(), slot);
         }
@@ -476,12 +522,12 @@ impl Engine {
             history: history.clone(),
             cancel,
             events: EventSink::new(writer),
-            scope: req.scope.clone(),
+            scope: scope.clone(),
             client_tools: ClientTools {
                 broker: lease.session.client_tools.clone(),
                 ids: self.inner.ids.clone(),
-                ack_timeout: req.agent.ack_timeout,
-                result_timeout: req.agent.client_tool_timeout,
+                ack_timeout: agent.ack_timeout,
+                result_timeout: agent.client_tool_timeout,
             },
             media: self.inner.media.clone(),
         };
@@ -489,7 +535,7 @@ impl Engine {
         let turn_lease = lease.clone_lease();
         tokio::spawn(
             run_turn(
-                req.agent.handler.clone(),
+                agent.handler.clone(),
                 turn,
                 turn_lease,
                 fence,
@@ -498,11 +544,11 @@ impl Engine {
             )
             .instrument(span),
         );
-        Ok(TurnHandle {
+        TurnHandle {
             session: lease,
             events: reader,
             summary: SummaryNotice(summary_rx),
-        })
+        }
     }
 
     /// Records an event on the connection's current session (such as the

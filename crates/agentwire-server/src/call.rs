@@ -490,26 +490,7 @@ impl CallTask {
             CallEvent::ResponseDone {
                 response,
                 interrupted,
-            } => {
-                if interrupted && self.speaking == Some(response) {
-                    // The provider stopped it before we saw the speech.
-                    self.speaking = None;
-                    self.state
-                        .metrics
-                        .call_barge_ins
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.send(CallOutput::Interrupt).await?;
-                }
-                let mut exchange = std::mem::take(&mut self.exchange);
-                exchange.interrupted = interrupted || self.interrupted == Some(response);
-                exchange.tools = self.tools.take_steps();
-                if self.speaking == Some(response) {
-                    self.speaking = None;
-                }
-                // As for a text turn, `done` means stored.
-                self.store(exchange).await;
-                self.send(CallOutput::Done).await?;
-            }
+            } => self.on_response_done(response, interrupted).await?,
             CallEvent::ToolCall {
                 call_id,
                 name,
@@ -534,6 +515,32 @@ impl CallTask {
             }
         }
         Ok(true)
+    }
+
+    /// A response is over: its exchange is stored, then `done` (as for a
+    /// text turn, `done` means stored).
+    async fn on_response_done(
+        &mut self,
+        response: ResponseId,
+        interrupted: bool,
+    ) -> Result<(), Detached> {
+        if interrupted && self.speaking == Some(response) {
+            // The provider stopped it before we saw the speech.
+            self.speaking = None;
+            self.state
+                .metrics
+                .call_barge_ins
+                .fetch_add(1, Ordering::Relaxed);
+            self.send(CallOutput::Interrupt).await?;
+        }
+        let mut exchange = std::mem::take(&mut self.exchange);
+        exchange.interrupted = interrupted || self.interrupted == Some(response);
+        exchange.tools = self.tools.take_steps();
+        if self.speaking == Some(response) {
+            self.speaking = None;
+        }
+        self.store(exchange).await;
+        self.send(CallOutput::Done).await
     }
 
     fn on_audio(&mut self, response: ResponseId, pcm: Vec<u8>) -> Result<(), Detached> {

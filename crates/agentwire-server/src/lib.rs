@@ -44,7 +44,7 @@
 pub mod abuse;
 mod budget;
 pub mod call;
-mod driver;
+mod connection;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gnosari;

@@ -32,24 +32,20 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use agentwire_core::assets::ASSET_METADATA_KEY;
-use agentwire_core::media::media_session_id;
 use agentwire_core::{
-    Agent, CancelOutcome, ClientAnswer, ConnectionScope, ContentPart, ErrorCode, LogEntry,
-    LogReader, MediaContent, MediaError, MediaId, PartKind, RejoinRequest, SessionId, SessionLease,
-    StorageRef, SubmitRequest, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
+    Agent, CancelOutcome, ClientAnswer, ConnectionScope, ErrorCode, LogEntry, LogReader, MediaId,
+    RejoinRequest, SessionId, SessionLease, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 
 use crate::AppState;
-use crate::budget::{self, InboundPermit};
-use crate::driver::{
-    self, CredentialClock, Dialect, DrainNotice, INTERNAL, Link, RejoinAt, SubmitRefusal,
-    TURN_RATE_LIMITED,
+use crate::budget::InboundPermit;
+use crate::connection::{
+    Admission, Busy, CredentialClock, Dialect, DialectWords, DrainNotice, Link, Refusal, RejoinAt,
+    TurnIntent, driver,
 };
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
-use crate::rate::TokenBucket;
 use crate::socket::{CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, SendFailed};
 use crate::websocket::{Message, WebSocket};
 
@@ -60,15 +56,21 @@ pub(crate) const MAX_QUEUED: usize = 8;
 const NAMESPACE: &str = "default";
 
 const CLIENT_TOOLS_UNAVAILABLE: &str = "client-side tools are not available on this endpoint";
-const SESSION_NOT_FOUND: &str = "session not found";
 const QUEUE_FULL: &str =
     "too many messages waiting for a reply; send this one again after the replies arrive";
-const RATE_LIMITED: &str = "rate limit exceeded";
 const BINARY_UNSUPPORTED: &str = "binary frames are not supported";
 const CREDENTIAL_EXPIRED: &str = "credential expired";
 const SHUTTING_DOWN: &str = "server is shutting down; the message was not processed";
 const TURN_CUT_SHORT: &str = "server is shutting down; the reply was cut short";
-const ATTACHMENT_NOT_FOUND: &str = "attachment not found";
+
+/// What this dialect says where the dialects differ. Unknown, another
+/// session's and another owner's attachments get the same answer, so ids
+/// cannot be probed.
+const WORDS: DialectWords = DialectWords {
+    session_expired: "session not found",
+    media_unknown: "attachment not found",
+    media_other_session: "attachment not found",
+};
 
 /// What the upgrade learned from the request.
 pub(crate) struct GnosariParams {
@@ -87,8 +89,9 @@ pub(crate) struct GnosariParams {
 
 /// A frame waiting for its turn to be answered.
 enum Pending {
-    /// With its share of the inbound budget, held until its turn ends.
-    Message(InboundMessage, InboundPermit),
+    /// With its attachment (checked for shape at arrival) and its share of
+    /// the inbound budget, held until its turn ends.
+    Message(InboundMessage, Option<MediaId>, InboundPermit),
     /// An answer decided at arrival (a frame error, a rejection).
     Reply(Reply),
 }
@@ -129,8 +132,8 @@ struct Gnosari {
     /// Per-connection state: the client-tool broker (used only to deny),
     /// handler caches such as MCP sessions.
     scope: Arc<ConnectionScope>,
-    /// Frames per second.
-    limiter: TokenBucket,
+    /// The frame rate; the path every message takes to a turn.
+    admission: Admission,
 }
 
 /// The connection's future, its parts built before it starts (see
@@ -146,7 +149,7 @@ pub(crate) fn run(
     // once the running turn and the queue are done.
     let credential = CredentialClock::new(state, params.caller.identity.as_ref());
     let gnosari = Gnosari {
-        limiter: TokenBucket::for_messages(limits),
+        admission: Admission::new(limits),
         scope: ConnectionScope::new(),
         current: state.engine.mint_session_id(),
         lease: None,
@@ -178,24 +181,20 @@ impl Dialect for Gnosari {
                 if self.params.positions
                     && let Some(named) = gnosari::decode_cancel(text.as_str()) =>
             {
-                match self.limiter.try_take() {
-                    true => {
+                match self.admission.control() {
+                    Ok(()) => {
                         self.cancel(link, named.as_deref());
                         return Ok(());
                     }
-                    false => Pending::Reply(self.error_reply(
-                        ErrorCode::RateLimited,
-                        RATE_LIMITED,
-                        None,
-                        None,
-                    )),
+                    Err(refusal) => Pending::Reply(self.refusal_reply(&refusal, None, None)),
                 }
             }
             Message::Text(text) => self.ingress(&link.state, text.as_str()),
-            Message::Binary(_) => Pending::Reply(if self.limiter.try_take() {
-                self.error_reply(ErrorCode::InvalidMessage, BINARY_UNSUPPORTED, None, None)
-            } else {
-                self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None)
+            Message::Binary(_) => Pending::Reply(match self.admission.control() {
+                Ok(()) => {
+                    self.error_reply(ErrorCode::InvalidMessage, BINARY_UNSUPPORTED, None, None)
+                }
+                Err(refusal) => self.refusal_reply(&refusal, None, None),
             }),
             // The driver hands on data frames only.
             Message::Close(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
@@ -392,8 +391,7 @@ impl Gnosari {
         let rejoined = match link.state.engine.rejoin(request).await {
             Ok(rejoined) => rejoined,
             Err(e) => {
-                let refusal = SubmitRefusal::new(e, SESSION_NOT_FOUND);
-                let reply = self.error_reply(refusal.code, &refusal.text, None, None);
+                let reply = self.refusal_reply(&Refusal::of_engine(e), None, None);
                 return self.send_reply(link, reply).await;
             }
         };
@@ -430,17 +428,9 @@ impl Gnosari {
     /// Everything decided about a frame when it arrives, in the behaviour
     /// notes' order (§5.13): rate, parse and schema, screening, attachments.
     fn ingress(&mut self, state: &AppState, text: &str) -> Pending {
-        if !self.limiter.try_take() {
-            let reply = self.error_reply(ErrorCode::RateLimited, RATE_LIMITED, None, None);
-            return Pending::Reply(reply);
-        }
-        let Some(bytes) = budget::take(state, text.len()) else {
-            return Pending::Reply(self.error_reply(
-                ErrorCode::RateLimited,
-                budget::BUSY,
-                None,
-                None,
-            ));
+        let bytes = match self.admission.text(state, text.len()) {
+            Ok(bytes) => bytes,
+            Err(refusal) => return Pending::Reply(self.refusal_reply(&refusal, None, None)),
         };
         let message = match gnosari::decode_inbound(text) {
             Ok(message) => message,
@@ -465,15 +455,15 @@ impl Gnosari {
             );
             return Pending::Reply(Reply { frame, code: None });
         }
-        if let Err(e) = message.check_attachments() {
-            return Pending::Reply(self.error_reply(
+        match message.check_attachments() {
+            Ok(attach) => Pending::Message(message, attach, bytes),
+            Err(e) => Pending::Reply(self.error_reply(
                 ErrorCode::InvalidMessage,
                 &e.message,
                 message.session_id.as_deref(),
                 e.client_message_id.as_deref(),
-            ));
+            )),
         }
-        Pending::Message(message, bytes)
     }
 
     /// Answers `pending` now when nothing runs, else queues it behind the
@@ -489,7 +479,7 @@ impl Gnosari {
         // Full: answered out of order, and a message is not processed.
         let reply = match pending {
             Pending::Reply(reply) => reply,
-            Pending::Message(message, _) => self.error_reply(
+            Pending::Message(message, ..) => self.error_reply(
                 ErrorCode::RateLimited,
                 QUEUE_FULL,
                 message.session_id.as_deref(),
@@ -502,7 +492,9 @@ impl Gnosari {
     async fn answer(&mut self, link: &mut Link, pending: Pending) -> Result<(), SendFailed> {
         match pending {
             Pending::Reply(reply) => self.send_reply(link, reply).await,
-            Pending::Message(message, bytes) => self.start_turn(link, message, bytes).await,
+            Pending::Message(message, attach, bytes) => {
+                self.start_turn(link, message, attach, bytes).await
+            }
         }
     }
 
@@ -529,7 +521,7 @@ impl Gnosari {
     async fn refuse_queued(&mut self, link: &mut Link) -> Result<(), SendFailed> {
         while let Some(pending) = self.queue.pop_front() {
             let reply = match pending {
-                Pending::Message(message, _) => self.error_reply(
+                Pending::Message(message, ..) => self.error_reply(
                     ErrorCode::Internal,
                     SHUTTING_DOWN,
                     message.session_id.as_deref(),
@@ -546,51 +538,17 @@ impl Gnosari {
         &mut self,
         link: &mut Link,
         message: InboundMessage,
+        attach: Option<MediaId>,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
-        // Shape-checked at ingress; `None` here means no attachment.
-        let asset = message.check_attachments().ok().flatten();
         let InboundMessage {
             message: text,
             session_id,
             client_message_id,
-            mut metadata,
+            metadata,
             attachments: _,
         } = message;
-        // The marker key is the server's: a client cannot set it.
-        metadata.remove(ASSET_METADATA_KEY);
-        if link.credential.expired_now() {
-            let reply = self.error_reply(
-                ErrorCode::CredentialExpired,
-                CREDENTIAL_EXPIRED,
-                session_id.as_deref(),
-                client_message_id.as_deref(),
-            );
-            return self.send_reply(link, reply).await;
-        }
-        if !driver::turn_allowed(&link.state, &self.params.caller).await {
-            let reply = self.error_reply(
-                ErrorCode::RateLimited,
-                TURN_RATE_LIMITED,
-                session_id.as_deref(),
-                client_message_id.as_deref(),
-            );
-            return self.send_reply(link, reply).await;
-        }
-        let mut parts = Vec::new();
-        if let (Some(asset), Some(session)) = (asset, session_id.as_deref()) {
-            match self.attachment(&link.state, session, &asset).await {
-                Ok(part) => {
-                    metadata.insert(ASSET_METADATA_KEY.to_owned(), asset.to_uuid());
-                    parts.push(part);
-                }
-                Err((code, error)) => {
-                    let reply =
-                        self.error_reply(code, error, Some(session), client_message_id.as_deref());
-                    return self.send_reply(link, reply).await;
-                }
-            }
-        }
+        // No `session_id`: a new session, under an id minted now.
         let fresh;
         let current = match session_id {
             None => {
@@ -599,22 +557,24 @@ impl Gnosari {
             }
             Some(_) => &self.current,
         };
-        let agent = self.params.agent.clone();
-        let request = SubmitRequest {
-            agent: &agent,
+        let intent = TurnIntent {
+            agent: &self.params.agent,
             namespace: NAMESPACE,
-            owner: self.params.caller.owner.as_deref(),
+            caller: &self.params.caller,
+            credential: &link.credential,
+            // Queued behind the running turn, a message asks once it ended.
+            busy: Busy::Idle,
             current,
             minted: current,
             requested: session_id.as_deref(),
             content: Some(text),
-            parts,
+            parts: Vec::new(),
+            attach,
             metadata,
             scope: &self.scope,
         };
-        let refusal = match link.state.engine.submit(request).await {
+        let refusal = match Admission::turn(&link.state, intent).await {
             Ok(handle) => {
-                link.count_turn();
                 let session = handle.session.id().clone();
                 let encoder =
                     TurnEncoder::new(self.agent_name(), session.as_str(), client_message_id);
@@ -631,58 +591,27 @@ impl Gnosari {
                 });
                 return Ok(());
             }
-            Err(e) => SubmitRefusal::new(e, SESSION_NOT_FOUND),
+            Err(refusal) => refusal,
         };
-        let reply = self.error_reply(
-            refusal.code,
-            &refusal.text,
-            refusal.session.as_ref().map(SessionId::as_str),
-            client_message_id.as_deref(),
-        );
+        // The engine names the session its refusal is about; the others
+        // are about the message's.
+        let session = match &refusal {
+            Refusal::Submit(_) => refusal.session().map(SessionId::as_str),
+            _ => session_id.as_deref(),
+        };
+        let reply = self.refusal_reply(&refusal, session, client_message_id.as_deref());
         self.send_reply(link, reply).await
     }
 
-    /// The stored part for asset `id` on `session`: the asset must exist in
-    /// this session's media and have been uploaded by this caller. Unknown,
-    /// another session's and another owner's assets get the same answer, so
-    /// ids cannot be probed. The part names the item by `storage_ref` only:
-    /// each turn resolves it afresh (`agentwire_core::assets`).
-    async fn attachment(
+    /// An `error` event for what admission refused.
+    fn refusal_reply(
         &self,
-        state: &AppState,
-        session: &str,
-        id: &MediaId,
-    ) -> Result<ContentPart, (ErrorCode, &'static str)> {
-        const NOT_FOUND: (ErrorCode, &str) = (ErrorCode::InvalidMessage, ATTACHMENT_NOT_FOUND);
-        let media = state.media.as_ref().ok_or(NOT_FOUND)?;
-        let session = media_session_id(session).map_err(|_| NOT_FOUND)?;
-        let storage_ref = StorageRef::new(session, id.clone());
-        let info = match media.store.info(&storage_ref).await {
-            Ok(info) => info,
-            Err(MediaError::Unavailable(detail)) => {
-                tracing::error!(error = %detail, "media storage failed");
-                return Err((ErrorCode::Internal, INTERNAL));
-            }
-            Err(_) => return Err(NOT_FOUND),
-        };
-        if info.owner != self.params.caller.owner {
-            return Err(NOT_FOUND);
-        }
-        let kind = if info.mime_type.starts_with("image/") {
-            PartKind::Image
-        } else {
-            PartKind::File
-        };
-        Ok(ContentPart::media(
-            kind,
-            MediaContent {
-                storage_ref: Some(storage_ref.to_string()),
-                mime_type: info.mime_type,
-                filename: Some(info.filename),
-                size_bytes: Some(info.size_bytes),
-                ..MediaContent::default()
-            },
-        ))
+        refusal: &Refusal,
+        session_id: Option<&str>,
+        client_message_id: Option<&str>,
+    ) -> Reply {
+        let text = refusal.text(&WORDS);
+        self.error_reply(refusal.code(), &text, session_id, client_message_id)
     }
 
     /// An `error` event.

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 use super::connection::{self, GnosariParams};
-use crate::driver::RejoinAt;
+use crate::connection::RejoinAt;
 use crate::identity::{self, Gate};
 use crate::query::QueryParams;
 use crate::trace;

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use agentwire_core::{
     CancelOutcome, ClientAnswer, ClientToolBroker, ConnectionScope, Epoch, ErrorCode, LogEntry,
-    LogReader, MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, SubmitRequest,
-    TurnEvent,
+    LogReader, MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, TurnEvent,
 };
 mod voice;
 
@@ -18,15 +17,15 @@ use voice::AttachedCall;
 
 use super::media::Uploads;
 use crate::AgentEntry;
-use crate::budget::{self, InboundPermit};
+use crate::budget::InboundPermit;
 use crate::call::CallOutput;
-use crate::driver::{
-    self, CredentialClock, Dialect, DrainNotice, Link, RejoinAt, SubmitRefusal, TURN_RATE_LIMITED,
+use crate::connection::{
+    Admission, Busy, CredentialClock, Dialect, DialectWords, DrainNotice, Link, Refusal, RejoinAt,
+    TurnIntent, driver,
 };
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
-use crate::rate::TokenBucket;
-use crate::socket::{CLOSE_GOING_AWAY, Exit, SendFailed, TURN_IN_PROGRESS};
+use crate::socket::{CLOSE_GOING_AWAY, Exit, SendFailed};
 use crate::websocket::{Message, WebSocket};
 
 const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
@@ -80,10 +79,8 @@ struct Omnia {
     encoder: TurnEncoder,
     /// Per-connection state: pending client tool calls, handler caches.
     scope: Arc<ConnectionScope>,
-    /// Text frames per second.
-    limiter: TokenBucket,
-    /// Binary media bytes per second.
-    media_limiter: TokenBucket,
+    /// Frame and media rates; the path every message takes to a turn.
+    admission: Admission,
     /// The connection's voice call, while the caller sends it audio (its
     /// output is [`Link::call_output`]).
     call: Option<AttachedCall>,
@@ -107,8 +104,7 @@ pub(crate) fn run(
     let limits = &state.settings.limits;
     let credential = CredentialClock::new(state, params.caller.identity.as_ref());
     let omnia = Omnia {
-        limiter: TokenBucket::for_messages(limits),
-        media_limiter: TokenBucket::new(limits.media_bytes_per_second, limits.media_burst_bytes),
+        admission: Admission::new(limits),
         scope: ConnectionScope::new(),
         current: minted.clone(),
         minted,
@@ -148,13 +144,9 @@ impl Dialect for Omnia {
         let gone = |_| Exit::Gone;
         match message {
             Message::Text(text) => {
-                if !self.limiter.try_take() {
-                    return send_error(link, None, ErrorCode::RateLimited, "rate limit exceeded")
-                        .await
-                        .map_err(gone);
-                }
-                let Some(bytes) = budget::take(&link.state, text.len()) else {
-                    return send_busy(link).await.map_err(gone);
+                let bytes = match self.admission.text(&link.state, text.len()) {
+                    Ok(bytes) => bytes,
+                    Err(refusal) => return send_refusal(link, None, &refusal).await.map_err(gone),
                 };
                 let decoded = omnia::decode_client_text(text.as_str());
                 // The decoded frame owns what it needs: the frame's own
@@ -168,18 +160,9 @@ impl Dialect for Omnia {
                 }
             }
             Message::Binary(bytes) => {
-                if !self.media_limiter.try_take_n(bytes.len() as u64) {
-                    return send_error(
-                        link,
-                        None,
-                        ErrorCode::RateLimited,
-                        "media rate limit exceeded",
-                    )
-                    .await
-                    .map_err(gone);
-                }
-                let Some(_held) = budget::take(&link.state, bytes.len()) else {
-                    return send_busy(link).await.map_err(gone);
+                let _held = match self.admission.media(&link.state, bytes.len()) {
+                    Ok(held) => held,
+                    Err(refusal) => return send_refusal(link, None, &refusal).await.map_err(gone),
                 };
                 self.on_binary(link, &bytes).await.map_err(gone)
             }
@@ -394,19 +377,11 @@ impl Omnia {
     ) -> Result<(), SendFailed> {
         let current = self.current.clone();
         match frame {
-            ClientFrame::Message(_) | ClientFrame::UploadRequest { .. }
-                if link.credential.expired_now() =>
-            {
-                send_error(
-                    link,
-                    Some(&current),
-                    ErrorCode::CredentialExpired,
-                    "credential expired",
-                )
-                .await
-            }
             ClientFrame::Message(message) => self.on_message(link, message, bytes).await,
             ClientFrame::UploadRequest { request, .. } => {
+                if let Err(refusal) = Admission::credential(&link.credential) {
+                    return send_refusal(link, Some(&current), &refusal).await;
+                }
                 let uploads = self.uploads.get_or_insert_with(|| {
                     let (uploads, answers) = Uploads::start(link.state.clone());
                     link.deferred = Some(answers);
@@ -491,28 +466,6 @@ impl Omnia {
         message: ClientMessage,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
-        if self.turn.is_some() {
-            let current = self.current.clone();
-            return send_error(
-                link,
-                Some(&current),
-                ErrorCode::TurnInProgress,
-                TURN_IN_PROGRESS,
-            )
-            .await;
-        }
-        let session = message
-            .session_id
-            .as_deref()
-            .unwrap_or(self.current.as_str());
-        if let Err((code, text)) =
-            super::media::check_storage_refs(&link.state, session, &message.parts).await
-        {
-            return send_error(link, None, code, text).await;
-        }
-        if !driver::turn_allowed(&link.state, &self.params.caller).await {
-            return send_error(link, None, ErrorCode::RateLimited, TURN_RATE_LIMITED).await;
-        }
         let ClientMessage {
             session_id,
             content,
@@ -520,36 +473,45 @@ impl Omnia {
             metadata,
             declare: _,
         } = message;
-        let agent = self.params.agent.agent.clone();
-        let request = SubmitRequest {
-            agent: &agent,
+        let intent = TurnIntent {
+            agent: &self.params.agent.agent,
             namespace: &self.params.namespace,
-            owner: self.params.caller.owner.as_deref(),
+            caller: &self.params.caller,
+            credential: &link.credential,
+            // One turn at a time per connection: the next is refused.
+            busy: match self.turn {
+                Some(_) => Busy::TurnRunning,
+                None => Busy::Idle,
+            },
             current: &self.current,
             minted: &self.minted,
             requested: session_id.as_deref(),
             content,
             parts,
+            attach: None,
             metadata,
             scope: &self.scope,
         };
-        match link.state.engine.submit(request).await {
+        match Admission::turn(&link.state, intent).await {
             Ok(handle) => {
-                link.count_turn();
                 self.current = handle.session.id().clone();
                 self.lease = Some(handle.session);
                 self.turn = Some(handle.events);
                 self.turn_bytes = Some(bytes);
                 Ok(())
             }
-            Err(e) => {
-                let refusal = SubmitRefusal::new(e, SESSION_EXPIRED);
-                // An internal failure is told about the connection's session.
-                let session = match refusal.code {
-                    ErrorCode::Internal => Some(self.current.clone()),
-                    _ => refusal.session,
+            Err(refusal) => {
+                // What concerns the connection's session is told about it.
+                let session = match &refusal {
+                    Refusal::CredentialExpired | Refusal::TurnInProgress => {
+                        Some(self.current.clone())
+                    }
+                    Refusal::Submit(_) if refusal.code() == ErrorCode::Internal => {
+                        Some(self.current.clone())
+                    }
+                    _ => refusal.session().cloned(),
                 };
-                send_error(link, session.as_ref(), refusal.code, &refusal.text).await
+                send_refusal(link, session.as_ref(), &refusal).await
             }
         }
     }
@@ -636,10 +598,19 @@ async fn send_error(
     link.send(frame).await
 }
 
-/// The answer to a frame the inbound budget refused: the connection
-/// stays open and the client may send it again.
-async fn send_busy(link: &mut Link) -> Result<(), SendFailed> {
-    send_error(link, None, ErrorCode::RateLimited, budget::BUSY).await
+/// An `error` for what admission refused, in this dialect's words; the
+/// connection stays open.
+async fn send_refusal(
+    link: &mut Link,
+    session: Option<&SessionId>,
+    refusal: &Refusal,
+) -> Result<(), SendFailed> {
+    send_error(link, session, refusal.code(), &refusal.text(&WORDS)).await
 }
 
-const SESSION_EXPIRED: &str = "session context has expired; start a new session";
+/// What this dialect says where the dialects differ.
+const WORDS: DialectWords = DialectWords {
+    session_expired: "session context has expired; start a new session",
+    media_unknown: "unknown storage_ref",
+    media_other_session: "storage_ref belongs to another session",
+};

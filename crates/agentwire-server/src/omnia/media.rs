@@ -1,5 +1,5 @@
-//! Media on the socket: `upload_request` → `upload_ready`, and the check that
-//! every `storage_ref` a message names belongs to its session and exists.
+//! Media on the socket: `upload_request` → `upload_ready` (the check of the
+//! `storage_ref`s a message names is admission's: `connection::admission`).
 //!
 //! An upload request waits on the media store (a record written, a URL
 //! presigned: S3 round trips, retried for up to 10 s when it is down), so
@@ -10,10 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agentwire_core::{
-    ContentPart, ErrorCode, MediaError, SessionId, StorageRef, UploadSpec, UploadTarget,
-    UploadTicket,
-};
+use agentwire_core::{ErrorCode, MediaError, SessionId, UploadSpec, UploadTarget, UploadTicket};
 use agentwire_omnia::{self as omnia, UploadRequest};
 use tokio::sync::mpsc;
 
@@ -152,39 +149,4 @@ impl MediaService {
             UploadTarget::Direct { url } => url.clone(),
         }
     }
-}
-
-/// Checks the `storage_ref` of every media part of a message for `session`
-/// (the one the message names, or the connection's): it must be a reference
-/// into that session, to an item that exists and has not expired. `Err` is
-/// the error to answer; the message is then not processed.
-pub(crate) async fn check_storage_refs(
-    state: &AppState,
-    session: &str,
-    parts: &[ContentPart],
-) -> Result<(), (ErrorCode, &'static str)> {
-    const UNKNOWN: (ErrorCode, &str) = (ErrorCode::InvalidMessage, "unknown storage_ref");
-    const FOREIGN: (ErrorCode, &str) = (
-        ErrorCode::InvalidMessage,
-        "storage_ref belongs to another session",
-    );
-    let refs = parts
-        .iter()
-        .filter_map(|part| part.media.as_ref()?.storage_ref.as_deref());
-    for text in refs {
-        let storage_ref = StorageRef::parse(text).map_err(|_| UNKNOWN)?;
-        if storage_ref.session.as_str() != session {
-            return Err(FOREIGN);
-        }
-        let store = &state.media.as_ref().ok_or(UNKNOWN)?.store;
-        match store.info(&storage_ref).await {
-            Ok(_) => {}
-            Err(MediaError::Unavailable(detail)) => {
-                tracing::error!(error = %detail, "reading media metadata failed");
-                return Err((ErrorCode::Internal, "internal server error"));
-            }
-            Err(_) => return Err(UNKNOWN),
-        }
-    }
-    Ok(())
 }

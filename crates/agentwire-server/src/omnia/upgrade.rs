@@ -11,7 +11,7 @@ use tracing::Instrument;
 use agentwire_core::Credentials;
 
 use super::connection::{self, ConnectionParams};
-use crate::driver::RejoinAt;
+use crate::connection::RejoinAt;
 use crate::identity;
 use crate::query::QueryParams;
 use crate::trace;

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::{Omnia, send_error};
 use crate::call::{self, CallOutput, CallOwner};
-use crate::driver::Link;
+use crate::connection::Link;
 use crate::socket::SendFailed;
 use crate::websocket::Message;
 
@@ -89,32 +89,10 @@ impl Omnia {
             }
         };
         let current = self.current.clone();
-        let Some(voice) = self.params.agent.voice.as_ref() else {
-            return send_error(
-                link,
-                Some(&current),
-                ErrorCode::MediaNotEnabled,
-                "audio not supported",
-            )
-            .await;
-        };
-        if self.call.is_none() {
-            let metadata = &frame.metadata;
-            let proposed = call::proposed_format(
-                metadata.codec.as_deref(),
-                metadata.sample_rate,
-                metadata.channels,
-            );
-            let owner = CallOwner {
-                agent: self.params.agent.agent.clone(),
-                namespace: self.params.namespace.clone(),
-                owner: self.params.caller.owner.clone(),
-                session: current.clone(),
-            };
-            match call::open(&link.state, voice, owner, proposed).await {
-                Ok(handle) => self.attach_call(link, handle),
-                Err((code, text)) => return send_error(link, Some(&current), code, text).await,
-            }
+        if self.call.is_none()
+            && let Err((code, text)) = self.open_call(link, &frame.metadata).await
+        {
+            return send_error(link, Some(&current), code, text).await;
         }
         let Some(call) = self.call.as_mut() else {
             return Ok(());
@@ -133,27 +111,75 @@ impl Omnia {
             );
             return send_error(link, Some(&current), ErrorCode::InvalidMessage, &text).await;
         }
-        let is_last = frame.flags & omnia::FLAG_IS_LAST != 0;
-        let mut fed = Ok(());
+        let fed = self.feed_call(link, &frame);
+        self.after_feed(link, fed, &current).await
+    }
+
+    /// Opens a call for the connection's session on its agent's voice
+    /// provider, in the format the first frame's metadata proposes.
+    async fn open_call(
+        &mut self,
+        link: &mut Link,
+        metadata: &omnia::BinaryMetadata,
+    ) -> Result<(), (ErrorCode, &'static str)> {
+        let agent = self.params.agent.clone();
+        let voice = agent
+            .voice
+            .as_ref()
+            .ok_or((ErrorCode::MediaNotEnabled, "audio not supported"))?;
+        let proposed = call::proposed_format(
+            metadata.codec.as_deref(),
+            metadata.sample_rate,
+            metadata.channels,
+        );
+        let owner = CallOwner {
+            agent: agent.agent.clone(),
+            namespace: self.params.namespace.clone(),
+            owner: self.params.caller.owner.clone(),
+            session: self.current.clone(),
+        };
+        let handle = call::open(&link.state, voice, owner, proposed).await?;
+        self.attach_call(link, handle);
+        Ok(())
+    }
+
+    /// Hands a frame's audio (and its IsLast) to the call, without waiting.
+    fn feed_call(
+        &mut self,
+        link: &Link,
+        frame: &omnia::BinaryFrame<'_>,
+    ) -> Result<(), mpsc::error::TrySendError<CallInput>> {
+        let Some(call) = self.call.as_mut() else {
+            return Ok(());
+        };
         if !frame.payload.is_empty() {
             let bytes = frame.payload.len() as u64;
-            fed = call
-                .input
-                .try_send(CallInput::Audio(frame.payload.to_vec()));
-            if fed.is_ok() {
-                let metrics = &link.state.metrics;
-                metrics
-                    .call_audio_in_bytes
-                    .fetch_add(bytes, Ordering::Relaxed);
-            }
+            call.input
+                .try_send(CallInput::Audio(frame.payload.to_vec()))?;
+            let metrics = &link.state.metrics;
+            metrics
+                .call_audio_in_bytes
+                .fetch_add(bytes, Ordering::Relaxed);
         }
-        if fed.is_ok() && is_last {
+        if frame.flags & omnia::FLAG_IS_LAST != 0 {
             call.ended.store(true, Ordering::Release);
-            fed = call.input.try_send(CallInput::End);
+            let ended = call.input.try_send(CallInput::End);
             // Ended: its last response still comes out; a later frame
             // opens a new call.
             self.call = None;
+            ended?;
         }
+        Ok(())
+    }
+
+    /// A call whose provider fell behind the caller's audio ends, told as
+    /// `DUPLEX_ERROR`; one that ended meanwhile says how in its output.
+    async fn after_feed(
+        &mut self,
+        link: &mut Link,
+        fed: Result<(), mpsc::error::TrySendError<CallInput>>,
+        current: &agentwire_core::SessionId,
+    ) -> Result<(), SendFailed> {
         match fed {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -166,7 +192,7 @@ impl Omnia {
                 link.state.metrics.count_call_input_overflow();
                 send_error(
                     link,
-                    Some(&current),
+                    Some(current),
                     ErrorCode::DuplexError,
                     call::INPUT_OVERFLOW,
                 )

@@ -16,23 +16,18 @@
 //! [`LogReader::is_slow`], or a write stalls while a turn runs) is closed
 //! with 4008 "slow consumer".
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use agentwire_core::{
-    Epoch, ErrorCode, Identity, Lagged, LogEntry, LogReader, SessionId, SubmitError,
-};
+use agentwire_core::{Epoch, Lagged, LogEntry, LogReader};
 use tokio::sync::mpsc;
-use tokio::time::Sleep;
 
+use super::link::{CredentialClock, Link};
 use crate::AppState;
 use crate::call::CallOutput;
-use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::socket::{
-    self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, TURN_IN_PROGRESS, classify_read_error,
-    credential_timer, until,
+    self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, classify_read_error, until,
 };
 use crate::websocket::{Message, WebSocket};
 
@@ -88,90 +83,6 @@ pub(crate) trait Dialect: Send {
 
     /// The connection's voice call is over (its task ended).
     fn on_call_ended(&mut self) {}
-}
-
-/// What a dialect's hooks act through.
-pub(crate) struct Link {
-    pub(crate) state: Arc<AppState>,
-    pub(crate) socket: WebSocket,
-    pub(crate) credential: CredentialClock,
-    /// The output of the connection's voice call, while one is attached: a
-    /// source the driver waits on beside the turn and the socket. A
-    /// connection with a call is not idle.
-    pub(crate) call_output: Option<mpsc::Receiver<CallOutput>>,
-    /// Text frames answered off the loop, in order (Omnia's upload
-    /// requests); `None` until the dialect starts such work.
-    pub(crate) deferred: Option<mpsc::Receiver<String>>,
-}
-
-impl Link {
-    /// Queues a text frame; it leaves at the driver's next flush.
-    pub(crate) async fn send(&mut self, text: String) -> Result<(), SendFailed> {
-        socket::queue_text(&self.state, &mut self.socket, text).await
-    }
-
-    /// Queues any frame; see [`Link::send`].
-    pub(crate) async fn send_message(&mut self, message: Message) -> Result<(), SendFailed> {
-        socket::queue_raw(&self.state, &mut self.socket, message).await
-    }
-
-    /// Counts a turn the engine accepted.
-    pub(crate) fn count_turn(&self) {
-        self.state
-            .metrics
-            .turns_total
-            .fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Whether `caller` may start another turn now
-/// (`server.limits.turns_per_minute_per_caller`, counted across the replicas
-/// when they share live state); a refusal is counted. Takes the state, not
-/// the connection: the connection is not `Sync`, and this may wait on Redis.
-pub(crate) async fn turn_allowed(state: &AppState, caller: &Caller) -> bool {
-    let abuse = &state.abuse;
-    let (owner, address) = (caller.owner.as_deref(), caller.address);
-    match abuse.take_turn(owner, address).await {
-        Ok(()) => true,
-        Err(refused) => {
-            state.metrics.count_abuse_refusal(refused.limit);
-            false
-        }
-    }
-}
-
-/// When the caller's credential must stop being used, and whether it has.
-pub(crate) struct CredentialClock {
-    /// `None` for credentials without an expiry.
-    deadline: Option<Pin<Box<Sleep>>>,
-    /// The deadline passed: no new work is accepted, and the connection
-    /// closes once nothing is left to answer.
-    expired: bool,
-}
-
-impl CredentialClock {
-    pub(crate) fn new(state: &AppState, identity: Option<&Identity>) -> CredentialClock {
-        CredentialClock {
-            deadline: credential_timer(state, identity),
-            expired: false,
-        }
-    }
-
-    /// The deadline has been seen to pass.
-    pub(crate) fn expired(&self) -> bool {
-        self.expired
-    }
-
-    /// The deadline has passed, seen by the loop or not.
-    pub(crate) fn expired_now(&self) -> bool {
-        self.expired || socket::passed(self.deadline.as_ref())
-    }
-
-    /// A fresh credential replaces the old one (Omnia's `credential_refresh`).
-    pub(crate) fn renew(&mut self, state: &AppState, identity: &Identity) {
-        self.deadline = credential_timer(state, Some(identity));
-        self.expired = false;
-    }
 }
 
 /// Runs `dialect` on `socket` until the connection ends, then closes it as
@@ -232,14 +143,7 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
         // The handlers are boxed: inline, their futures would size every
         // idle connection's task for its busiest moment.
         tokio::select! {
-            () = force_close.cancelled() => {
-                if Box::pin(dialect.on_force_close(link)).await.is_err()
-                    || socket::flush(&mut link.socket).await.is_err()
-                {
-                    return Exit::Gone;
-                }
-                return Exit::Close(CLOSE_GOING_AWAY, "server shutdown");
-            }
+            () = force_close.cancelled() => return Box::pin(force_closed(link, dialect)).await,
             () = until(&mut link.credential.deadline), if !link.credential.expired => {
                 link.credential.expired = true;
             }
@@ -293,6 +197,15 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
             return send_failed(link, dialect);
         }
     }
+}
+
+/// The drain timed out: the dialect's last words, then the 1001 close.
+async fn force_closed<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
+    if dialect.on_force_close(link).await.is_err() || socket::flush(&mut link.socket).await.is_err()
+    {
+        return Exit::Gone;
+    }
+    Exit::Close(CLOSE_GOING_AWAY, "server shutdown")
 }
 
 /// The next frame answered off the loop; pending while there is none.
@@ -467,51 +380,3 @@ pub(crate) struct RejoinAt {
     /// or malformed (nothing can be replayed then).
     pub(crate) position: Option<(Epoch, u64)>,
 }
-
-/// Why the engine did not take a message, as both dialects tell the client.
-pub(crate) struct SubmitRefusal {
-    pub(crate) code: ErrorCode,
-    pub(crate) text: String,
-    /// The session the refusal is about, when there is one to name.
-    pub(crate) session: Option<SessionId>,
-}
-
-impl SubmitRefusal {
-    /// `expired` is the dialect's text for a session past its
-    /// `context_ttl`. A store or live-state failure is logged here and told as an
-    /// internal error without detail.
-    pub(crate) fn new(error: SubmitError, expired: &str) -> SubmitRefusal {
-        let (code, text, session) = match error {
-            SubmitError::Expired { requested } => (
-                ErrorCode::SessionExpired,
-                expired.to_owned(),
-                Some(requested),
-            ),
-            SubmitError::TurnInProgress { session } => (
-                ErrorCode::TurnInProgress,
-                TURN_IN_PROGRESS.to_owned(),
-                Some(session),
-            ),
-            SubmitError::InvalidSessionId(e) => (ErrorCode::InvalidMessage, e.to_string(), None),
-            SubmitError::Store(e) => {
-                tracing::error!(error = %e, "accepting a message failed");
-                (ErrorCode::Internal, INTERNAL.to_owned(), None)
-            }
-            SubmitError::Live(e) => {
-                tracing::error!(error = %e, "accepting a message failed");
-                (ErrorCode::Internal, INTERNAL.to_owned(), None)
-            }
-        };
-        SubmitRefusal {
-            code,
-            text,
-            session,
-        }
-    }
-}
-
-/// What both dialects tell a caller past its turn rate (`RATE_LIMITED`).
-pub(crate) const TURN_RATE_LIMITED: &str = "turn rate limit exceeded";
-
-/// The text of an internal error, on both dialects.
-pub(crate) const INTERNAL: &str = agentwire_core::INTERNAL_ERROR_TEXT;
