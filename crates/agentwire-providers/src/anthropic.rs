@@ -1,150 +1,105 @@
 //! The Anthropic Messages API (`POST {base_url}/v1/messages`), streamed.
 
-use std::collections::BTreeMap;
-
 use agentwire_core::{
-    ContentPart, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, PartKind,
-    ProviderError, ProviderErrorKind, TextSink, Usage,
+    MediaContent, ModelMessage, ModelRequest, ModelToolCall, ProviderErrorKind, TextSink, Usage,
 };
-use async_trait::async_trait;
-use bytes::Bytes;
-use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::http::{self, HttpSettings, SseStream};
-use crate::retry::{Failure, Fault, sanitize_label};
+use crate::retry::{Fault, sanitize_label};
+use crate::sse::SseEvent;
+use crate::streaming::{PartialCall, Reply, Step, Wire, user_content};
 
-pub(crate) const API_VERSION: &str = "2023-06-01";
-pub(crate) const MAX_TOKENS: u32 = 4096;
+const API_VERSION: &str = "2023-06-01";
+const MAX_TOKENS: u32 = 4096;
 
-pub(crate) struct AnthropicProvider {
-    http: HttpSettings,
-    /// `{base_url}/v1/messages`.
-    url: String,
-    /// The `x-api-key` value, marked sensitive.
-    key: Option<HeaderValue>,
-}
+/// The Messages wire: events until `message_stop`.
+pub(crate) struct Anthropic;
 
-impl AnthropicProvider {
-    pub fn new(http: HttpSettings, url: String, key: Option<HeaderValue>) -> AnthropicProvider {
-        AnthropicProvider { http, url, key }
+impl Wire for Anthropic {
+    const NAME: &'static str = "anthropic";
+    const DEFAULT_BASE_URL: &'static str = crate::ANTHROPIC_DEFAULT_BASE_URL;
+    const PATH: &'static str = "v1/messages";
+    const KEY_HEADER: &'static str = "x-api-key";
+    const KEY_PREFIX: &'static str = "";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
+
+    fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
+        request_body(model, request)
     }
 
-    async fn attempt(&self, body: Bytes, sink: &dyn TextSink) -> Result<ModelReply, Failure> {
-        let mut request = self
-            .http
-            .client
-            .post(&self.url)
-            .header("anthropic-version", API_VERSION);
-        if let Some(key) = &self.key {
-            request = request.header("x-api-key", key.clone());
-        }
-        let stream = http::open(request, body, self.http.timeouts)
-            .await
-            .map_err(Failure::early)?;
-        read_stream(stream, sink).await
-    }
-}
-
-/// The reply in an opened body: events until `message_stop`.
-pub(crate) async fn read_stream(
-    mut stream: SseStream,
-    sink: &dyn TextSink,
-) -> Result<ModelReply, Failure> {
-    let mut reply = Assembly::default();
-    loop {
-        let event = match stream.next().await {
-            Ok(Some(event)) => event,
-            Ok(None) => break,
-            Err(fault) => return Err(reply.failure(fault)),
-        };
-        if event.data.trim().is_empty() {
-            continue;
-        }
-        let parsed: Event = match serde_json::from_str(&event.data) {
-            Ok(parsed) => parsed,
-            Err(_) => return Err(reply.failure(Fault::Unreadable("invalid JSON event"))),
-        };
-        let kind = parsed.kind.clone().or(event.event).unwrap_or_default();
-        match kind.as_str() {
-            "message_stop" => {
-                reply.done = true;
-                break;
-            }
+    async fn event(
+        event: &SseEvent,
+        _data: &str,
+        reply: &mut Reply,
+        sink: &dyn TextSink,
+    ) -> Result<Step, Fault> {
+        let mut parsed: Event = serde_json::from_str(&event.data)
+            .map_err(|_| Fault::Unreadable("invalid JSON event"))?;
+        // The type in the data, else the event's name.
+        let own_kind = parsed.kind.take();
+        let kind = own_kind.as_deref().or(event.event.as_deref());
+        match kind.unwrap_or_default() {
+            "message_stop" => return Ok(Step::End),
             "error" => {
                 let label = parsed.error.as_ref().and_then(|e| e.kind.as_deref());
-                return Err(reply.failure(remote_fault(label)));
+                return Err(remote_fault(label));
             }
-            _ => reply.event(&kind, parsed, sink).await,
+            "message_start" => message_start(parsed, reply),
+            "content_block_start" => block_start(parsed, reply, sink).await,
+            "content_block_delta" => block_delta(parsed, reply, sink).await,
+            "message_delta" => message_delta(parsed, reply),
+            // ping, content_block_stop and anything new carry nothing we need.
+            _ => {}
         }
-    }
-    if !reply.done {
-        return Err(reply.failure(Fault::Interrupted));
-    }
-    stream.close();
-    Ok(reply.finish())
-}
-
-#[async_trait]
-impl ModelProvider for AnthropicProvider {
-    fn provider_name(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn model(&self) -> &str {
-        &self.http.policy.model
-    }
-
-    async fn complete(
-        &self,
-        request: &ModelRequest<'_>,
-        text: &dyn TextSink,
-    ) -> Result<ModelReply, ProviderError> {
-        let body = self
-            .http
-            .policy
-            .json_body(&request_body(&self.http.policy.model, request))?;
-        self.http
-            .policy
-            .run(move || self.attempt(body.clone(), text))
-            .await
+        Ok(Step::More)
     }
 }
 
 /// The Messages request for `request`.
-pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
-    let mut messages: Vec<Value> = Vec::with_capacity(request.messages.len());
+fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
+    let mut body = json!({
+        "model": model,
+        "max_tokens": MAX_TOKENS,
+        "stream": true,
+        "messages": messages(&request.messages),
+    });
+    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+        body["system"] = Value::from(system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+/// The conversation as Messages: the tool results that follow one another
+/// in one user message, empty answers left out.
+fn messages(conversation: &[ModelMessage<'_>]) -> Vec<Value> {
+    let mut messages: Vec<Value> = Vec::with_capacity(conversation.len());
     // Whether the last message pushed is a user message of tool results, to
     // which the next tool result is added.
     let mut open_results = false;
-    for message in &request.messages {
+    for message in conversation {
         match message {
             ModelMessage::User { text, parts } => {
-                messages.push(json!({ "role": "user", "content": user_content(text, parts) }));
+                let content = user_content(text, parts, image);
+                messages.push(json!({ "role": "user", "content": content }));
                 open_results = false;
             }
             ModelMessage::Assistant { text, tool_calls } => {
-                if text.is_empty() && tool_calls.is_empty() {
-                    // The API refuses empty content; an empty answer adds nothing.
+                let Some(content) = assistant_content(text, tool_calls) else {
                     continue;
-                }
-                let content = if tool_calls.is_empty() {
-                    Value::from(text.as_ref())
-                } else {
-                    let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
-                    if !text.is_empty() {
-                        blocks.push(json!({ "type": "text", "text": text }));
-                    }
-                    blocks.extend(tool_calls.iter().map(|call| {
-                        json!({
-                            "type": "tool_use",
-                            "id": call.id,
-                            "name": call.name,
-                            "input": call.arguments,
-                        })
-                    }));
-                    Value::Array(blocks)
                 };
                 messages.push(json!({ "role": "assistant", "content": content }));
                 open_results = false;
@@ -174,58 +129,39 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
             }
         }
     }
-    let mut body = json!({
-        "model": model,
-        "max_tokens": MAX_TOKENS,
-        "stream": true,
-        "messages": messages,
-    });
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        body["system"] = Value::from(system);
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.parameters,
-                })
-            })
-            .collect();
-    }
-    body
+    messages
 }
 
-/// A plain string without media; content blocks with it.
-fn user_content(text: &str, parts: &[ContentPart]) -> Value {
-    let media: Vec<&ContentPart> = parts.iter().filter(|p| p.media.is_some()).collect();
-    if media.is_empty() {
-        return Value::from(text);
+/// An answer's content: its text alone, or blocks of its text and its
+/// tool calls; none for an empty answer (the API refuses empty content, and
+/// it adds nothing).
+fn assistant_content(text: &str, tool_calls: &[ModelToolCall]) -> Option<Value> {
+    if tool_calls.is_empty() {
+        return (!text.is_empty()).then(|| Value::from(text));
     }
-    let mut blocks = Vec::with_capacity(media.len() + 1);
+    let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
     if !text.is_empty() {
         blocks.push(json!({ "type": "text", "text": text }));
     }
-    for part in media {
-        let Some(m) = &part.media else { continue };
-        let source = match (&m.data, &m.url) {
-            (Some(data), _) => {
-                Some(json!({ "type": "base64", "media_type": m.mime_type, "data": data }))
-            }
-            (None, Some(url)) => Some(json!({ "type": "url", "url": url })),
-            (None, None) => None,
-        };
-        match (part.kind, source) {
-            (Some(PartKind::Image), Some(source)) => {
-                blocks.push(json!({ "type": "image", "source": source }));
-            }
-            _ => blocks.push(json!({ "type": "text", "text": crate::attachment_note(part) })),
-        }
-    }
-    Value::Array(blocks)
+    blocks.extend(tool_calls.iter().map(|call| {
+        json!({
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": call.arguments,
+        })
+    }));
+    Some(Value::Array(blocks))
+}
+
+/// An image as an `image` block: its bytes inline, or its URL.
+fn image(media: &MediaContent) -> Option<Value> {
+    let source = match (&media.data, &media.url) {
+        (Some(data), _) => json!({ "type": "base64", "media_type": media.mime_type, "data": data }),
+        (None, Some(url)) => json!({ "type": "url", "url": url }),
+        (None, None) => return None,
+    };
+    Some(json!({ "type": "image", "source": source }))
 }
 
 /// An `error` event. Only its type, sanitised, reaches the message.
@@ -311,132 +247,66 @@ struct EventError {
     kind: Option<String>,
 }
 
-struct ToolBlock {
-    id: String,
-    name: String,
-    /// The `input` of `content_block_start`, used when no JSON is streamed.
-    start_input: Option<Value>,
-    json: String,
+/// `message_start`: the usage so far.
+fn message_start(event: Event, reply: &mut Reply) {
+    if let Some(usage) = event.message.and_then(|m| m.usage) {
+        reply.usage = Some(Usage {
+            input_tokens: usage.input().unwrap_or(0),
+            output_tokens: usage.output_tokens.unwrap_or(0),
+        });
+    }
 }
 
-#[derive(Default)]
-struct Assembly {
-    text: String,
-    /// Tool-use blocks by content-block index.
-    tools: BTreeMap<u32, ToolBlock>,
-    usage: Option<Usage>,
-    done: bool,
-    streamed: bool,
+/// `content_block_start`: a text block's first text, or a tool call.
+async fn block_start(event: Event, reply: &mut Reply, sink: &dyn TextSink) {
+    let Some(block) = event.content_block else {
+        return;
+    };
+    match block.kind.as_deref() {
+        Some("text") => reply.text(block.text.as_deref().unwrap_or(""), sink).await,
+        Some("tool_use") => {
+            let index = event.index.unwrap_or(0);
+            reply.calls.insert(
+                index,
+                PartialCall {
+                    id: block.id.unwrap_or_default(),
+                    name: block.name.unwrap_or_default(),
+                    start_input: block.input,
+                    arguments: String::new(),
+                },
+            );
+        }
+        // Thinking and other blocks are not part of the answer.
+        _ => {}
+    }
 }
 
-impl Assembly {
-    fn failure(&self, fault: Fault) -> Failure {
-        Failure {
-            fault,
-            streamed: self.streamed,
+/// `content_block_delta`: text, or a piece of a tool call's JSON input.
+async fn block_delta(event: Event, reply: &mut Reply, sink: &dyn TextSink) {
+    let Some(delta) = event.delta else { return };
+    match delta.kind.as_deref() {
+        Some("text_delta") => {
+            reply.text(delta.text.as_deref().unwrap_or(""), sink).await;
         }
-    }
-
-    async fn text(&mut self, text: &str, sink: &dyn TextSink) {
-        if text.is_empty() {
-            return;
+        Some("input_json_delta") => {
+            let index = event.index.unwrap_or(0);
+            if let (Some(call), Some(json)) = (reply.calls.get_mut(&index), delta.partial_json) {
+                call.arguments.push_str(&json);
+            }
         }
-        sink.text(text).await;
-        self.streamed = true;
-        self.text.push_str(text);
+        _ => {}
     }
+}
 
-    async fn event(&mut self, kind: &str, event: Event, sink: &dyn TextSink) {
-        match kind {
-            "message_start" => {
-                if let Some(usage) = event.message.and_then(|m| m.usage) {
-                    self.usage = Some(Usage {
-                        input_tokens: usage.input().unwrap_or(0),
-                        output_tokens: usage.output_tokens.unwrap_or(0),
-                    });
-                }
-            }
-            "content_block_start" => {
-                let Some(block) = event.content_block else {
-                    return;
-                };
-                match block.kind.as_deref() {
-                    Some("text") => self.text(block.text.as_deref().unwrap_or(""), sink).await,
-                    Some("tool_use") => {
-                        let index = event.index.unwrap_or(0);
-                        self.tools.insert(
-                            index,
-                            ToolBlock {
-                                id: block.id.unwrap_or_default(),
-                                name: block.name.unwrap_or_default(),
-                                start_input: block.input,
-                                json: String::new(),
-                            },
-                        );
-                    }
-                    // Thinking and other blocks are not part of the answer.
-                    _ => {}
-                }
-            }
-            "content_block_delta" => {
-                let Some(delta) = event.delta else { return };
-                match delta.kind.as_deref() {
-                    Some("text_delta") => {
-                        self.text(delta.text.as_deref().unwrap_or(""), sink).await;
-                    }
-                    Some("input_json_delta") => {
-                        let index = event.index.unwrap_or(0);
-                        if let (Some(tool), Some(json)) =
-                            (self.tools.get_mut(&index), delta.partial_json)
-                        {
-                            tool.json.push_str(&json);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(usage) = event.usage {
-                    let current = self.usage.get_or_insert_with(Usage::default);
-                    if let Some(input) = usage.input() {
-                        current.input_tokens = input;
-                    }
-                    if let Some(output) = usage.output_tokens {
-                        current.output_tokens = output;
-                    }
-                }
-            }
-            // ping, content_block_stop and anything new carry nothing we need.
-            _ => {}
+/// `message_delta`: the usage, updated with what it reports.
+fn message_delta(event: Event, reply: &mut Reply) {
+    if let Some(usage) = event.usage {
+        let current = reply.usage.get_or_insert_with(Usage::default);
+        if let Some(input) = usage.input() {
+            current.input_tokens = input;
         }
-    }
-
-    fn finish(self) -> ModelReply {
-        let tool_calls = self
-            .tools
-            .into_iter()
-            .map(|(index, tool)| {
-                let arguments = if tool.json.trim().is_empty() {
-                    tool.start_input
-                        .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
-                } else {
-                    crate::parse_arguments(&tool.json)
-                };
-                ModelToolCall {
-                    id: if tool.id.is_empty() {
-                        format!("call_{index}_{}", tool.name)
-                    } else {
-                        tool.id
-                    },
-                    name: tool.name,
-                    arguments,
-                }
-            })
-            .collect();
-        ModelReply {
-            text: self.text,
-            tool_calls,
-            usage: self.usage,
+        if let Some(output) = usage.output_tokens {
+            current.output_tokens = output;
         }
     }
 }
@@ -444,7 +314,9 @@ impl Assembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentwire_core::{MediaContent, ToolSpec};
+    use agentwire_core::{PartKind, ToolSpec};
+
+    use crate::streaming::tests::media;
 
     fn tool<'a>(call_id: &str, content: &'a str, is_error: bool) -> ModelMessage<'a> {
         ModelMessage::Tool {
@@ -455,38 +327,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn request_maps_every_message_kind_and_merges_tool_results() {
-        let request = ModelRequest {
+    /// A request with every kind of message: a user's text with an inline
+    /// image, an image by URL and a PDF; text and two tool calls; their
+    /// results (one failed); a user's plain text.
+    fn every_message_kind() -> ModelRequest<'static> {
+        ModelRequest {
             system: Some("Be brief.".into()),
             messages: vec![
                 ModelMessage::User {
                     text: "Look".into(),
                     parts: vec![
-                        ContentPart::media(
-                            PartKind::Image,
-                            MediaContent {
-                                data: Some("iVBORw0KGgo=".into()),
-                                mime_type: "image/png".into(),
-                                ..MediaContent::default()
-                            },
-                        ),
-                        ContentPart::media(
-                            PartKind::Image,
-                            MediaContent {
-                                url: Some("https://example.com/cat.jpg".into()),
-                                mime_type: "image/jpeg".into(),
-                                ..MediaContent::default()
-                            },
-                        ),
-                        ContentPart::media(
-                            PartKind::File,
-                            MediaContent {
-                                data: Some("JVBERi0=".into()),
-                                mime_type: "application/pdf".into(),
-                                ..MediaContent::default()
-                            },
-                        ),
+                        media(PartKind::Image, "image/png", "iVBORw0KGgo="),
+                        media(PartKind::Image, "image/jpeg", "https://example.com/cat.jpg"),
+                        media(PartKind::File, "application/pdf", "JVBERi0="),
                     ]
                     .into(),
                 },
@@ -518,7 +371,12 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             scenario: None,
-        };
+        }
+    }
+
+    #[test]
+    fn request_maps_every_message_kind_and_merges_tool_results() {
+        let request = every_message_kind();
         assert_eq!(
             request_body("claude-sonnet-4-5", &request),
             json!({

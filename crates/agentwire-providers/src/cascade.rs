@@ -57,8 +57,8 @@ use reqwest::header::HeaderValue;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::ApiKey;
 use crate::vad::{Speaker, Vad, VadEvent};
+use crate::{ApiKey, task_outcome};
 use wire::{synthesize, transcribe};
 
 pub(crate) mod wire;
@@ -376,7 +376,10 @@ impl Call {
                         }
                     }
                 },
-                done = transcribed(&mut self.transcribing) => {
+                done = task_outcome(
+                    &mut self.transcribing,
+                    "cascade transcription: the task failed",
+                ) => {
                     self.transcribing = None;
                     self.transcript(done).await?;
                 }
@@ -605,18 +608,6 @@ impl Drop for Call {
         if let Some(reply) = &self.reply {
             reply.task.abort();
         }
-    }
-}
-
-async fn transcribed(task: &mut Option<Transcription>) -> Result<String, CallError> {
-    match task {
-        Some(task) => task.await.unwrap_or_else(|_| {
-            Err(CallError::new(
-                CallFailure::Internal,
-                "cascade transcription: the task failed",
-            ))
-        }),
-        None => std::future::pending().await,
     }
 }
 

@@ -19,7 +19,7 @@ const TIMEOUTS: Timeouts = Timeouts {
 /// or the failure (its fault, and whether text had been streamed) as text.
 /// Needs a Tokio runtime with its timer.
 pub async fn openai_stream(pieces: Vec<Bytes>, sink: &dyn TextSink) -> Result<ModelReply, String> {
-    crate::openai::read_stream(SseStream::from_pieces(pieces, TIMEOUTS), sink)
+    crate::streaming::read::<crate::openai::OpenAi>(SseStream::from_pieces(pieces, TIMEOUTS), sink)
         .await
         .map_err(|f| format!("{:?} (streamed: {})", f.fault, f.streamed))
 }
@@ -29,9 +29,12 @@ pub async fn anthropic_stream(
     pieces: Vec<Bytes>,
     sink: &dyn TextSink,
 ) -> Result<ModelReply, String> {
-    crate::anthropic::read_stream(SseStream::from_pieces(pieces, TIMEOUTS), sink)
-        .await
-        .map_err(|f| format!("{:?} (streamed: {})", f.fault, f.streamed))
+    crate::streaming::read::<crate::anthropic::Anthropic>(
+        SseStream::from_pieces(pieces, TIMEOUTS),
+        sink,
+    )
+    .await
+    .map_err(|f| format!("{:?} (streamed: {})", f.fault, f.streamed))
 }
 
 /// The cascade's speech answer (raw 24 kHz PCM16 or a WAV file) as PCM16

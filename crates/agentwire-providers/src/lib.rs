@@ -14,6 +14,9 @@
 //!   the agent's text model and text-to-speech over OpenAI-compatible HTTP,
 //!   with the mock's energy VAD and output pacing (`vad`, shared).
 //! - [`sse`]: the Server-Sent Events parser both HTTP providers read with.
+//! - `streaming`: what the two streaming HTTP providers share: the provider
+//!   around a wire format and one reply loop over the SSE body; each wire
+//!   supplies its request, headers and event decoding.
 //! - `http` and `retry`: the shared HTTP fault handling: one pooled client per
 //!   provider, the first-token and idle timeouts around every read, the
 //!   classification of faults and the retries with exponential backoff.
@@ -33,6 +36,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::ModelProvider;
+use agentwire_core::realtime::{CallError, CallFailure};
+use tokio::task::JoinHandle;
+
+use crate::streaming::{Endpoint, HttpProvider, Wire};
 
 mod anthropic;
 mod cascade;
@@ -47,6 +54,7 @@ mod openai_realtime;
 pub use openai_realtime::{OpenAiRealtime, OpenAiRealtimeSettings};
 mod retry;
 pub mod sse;
+mod streaming;
 mod vad;
 
 #[doc(hidden)]
@@ -184,66 +192,15 @@ pub enum MockTurn {
 /// Builds the provider `settings` describe. The error names the problem
 /// (and never the key).
 pub fn build(settings: ProviderSettings) -> Result<Arc<dyn ModelProvider>, String> {
-    let ProviderSettings {
-        name,
-        model,
-        first_token_timeout,
-        idle_timeout,
-        max_retries,
-        retry_backoff,
-        max_retry_delay,
-        kind,
-    } = settings;
-    let http_settings = |provider: &'static str| -> Result<http::HttpSettings, String> {
-        if model.trim().is_empty() {
-            return Err(format!("provider {name} ({provider}): model is empty"));
-        }
-        if first_token_timeout.is_zero() {
-            return Err(format!(
-                "provider {name} ({provider}): first_token_timeout must be positive"
-            ));
-        }
-        if idle_timeout.is_zero() {
-            return Err(format!(
-                "provider {name} ({provider}): idle_timeout must be positive"
-            ));
-        }
-        Ok(http::HttpSettings {
-            client: http::client().map_err(|e| format!("provider {name} ({provider}): {e}"))?,
-            timeouts: http::Timeouts {
-                first_token: first_token_timeout,
-                idle: idle_timeout,
-            },
-            policy: retry::Policy {
-                provider,
-                model: model.clone(),
-                max_retries,
-                backoff: retry_backoff,
-                max_delay: max_retry_delay,
-            },
-        })
-    };
-    match kind {
-        ProviderKind::OpenAi { base_url, api_key } => {
-            let url = http::endpoint(&base_url, OPENAI_DEFAULT_BASE_URL, "chat/completions")
-                .map_err(|e| format!("provider {name} (openai): base_url {e}"))?;
-            let auth = api_key
-                .map(|key| http::secret_header(&format!("Bearer {}", key.expose())))
-                .transpose()
-                .map_err(|e| format!("provider {name} (openai): api_key {e}"))?;
-            let http = http_settings("openai")?;
-            Ok(Arc::new(openai::OpenAiProvider::new(http, url, auth)))
-        }
-        ProviderKind::Anthropic { base_url, api_key } => {
-            let url = http::endpoint(&base_url, ANTHROPIC_DEFAULT_BASE_URL, "v1/messages")
-                .map_err(|e| format!("provider {name} (anthropic): base_url {e}"))?;
-            let key = api_key
-                .map(|key| http::secret_header(key.expose()))
-                .transpose()
-                .map_err(|e| format!("provider {name} (anthropic): api_key {e}"))?;
-            let http = http_settings("anthropic")?;
-            Ok(Arc::new(anthropic::AnthropicProvider::new(http, url, key)))
-        }
+    match settings.kind {
+        ProviderKind::OpenAi {
+            ref base_url,
+            ref api_key,
+        } => http_provider::<openai::OpenAi>(&settings, base_url, api_key.as_ref()),
+        ProviderKind::Anthropic {
+            ref base_url,
+            ref api_key,
+        } => http_provider::<anthropic::Anthropic>(&settings, base_url, api_key.as_ref()),
         ProviderKind::Mock {
             default_response,
             scenarios,
@@ -251,13 +208,14 @@ pub fn build(settings: ProviderSettings) -> Result<Arc<dyn ModelProvider>, Strin
             for (id, scenario) in &scenarios {
                 if scenario.turns.contains_key(&0) {
                     return Err(format!(
-                        "provider {name} (mock): scenarios.{id}.turns.0: turns are numbered from 1"
+                        "provider {} (mock): scenarios.{id}.turns.0: turns are numbered from 1",
+                        settings.name
                     ));
                 }
             }
             Ok(Arc::new(mock::MockProvider::new(
-                name,
-                model,
+                settings.name,
+                settings.model,
                 default_response,
                 scenarios,
             )))
@@ -265,61 +223,72 @@ pub fn build(settings: ProviderSettings) -> Result<Arc<dyn ModelProvider>, Strin
     }
 }
 
-/// The text a model gets for a media part it cannot take as such:
-/// `[audio attachment: audio/wav]`.
-fn attachment_note(part: &agentwire_core::ContentPart) -> String {
-    use agentwire_core::PartKind;
-    let kind = match part.kind {
-        Some(PartKind::Image) => "image",
-        Some(PartKind::Audio) => "audio",
-        Some(PartKind::Video) => "video",
-        Some(PartKind::Text) => "text",
-        Some(PartKind::File) | None => "file",
-    };
-    let mime = part.media.as_ref().map_or("", |m| m.mime_type.as_str());
-    let mime = if mime.is_empty() {
-        "application/octet-stream"
-    } else {
-        mime
-    };
-    format!("[{kind} attachment: {mime}]")
+/// A provider speaking `W` at `base_url` with `api_key`.
+fn http_provider<W: Wire>(
+    settings: &ProviderSettings,
+    base_url: &str,
+    api_key: Option<&ApiKey>,
+) -> Result<Arc<dyn ModelProvider>, String> {
+    let endpoint = Endpoint::new::<W>(base_url, api_key)
+        .map_err(|e| format!("provider {} ({}): {e}", settings.name, W::NAME))?;
+    let http = http_settings(settings, W::NAME)?;
+    Ok(Arc::new(HttpProvider::<W>::new(http, endpoint)))
 }
 
-/// Tool-call arguments from the string a model streamed: `{}` when empty,
-/// `{"raw": "<string>"}` when not JSON.
-fn parse_arguments(raw: &str) -> serde_json::Value {
-    if raw.trim().is_empty() {
-        return serde_json::Value::Object(serde_json::Map::new());
+/// The HTTP side of a `provider` (`openai`, `anthropic`) from `settings`,
+/// checked: a model, positive timeouts, a client.
+fn http_settings(
+    settings: &ProviderSettings,
+    provider: &'static str,
+) -> Result<http::HttpSettings, String> {
+    let name = &settings.name;
+    if settings.model.trim().is_empty() {
+        return Err(format!("provider {name} ({provider}): model is empty"));
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::json!({ "raw": raw }))
+    if settings.first_token_timeout.is_zero() {
+        return Err(format!(
+            "provider {name} ({provider}): first_token_timeout must be positive"
+        ));
+    }
+    if settings.idle_timeout.is_zero() {
+        return Err(format!(
+            "provider {name} ({provider}): idle_timeout must be positive"
+        ));
+    }
+    Ok(http::HttpSettings {
+        client: http::client().map_err(|e| format!("provider {name} ({provider}): {e}"))?,
+        timeouts: http::Timeouts {
+            first_token: settings.first_token_timeout,
+            idle: settings.idle_timeout,
+        },
+        policy: retry::Policy {
+            provider,
+            model: settings.model.clone(),
+            max_retries: settings.max_retries,
+            backoff: settings.retry_backoff,
+            max_delay: settings.max_retry_delay,
+        },
+    })
+}
+
+/// What `task` ends with; never, when there is none (a `select!` branch
+/// on a task that may not be running). A task that panicked or was aborted
+/// is an internal failure saying `failed`.
+async fn task_outcome<T>(
+    task: &mut Option<JoinHandle<Result<T, CallError>>>,
+    failed: &'static str,
+) -> Result<T, CallError> {
+    match task {
+        Some(task) => task
+            .await
+            .unwrap_or_else(|_| Err(CallError::new(CallFailure::Internal, failed))),
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arguments_parse_or_fall_back_to_raw() {
-        assert_eq!(parse_arguments(""), serde_json::json!({}));
-        assert_eq!(parse_arguments("{\"a\":1}"), serde_json::json!({"a": 1}));
-        assert_eq!(
-            parse_arguments("{\"a\":"),
-            serde_json::json!({"raw": "{\"a\":"})
-        );
-    }
-
-    #[test]
-    fn attachment_notes_name_kind_and_mime() {
-        use agentwire_core::{ContentPart, MediaContent, PartKind};
-        let part = ContentPart::media(
-            PartKind::Audio,
-            MediaContent {
-                mime_type: "audio/wav".into(),
-                ..MediaContent::default()
-            },
-        );
-        assert_eq!(attachment_note(&part), "[audio attachment: audio/wav]");
-    }
 
     fn openai(base_url: &str, key: Option<&str>) -> ProviderSettings {
         ProviderSettings::new(

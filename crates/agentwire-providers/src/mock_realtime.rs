@@ -307,14 +307,7 @@ fn tone(format: &AudioFormat, millis: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn format(rate: u32) -> AudioFormat {
-        AudioFormat {
-            codec: "pcm".into(),
-            sample_rate: rate,
-            channels: 1,
-        }
-    }
+    use crate::vad::tests::format;
 
     /// `millis` of a loud square wave (speech, for the energy VAD).
     fn loud(millis: u64) -> Vec<u8> {

@@ -1,111 +1,53 @@
 //! OpenAI-compatible Chat Completions (`POST {base_url}/chat/completions`),
 //! streamed: OpenAI itself, Ollama, vLLM, LiteLLM and the like.
 
-use std::collections::BTreeMap;
-
 use agentwire_core::{
-    ContentPart, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, PartKind,
-    ProviderError, ProviderErrorKind, TextSink, Usage,
+    MediaContent, ModelMessage, ModelRequest, ProviderErrorKind, TextSink, Usage,
 };
-use async_trait::async_trait;
-use bytes::Bytes;
-use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::http::{self, HttpSettings, SseStream};
-use crate::retry::{Failure, Fault, sanitize_label};
+use crate::retry::{Fault, sanitize_label};
+use crate::sse::SseEvent;
+use crate::streaming::{Reply, Step, Wire, user_content};
 
-pub(crate) struct OpenAiProvider {
-    http: HttpSettings,
-    /// `{base_url}/chat/completions`.
-    url: String,
-    /// `Bearer <key>`, marked sensitive; none for keyless servers (Ollama).
-    auth: Option<HeaderValue>,
-}
-
-impl OpenAiProvider {
-    pub fn new(http: HttpSettings, url: String, auth: Option<HeaderValue>) -> OpenAiProvider {
-        OpenAiProvider { http, url, auth }
-    }
-
-    async fn attempt(&self, body: Bytes, sink: &dyn TextSink) -> Result<ModelReply, Failure> {
-        let mut request = self.http.client.post(&self.url);
-        if let Some(auth) = &self.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
-        }
-        let stream = http::open(request, body, self.http.timeouts)
-            .await
-            .map_err(Failure::early)?;
-        read_stream(stream, sink).await
-    }
-}
-
-/// The reply in an opened body: chunks until `[DONE]`, or until the body
+/// The Chat Completions wire: chunks until `[DONE]`, or until the body
 /// ends after a `finish_reason`.
-pub(crate) async fn read_stream(
-    mut stream: SseStream,
-    sink: &dyn TextSink,
-) -> Result<ModelReply, Failure> {
-    let mut reply = Assembly::default();
-    loop {
-        let event = match stream.next().await {
-            Ok(Some(event)) => event,
-            Ok(None) => break,
-            Err(fault) => return Err(reply.failure(fault)),
-        };
-        let data = event.data.trim();
-        if data.is_empty() {
-            continue;
-        }
+pub(crate) struct OpenAi;
+
+impl Wire for OpenAi {
+    const NAME: &'static str = "openai";
+    const DEFAULT_BASE_URL: &'static str = crate::OPENAI_DEFAULT_BASE_URL;
+    const PATH: &'static str = "chat/completions";
+    const KEY_HEADER: &'static str = "authorization";
+    const KEY_PREFIX: &'static str = "Bearer ";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[];
+
+    fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
+        request_body(model, request)
+    }
+
+    async fn event(
+        _event: &SseEvent,
+        data: &str,
+        reply: &mut Reply,
+        sink: &dyn TextSink,
+    ) -> Result<Step, Fault> {
         if data == "[DONE]" {
-            reply.done = true;
-            break;
+            return Ok(Step::End);
         }
-        let chunk: Chunk = match serde_json::from_str(data) {
-            Ok(chunk) => chunk,
-            Err(_) => return Err(reply.failure(Fault::Unreadable("invalid JSON chunk"))),
-        };
+        let chunk: Chunk =
+            serde_json::from_str(data).map_err(|_| Fault::Unreadable("invalid JSON chunk"))?;
         if let Some(error) = chunk.error {
-            return Err(reply.failure(remote_fault(&error)));
+            return Err(remote_fault(&error));
         }
-        reply.chunk(chunk, sink).await;
-    }
-    if !reply.done && !reply.finished {
-        return Err(reply.failure(Fault::Interrupted));
-    }
-    stream.close();
-    Ok(reply.finish())
-}
-
-#[async_trait]
-impl ModelProvider for OpenAiProvider {
-    fn provider_name(&self) -> &'static str {
-        "openai"
-    }
-
-    fn model(&self) -> &str {
-        &self.http.policy.model
-    }
-
-    async fn complete(
-        &self,
-        request: &ModelRequest<'_>,
-        text: &dyn TextSink,
-    ) -> Result<ModelReply, ProviderError> {
-        let body = self
-            .http
-            .policy
-            .json_body(&request_body(&self.http.policy.model, request))?;
-        self.http
-            .policy
-            .run(move || self.attempt(body.clone(), text))
-            .await
+        read_chunk(chunk, reply, sink).await;
+        Ok(Step::More)
     }
 }
 
 /// The Chat Completions request for `request`.
-pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
+fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({ "role": "system", "content": system }));
@@ -113,7 +55,7 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
     for message in &request.messages {
         messages.push(match message {
             ModelMessage::User { text, parts } => {
-                json!({ "role": "user", "content": user_content(text, parts) })
+                json!({ "role": "user", "content": user_content(text, parts, image_url) })
             }
             ModelMessage::Assistant { text, tool_calls } => {
                 let content = if text.is_empty() && !tool_calls.is_empty() {
@@ -169,35 +111,18 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
     body
 }
 
-/// A plain string without media; content parts with it.
-fn user_content(text: &str, parts: &[ContentPart]) -> Value {
-    let media: Vec<&ContentPart> = parts.iter().filter(|p| p.media.is_some()).collect();
-    if media.is_empty() {
-        return Value::from(text);
+/// An image as an `image_url` part: its bytes as a `data:` URL, or its URL.
+fn image_url(media: &MediaContent) -> Option<Value> {
+    let url = match (&media.data, &media.url) {
+        (Some(data), _) => format!("data:{};base64,{data}", media.mime_type),
+        (None, Some(url)) => url.clone(),
+        (None, None) => return None,
+    };
+    let mut image = json!({ "url": url });
+    if let Some(detail) = &media.detail {
+        image["detail"] = Value::from(detail.as_str());
     }
-    let mut content = Vec::with_capacity(media.len() + 1);
-    if !text.is_empty() {
-        content.push(json!({ "type": "text", "text": text }));
-    }
-    for part in media {
-        let Some(m) = &part.media else { continue };
-        let url = match (&m.data, &m.url) {
-            (Some(data), _) => Some(format!("data:{};base64,{data}", m.mime_type)),
-            (None, Some(url)) => Some(url.clone()),
-            (None, None) => None,
-        };
-        match (part.kind, url) {
-            (Some(PartKind::Image), Some(url)) => {
-                let mut image = json!({ "url": url });
-                if let Some(detail) = &m.detail {
-                    image["detail"] = Value::from(detail.as_str());
-                }
-                content.push(json!({ "type": "image_url", "image_url": image }));
-            }
-            _ => content.push(json!({ "type": "text", "text": crate::attachment_note(part) })),
-        }
-    }
-    Value::Array(content)
+    Some(json!({ "type": "image_url", "image_url": image }))
 }
 
 // The streamed chunk, read leniently: compatible servers omit or null fields.
@@ -271,96 +196,50 @@ fn remote_fault(error: &ChunkError) -> Fault {
     }
 }
 
-#[derive(Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
-/// The reply as its chunks arrive.
-#[derive(Default)]
-struct Assembly {
-    text: String,
-    /// By the delta's `index`.
-    calls: BTreeMap<u32, PartialCall>,
-    usage: Option<Usage>,
-    /// A `finish_reason` was seen.
-    finished: bool,
-    /// `[DONE]` was seen.
-    done: bool,
-    /// Text went to the sink.
-    streamed: bool,
-}
-
-impl Assembly {
-    fn failure(&self, fault: Fault) -> Failure {
-        Failure {
-            fault,
-            streamed: self.streamed,
+/// Reads one chunk of choice 0 into `reply`: its text, its tool-call
+/// fragments, whether it finished, and the usage.
+async fn read_chunk(chunk: Chunk, reply: &mut Reply, sink: &dyn TextSink) {
+    for choice in chunk.choices.unwrap_or_default() {
+        if choice.index.unwrap_or(0) != 0 {
+            continue;
+        }
+        if choice.finish_reason.is_some() {
+            reply.complete = true;
+        }
+        let Some(delta) = choice.delta else { continue };
+        if let Some(content) = delta.content {
+            reply.text(&content, sink).await;
+        }
+        for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+            add_call_fragment(reply, position, call);
         }
     }
-
-    async fn chunk(&mut self, chunk: Chunk, sink: &dyn TextSink) {
-        for choice in chunk.choices.unwrap_or_default() {
-            if choice.index.unwrap_or(0) != 0 {
-                continue;
-            }
-            if choice.finish_reason.is_some() {
-                self.finished = true;
-            }
-            let Some(delta) = choice.delta else { continue };
-            if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
-                sink.text(&content).await;
-                self.streamed = true;
-                self.text.push_str(&content);
-            }
-            for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                let index = call
-                    .index
-                    .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
-                let partial = self.calls.entry(index).or_default();
-                if let Some(id) = call.id.filter(|id| !id.is_empty()) {
-                    partial.id = id;
-                }
-                if let Some(function) = call.function {
-                    if let Some(name) = function.name.filter(|n| !n.is_empty())
-                        && partial.name.is_empty()
-                    {
-                        partial.name = name;
-                    }
-                    if let Some(arguments) = function.arguments {
-                        partial.arguments.push_str(&arguments);
-                    }
-                }
-            }
-        }
-        if let Some(usage) = chunk.usage {
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_tokens.unwrap_or(0),
-                output_tokens: usage.completion_tokens.unwrap_or(0),
-            });
-        }
+    if let Some(usage) = chunk.usage {
+        reply.usage = Some(Usage {
+            input_tokens: usage.prompt_tokens.unwrap_or(0),
+            output_tokens: usage.completion_tokens.unwrap_or(0),
+        });
     }
+}
 
-    fn finish(self) -> ModelReply {
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .map(|(index, call)| ModelToolCall {
-                id: if call.id.is_empty() {
-                    format!("call_{index}_{}", call.name)
-                } else {
-                    call.id
-                },
-                arguments: crate::parse_arguments(&call.arguments),
-                name: call.name,
-            })
-            .collect();
-        ModelReply {
-            text: self.text,
-            tool_calls,
-            usage: self.usage,
+/// A tool call's fragment, at `position` in its delta: the first id and
+/// name seen, and a piece of the arguments.
+fn add_call_fragment(reply: &mut Reply, position: usize, call: DeltaToolCall) {
+    let index = call
+        .index
+        .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
+    let partial = reply.calls.entry(index).or_default();
+    if let Some(id) = call.id.filter(|id| !id.is_empty()) {
+        partial.id = id;
+    }
+    if let Some(function) = call.function {
+        if let Some(name) = function.name.filter(|n| !n.is_empty())
+            && partial.name.is_empty()
+        {
+            partial.name = name;
+        }
+        if let Some(arguments) = function.arguments {
+            partial.arguments.push_str(&arguments);
         }
     }
 }
@@ -368,41 +247,26 @@ impl Assembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentwire_core::{MediaContent, ToolSpec};
+    use agentwire_core::{ContentPart, ModelToolCall, PartKind, ToolSpec};
 
-    #[test]
-    fn request_maps_every_message_kind() {
-        let request = ModelRequest {
+    use crate::streaming::tests::media;
+
+    /// A request with every kind of message: a user's text with an inline
+    /// image, an image by URL and audio; a tool call; its result.
+    fn every_message_kind() -> ModelRequest<'static> {
+        let mut cat = media(PartKind::Image, "image/jpeg", "https://example.com/cat.jpg");
+        if let Some(m) = &mut cat.media {
+            m.detail = Some("low".into());
+        }
+        ModelRequest {
             system: Some("Be brief.".into()),
             messages: vec![
                 ModelMessage::User {
                     text: "What is this?".into(),
                     parts: vec![
-                        ContentPart::media(
-                            PartKind::Image,
-                            MediaContent {
-                                data: Some("iVBORw0KGgo=".into()),
-                                mime_type: "image/png".into(),
-                                ..MediaContent::default()
-                            },
-                        ),
-                        ContentPart::media(
-                            PartKind::Image,
-                            MediaContent {
-                                url: Some("https://example.com/cat.jpg".into()),
-                                mime_type: "image/jpeg".into(),
-                                detail: Some("low".into()),
-                                ..MediaContent::default()
-                            },
-                        ),
-                        ContentPart::media(
-                            PartKind::Audio,
-                            MediaContent {
-                                data: Some("UklGRg==".into()),
-                                mime_type: "audio/wav".into(),
-                                ..MediaContent::default()
-                            },
-                        ),
+                        media(PartKind::Image, "image/png", "iVBORw0KGgo="),
+                        cat,
+                        media(PartKind::Audio, "audio/wav", "UklGRg=="),
                     ]
                     .into(),
                 },
@@ -427,7 +291,12 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             scenario: Some("ignored".into()),
-        };
+        }
+    }
+
+    #[test]
+    fn request_maps_every_message_kind() {
+        let request = every_message_kind();
         assert_eq!(
             request_body("gpt-4o-mini", &request),
             json!({

@@ -44,7 +44,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::ApiKey;
+use crate::{ApiKey, task_outcome};
 use session::{Opening, joined, spawn_session};
 use wire::{Role, ServerEvent};
 
@@ -347,7 +347,8 @@ impl Call {
                 }
                 Ok(())
             }
-            opened = join_of(&mut self.opening), if self.opening.is_some() => {
+            opened = task_outcome(&mut self.opening, "the connection task failed"),
+                if self.opening.is_some() => {
                 self.opening = None;
                 match opened {
                     Ok(socket) => self.standby = Some(socket),
@@ -654,18 +655,6 @@ impl Call {
 async fn next_of(socket: &mut Option<Socket>) -> Option<Result<Message, tungstenite::Error>> {
     match socket {
         Some(socket) => socket.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn join_of(handle: &mut Option<Opening>) -> Result<Socket, CallError> {
-    match handle {
-        Some(handle) => handle.await.unwrap_or_else(|_| {
-            Err(CallError::new(
-                CallFailure::Internal,
-                "the connection task failed",
-            ))
-        }),
         None => std::future::pending().await,
     }
 }

@@ -230,10 +230,11 @@ impl Speaker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn format(rate: u32) -> AudioFormat {
+    /// Mono PCM16 at `rate`.
+    pub(crate) fn format(rate: u32) -> AudioFormat {
         AudioFormat {
             codec: "pcm".into(),
             sample_rate: rate,

@@ -3,14 +3,13 @@
 //! statuses (overloaded, 529, 403) are classified and retried.
 
 use agentwire_core::{
-    ContentPart, MediaContent, ModelMessage, ModelRequest, ModelToolCall, PartKind,
-    ProviderErrorKind, ToolSpec, Usage,
+    ModelMessage, ModelRequest, ModelToolCall, PartKind, ProviderErrorKind, ToolSpec, Usage,
 };
 use serde_json::json;
 
 use crate::support::{
     Fake, PING, Reply, an, an_end, an_start, an_text_block, an_tool_block, anthropic, complete,
-    user,
+    media, user,
 };
 
 #[tokio::test]
@@ -97,35 +96,17 @@ async fn anthropic_assembles_tool_use_from_fragmented_json() {
     assert_eq!(reply.usage.unwrap().output_tokens, 89);
 }
 
-#[tokio::test]
-async fn anthropic_maps_the_request_body() {
-    let mut t = an_start();
-    t.push_str(&an_text_block(0, &["ok"]));
-    t.push_str(&an_end("end_turn", 1));
-    let fake = Fake::start(vec![Reply::sse(t)]).await;
-    let provider = anthropic(&fake.url(), None);
-    let request = ModelRequest {
+/// A request with two images (inline and by URL), an answer of two tool
+/// calls without text, and their results (one failed).
+fn images_and_tool_results() -> ModelRequest<'static> {
+    ModelRequest {
         system: Some("System here.".into()),
         messages: vec![
             ModelMessage::User {
                 text: "Describe".into(),
                 parts: vec![
-                    ContentPart::media(
-                        PartKind::Image,
-                        MediaContent {
-                            data: Some("/9j/4AAQSkZJRg==".into()),
-                            mime_type: "image/jpeg".into(),
-                            ..MediaContent::default()
-                        },
-                    ),
-                    ContentPart::media(
-                        PartKind::Image,
-                        MediaContent {
-                            url: Some("https://example.com/a.png".into()),
-                            mime_type: "image/png".into(),
-                            ..MediaContent::default()
-                        },
-                    ),
+                    media(PartKind::Image, "image/jpeg", "/9j/4AAQSkZJRg=="),
+                    media(PartKind::Image, "image/png", "https://example.com/a.png"),
                 ]
                 .into(),
             },
@@ -163,7 +144,17 @@ async fn anthropic_maps_the_request_body() {
             parameters: json!({"type": "object"}),
         }],
         scenario: None,
-    };
+    }
+}
+
+#[tokio::test]
+async fn anthropic_maps_the_request_body() {
+    let mut t = an_start();
+    t.push_str(&an_text_block(0, &["ok"]));
+    t.push_str(&an_end("end_turn", 1));
+    let fake = Fake::start(vec![Reply::sse(t)]).await;
+    let provider = anthropic(&fake.url(), None);
+    let request = images_and_tool_results();
     let (result, _) = complete(&provider, &request).await;
     result.unwrap();
     let (_, headers, body) = fake.request(0);

@@ -6,13 +6,22 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentwire_core::ProviderErrorKind;
+use agentwire_core::{ProviderError, ProviderErrorKind};
 use parking_lot::Mutex;
 
 use crate::support::{
     Fake, PING, Reply, an_start, anthropic, complete, oa_delta, oa_text, oa_text_transcript,
     openai, user,
 };
+
+/// What an OpenAI provider with `key` answers to "hi" from a fake server
+/// that follows `script`: the error, and the fake that counted requests.
+async fn openai_error(script: Vec<Reply>, key: Option<&str>) -> (ProviderError, Fake) {
+    let fake = Fake::start(script).await;
+    let provider = openai(&fake.url(), key);
+    let (result, _) = complete(&provider, &user("hi")).await;
+    (result.unwrap_err(), fake)
+}
 
 #[tokio::test]
 async fn fault_429_then_success_is_retried() {
@@ -59,10 +68,8 @@ async fn fault_429_persistent_honours_retry_after_then_rate_limited() {
 
 #[tokio::test]
 async fn fault_503_persistent_is_unavailable_after_the_retries() {
-    let fake = Fake::start(vec![Reply::status(503, "upstream connect error")]).await;
-    let provider = openai(&fake.url(), None);
-    let (result, _) = complete(&provider, &user("hi")).await;
-    let error = result.unwrap_err();
+    let (error, fake) =
+        openai_error(vec![Reply::status(503, "upstream connect error")], None).await;
     assert_eq!(error.kind, ProviderErrorKind::Unavailable);
     assert_eq!(
         error.message,
@@ -85,14 +92,11 @@ async fn fault_503_persistent_is_unavailable_after_the_retries() {
 
 #[tokio::test]
 async fn fault_500_is_unavailable_without_a_retry() {
-    let fake = Fake::start(vec![
+    let script = vec![
         Reply::status(500, r#"{"error":{"message":"The server had an error"}}"#),
         Reply::sse(oa_text_transcript(&["never"])),
-    ])
-    .await;
-    let provider = openai(&fake.url(), None);
-    let (result, _) = complete(&provider, &user("hi")).await;
-    let error = result.unwrap_err();
+    ];
+    let (error, fake) = openai_error(script, None).await;
     assert_eq!(error.kind, ProviderErrorKind::Unavailable);
     assert_eq!(
         error.message,
@@ -103,14 +107,11 @@ async fn fault_500_is_unavailable_without_a_retry() {
 
 #[tokio::test]
 async fn fault_401_is_auth_failed_and_never_echoes_the_body() {
-    let fake = Fake::start(vec![Reply::status(
+    let script = vec![Reply::status(
         401,
         r#"{"error":{"message":"Incorrect API key provided: sk-SECRET. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
-    )])
-    .await;
-    let provider = openai(&fake.url(), Some("sk-SECRET"));
-    let (result, _) = complete(&provider, &user("hi")).await;
-    let error = result.unwrap_err();
+    )];
+    let (error, fake) = openai_error(script, Some("sk-SECRET")).await;
     assert_eq!(error.kind, ProviderErrorKind::AuthFailed);
     assert_eq!(
         error.message,
@@ -123,14 +124,11 @@ async fn fault_401_is_auth_failed_and_never_echoes_the_body() {
 
 #[tokio::test]
 async fn fault_other_4xx_is_failed_without_a_retry() {
-    let fake = Fake::start(vec![Reply::status(
+    let script = vec![Reply::status(
         400,
         r#"{"error":{"message":"Invalid 'messages[0].content'","type":"invalid_request_error"}}"#,
-    )])
-    .await;
-    let provider = openai(&fake.url(), None);
-    let (result, _) = complete(&provider, &user("hi")).await;
-    let error = result.unwrap_err();
+    )];
+    let (error, fake) = openai_error(script, None).await;
     assert_eq!(error.kind, ProviderErrorKind::Failed);
     assert_eq!(
         error.message,
@@ -258,10 +256,7 @@ async fn fault_stream_cut_after_text_is_not_retried() {
 
 #[tokio::test]
 async fn fault_garbage_stream_is_failed() {
-    let fake = Fake::start(vec![Reply::sse("data: {not json}\n\n")]).await;
-    let provider = openai(&fake.url(), None);
-    let (result, _) = complete(&provider, &user("hi")).await;
-    let error = result.unwrap_err();
+    let (error, fake) = openai_error(vec![Reply::sse("data: {not json}\n\n")], None).await;
     assert_eq!(error.kind, ProviderErrorKind::Failed);
     assert_eq!(fake.count(), 1);
 }

@@ -5,13 +5,13 @@
 use std::time::{Duration, Instant};
 
 use agentwire_core::{
-    ContentPart, MediaContent, ModelMessage, ModelRequest, ModelToolCall, PartKind, ToolSpec, Usage,
+    ContentPart, ModelMessage, ModelRequest, ModelToolCall, PartKind, ToolSpec, Usage,
 };
 use serde_json::json;
 
 use crate::support::{
-    Fake, OA_USAGE, Reply, complete, oa, oa_delta, oa_text, oa_text_transcript, oa_tool_delta,
-    openai, user,
+    Fake, OA_USAGE, Reply, complete, media, oa, oa_delta, oa_text, oa_text_transcript,
+    oa_tool_delta, openai, user,
 };
 
 #[tokio::test]
@@ -128,22 +128,8 @@ async fn openai_maps_the_request_body() {
                 text: "What is in the picture?".into(),
                 parts: vec![
                     ContentPart::text("What is in the picture?"),
-                    ContentPart::media(
-                        PartKind::Image,
-                        MediaContent {
-                            data: Some("iVBORw0KGgoAAAANSUhEUg==".into()),
-                            mime_type: "image/png".into(),
-                            ..MediaContent::default()
-                        },
-                    ),
-                    ContentPart::media(
-                        PartKind::Video,
-                        MediaContent {
-                            url: Some("https://example.com/v.mp4".into()),
-                            mime_type: "video/mp4".into(),
-                            ..MediaContent::default()
-                        },
-                    ),
+                    media(PartKind::Image, "image/png", "iVBORw0KGgoAAAANSUhEUg=="),
+                    media(PartKind::Video, "video/mp4", "https://example.com/v.mp4"),
                 ]
                 .into(),
             },

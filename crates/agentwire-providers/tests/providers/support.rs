@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentwire_core::{
-    ModelMessage, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink,
+    ContentPart, MediaContent, ModelMessage, ModelProvider, ModelReply, ModelRequest, PartKind,
+    ProviderError, TextSink,
 };
 use agentwire_providers::{ApiKey, ProviderKind, ProviderSettings, build};
 use async_trait::async_trait;
@@ -249,6 +250,25 @@ pub(crate) fn anthropic(base_url: &str, key: Option<&str>) -> Arc<dyn ModelProvi
         },
     )))
     .unwrap()
+}
+
+/// A media part of `kind`: at `source` when it is a URL, else with
+/// `source` as its bytes, base64.
+pub(crate) fn media(kind: PartKind, mime: &str, source: &str) -> ContentPart {
+    let (data, url) = if source.starts_with("https://") {
+        (None, Some(source.into()))
+    } else {
+        (Some(source.into()), None)
+    };
+    ContentPart::media(
+        kind,
+        MediaContent {
+            data,
+            url,
+            mime_type: mime.into(),
+            ..MediaContent::default()
+        },
+    )
 }
 
 pub(crate) fn user(text: &str) -> ModelRequest<'static> {
