@@ -173,9 +173,7 @@ pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Conf
         env::LoadError::Yaml(e) => ConfigError::new("config", format!("invalid YAML: {e}")),
         env::LoadError::At(e) => e,
     })?;
-    let raw: raw::File = serde_path_to_error::deserialize(tree).map_err(|e| {
-        written.redact_path(e.path().to_string(), "config", e.into_inner().to_string())
-    })?;
+    let raw: raw::File = env::deserialize(tree, "config")?;
     validate(raw, &lookup).map_err(|e| written.redact(e))
 }
 

@@ -4,57 +4,52 @@
 //! Substitution runs on scalar values after parsing, never on the text: a
 //! comment that mentions a variable stays a comment, a value with a quote or
 //! a colon in it cannot change the file's structure, and an unset variable
-//! is reported at the key that needs it. A plain (unquoted) value is then
-//! read as YAML reads a plain value, but only as a number, a boolean or null
-//! (so `max_connections: ${MAX}` is still a number); a quoted or block value
-//! stays text. Keys are never substituted: a reference in one is an error.
+//! is reported at the key that needs it. A substituted value is the text it
+//! was: only a field that asks for a number or a boolean reads a plain
+//! (unquoted) one as a decimal number or a boolean (so `max_connections:
+//! ${MAX}` is still a number and `api_key: ${KEY}` is text, whatever `KEY`
+//! holds); a quoted or block value stays text. No error shows a substituted
+//! value: it names the reference instead. Keys are never substituted: a
+//! reference in one is an error.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
 
 use super::ConfigError;
+
+mod tree;
+
+use tree::Substituted;
+pub(super) use tree::Tree;
 
 /// Where the substituted values came from, by key path, so a later error
 /// about one of them shows the reference as written instead of the value
 /// (which may be a secret).
 #[derive(Default)]
 pub(super) struct Written {
-    by_path: HashMap<String, (String, String)>,
+    by_path: BTreeMap<String, (String, String)>,
 }
 
 impl Written {
-    /// `error` with every occurrence of a substituted value at its key
-    /// replaced by the reference it came from.
+    /// `error` with every substituted value at its key, under it or above
+    /// it replaced by the reference it came from.
     pub(super) fn redact(&self, error: ConfigError) -> ConfigError {
-        match self.by_path.get(&error.key) {
-            // Messages quote values with `{:?}`, which escapes some
-            // characters: the escaped form is replaced as well.
-            Some((written, value)) if !value.is_empty() => ConfigError {
-                message: error
-                    .message
-                    .replace(value.as_str(), written)
-                    .replace(&debug_escaped(value), &debug_escaped(written)),
-                key: error.key,
-            },
-            _ => error,
+        let message = self
+            .by_path
+            .iter()
+            .filter(|(path, _)| related(path, &error.key))
+            .fold(error.message, |message, (_, (written, value))| {
+                hide_value(&message, value, written)
+            });
+        ConfigError {
+            key: error.key,
+            message,
         }
     }
 
-    /// A deserialization error at serde_path_to_error's `path`, redacted
-    /// as [`Written::redact`]. The root, `.` there and `""` here (a file
-    /// that is one scalar), is named `root`.
-    pub(super) fn redact_path(&self, path: String, root: &str, message: String) -> ConfigError {
-        if path == "." {
-            let redacted = self.redact(ConfigError::new("", message));
-            return ConfigError::new(root, redacted.message);
-        }
-        self.redact(ConfigError::new(path, message))
-    }
-}
-
-impl Written {
     /// The substituted values whose reference names a variable that reads
     /// like a secret (a name with `KEY`, `SECRET`, `TOKEN`, `PASSWORD`,
     /// `PASSWD`, `CREDENTIAL` or `AUTH` in it), for `check-config --print`.
@@ -80,6 +75,58 @@ impl Written {
             .map(|(_, value)| value.as_str())
             .collect()
     }
+}
+
+/// Whether the value at `path` can show in an error at `key`: the same
+/// key, one inside it (`providers[0].base_url` in an error about
+/// `providers[0]`) or one it is inside.
+fn related(path: &str, key: &str) -> bool {
+    let inside = |inner: &str, outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    };
+    inside(path, key) || inside(key, path)
+}
+
+/// `message` with `value` replaced by `written`, the reference it came
+/// from: quoted as `{:?}` quotes it, and as a word of its own as it is, as
+/// `{:?}` escapes it and as a URL with its password hidden. Inside a longer
+/// word it is the message's own text (`30` in "such as 30s").
+pub(super) fn hide_value(message: &str, value: &str, written: &str) -> String {
+    if value.is_empty() {
+        return message.to_owned();
+    }
+    let mut message = message.replace(&format!("{value:?}"), &format!("{written:?}"));
+    for form in [
+        agentwire_store::redact_url(value),
+        value.to_owned(),
+        debug_escaped(value),
+    ] {
+        message = replace_words(&message, &form, written);
+    }
+    message
+}
+
+/// `text` with each occurrence of `word` that does not run on into a
+/// longer word replaced by `with`.
+fn replace_words(text: &str, word: &str, with: &str) -> String {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let joins_before = word.starts_with(is_word);
+    let joins_after = word.ends_with(is_word);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let before = rest[..at].chars().last().or_else(|| out.chars().last());
+        let after = rest[at + word.len()..].chars().next();
+        let runs_on = (joins_before && before.is_some_and(is_word))
+            || (joins_after && after.is_some_and(is_word));
+        out.push_str(&rest[..at]);
+        out.push_str(if runs_on { word } else { with });
+        rest = &rest[at + word.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `text` as `{:?}` writes it, without the quotes.
@@ -115,24 +162,41 @@ pub(super) enum LoadError {
 pub(super) fn parse(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Value, Written), LoadError> {
+) -> Result<(Tree, Written), LoadError> {
     if text.trim().is_empty() {
-        return Ok((Value::Object(Default::default()), Written::default()));
+        return Ok((
+            Tree::Json(Value::Object(Default::default())),
+            Written::default(),
+        ));
     }
     let masked = mask(text);
     let source = masked.as_deref().unwrap_or(text);
-    let mut tree: Value = serde_saphyr::from_str(source).map_err(|e| {
+    let tree: Value = serde_saphyr::from_str(source).map_err(|e| {
         // The message about the text as written, whose columns are the user's.
         match serde_saphyr::from_str::<Value>(text) {
             Err(original) => LoadError::Yaml(original.to_string()),
             Ok(_) => LoadError::Yaml(unmask(&e.to_string())),
         }
     })?;
-    let scalars = scalars_with_references(source);
-    let mut written = Written::default();
-    let mut path = String::new();
-    walk(&mut tree, &mut path, &scalars, lookup, &mut written).map_err(LoadError::At)?;
-    Ok((tree, written))
+    let mut substitution = Substitution {
+        scalars: scalars_with_references(source),
+        lookup,
+        written: Written::default(),
+        path: String::new(),
+    };
+    let tree = substitution.walk(tree).map_err(LoadError::At)?;
+    Ok((tree, substitution.written))
+}
+
+/// `tree` read as `T`. An error names its key path (`root` for the file as
+/// a whole, a single scalar) and, about a substituted value, the reference
+/// instead of the value.
+pub(super) fn deserialize<T: DeserializeOwned>(tree: Tree, root: &str) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(tree).map_err(|e| {
+        let path = e.path().to_string();
+        let key = if path == "." { root.to_owned() } else { path };
+        ConfigError::new(key, e.into_inner().to_string())
+    })
 }
 
 /// Stand-ins for `${`, `$${` and the `}` that closes them while the text is
@@ -191,64 +255,89 @@ fn is_masked_or_dollar(c: char) -> bool {
 /// What the tree does not say about a scalar: its style and its line.
 #[derive(Clone, Copy)]
 struct ScalarInfo {
-    /// Plain and untagged: resolved as YAML resolves a plain value.
+    /// Plain and untagged: a number or boolean field reads it as one.
     plain: bool,
     line: usize,
 }
 
-fn walk(
-    value: &mut Value,
-    path: &mut String,
-    scalars: &HashMap<String, ScalarInfo>,
-    lookup: &dyn Fn(&str) -> Option<String>,
-    written: &mut Written,
-) -> Result<(), ConfigError> {
-    match value {
-        Value::String(text) if text.contains(is_masked_or_dollar) => {
-            let text = unmask(text);
-            let info = scalars.get(path.as_str()).copied();
-            let at_line = |message: String| match info {
-                Some(info) => format!("{message} (line {})", info.line),
-                None => message,
-            };
-            let replaced = replace_references(&text, lookup)
-                .map_err(|e| ConfigError::new(path.clone(), at_line(e.to_string())))?;
-            if replaced != text {
-                written
-                    .by_path
-                    .insert(path.clone(), (text, replaced.clone()));
-            }
-            *value = match info {
-                Some(ScalarInfo { plain: true, .. }) => resolve_plain(replaced),
-                _ => Value::String(replaced),
-            };
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter_mut().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                walk(item, path, scalars, lookup, written)?;
-                path.truncate(len);
-            }
-        }
-        Value::Object(map) => {
-            for (key, item) in map.iter_mut() {
-                let len = path.len();
-                let key = unmask(key);
-                push_key(path, &key);
-                if has_reference(&key) {
-                    return Err(ConfigError::new(
-                        path.clone(),
-                        "`${...}` is substituted in values only, not in keys",
-                    ));
+/// One walk over a parsed file, replacing references.
+struct Substitution<'a> {
+    scalars: HashMap<String, ScalarInfo>,
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    written: Written,
+    /// The key path of the node being walked.
+    path: String,
+}
+
+impl Substitution<'_> {
+    fn walk(&mut self, value: Value) -> Result<Tree, ConfigError> {
+        match value {
+            Value::String(text) if text.contains(is_masked_or_dollar) => self.substitute(text),
+            Value::Array(items) => {
+                let mut trees = Vec::with_capacity(items.len());
+                for (i, item) in items.into_iter().enumerate() {
+                    let len = self.path.len();
+                    self.path.push_str(&format!("[{i}]"));
+                    trees.push(self.walk(item)?);
+                    self.path.truncate(len);
                 }
-                walk(item, path, scalars, lookup, written)?;
-                path.truncate(len);
+                Ok(match trees.iter().all(Tree::is_json) {
+                    true => Tree::Json(trees.into_iter().filter_map(Tree::into_json).collect()),
+                    false => Tree::List(trees),
+                })
             }
+            Value::Object(map) => {
+                let mut entries = Vec::with_capacity(map.len());
+                for (key, item) in map {
+                    let len = self.path.len();
+                    let key = unmask(&key);
+                    push_key(&mut self.path, &key);
+                    if has_reference(&key) {
+                        return Err(ConfigError::new(
+                            self.path.clone(),
+                            "`${...}` is substituted in values only, not in keys",
+                        ));
+                    }
+                    entries.push((key.replace("$${", "${"), self.walk(item)?));
+                    self.path.truncate(len);
+                }
+                Ok(match entries.iter().all(|(_, tree)| tree.is_json()) {
+                    true => Tree::Json(Value::Object(
+                        entries
+                            .into_iter()
+                            .filter_map(|(key, tree)| Some((key, tree.into_json()?)))
+                            .collect(),
+                    )),
+                    false => Tree::Map(entries),
+                })
+            }
+            other => Ok(Tree::Json(other)),
         }
-        _ => {}
     }
-    Ok(())
+
+    /// A scalar with `${`, `$${` or `$` in it, replaced.
+    fn substitute(&mut self, text: String) -> Result<Tree, ConfigError> {
+        let text = unmask(&text);
+        let info = self.scalars.get(self.path.as_str()).copied();
+        let replaced = replace_references(&text, self.lookup).map_err(|e| {
+            let message = match info {
+                Some(info) => format!("{e} (line {})", info.line),
+                None => e.to_string(),
+            };
+            ConfigError::new(self.path.clone(), message)
+        })?;
+        if replaced == text {
+            return Ok(Tree::Json(Value::String(text)));
+        }
+        self.written
+            .by_path
+            .insert(self.path.clone(), (text.clone(), replaced.clone()));
+        Ok(Tree::Substituted(Substituted {
+            text: replaced,
+            written: text,
+            typed: info.is_some_and(|info| info.plain),
+        }))
+    }
 }
 
 /// Appends `key` as `serde_path_to_error` prints it, so the paths of
@@ -316,25 +405,6 @@ pub(super) fn replace_references(
     }
     out.push_str(rest);
     Ok(out)
-}
-
-/// A substituted plain value as the YAML parser reads the same text written
-/// there (`9000`, `true`, `yes`, `~`), except that it never becomes a
-/// sequence or a mapping.
-fn resolve_plain(text: String) -> Value {
-    if text.is_empty() {
-        return Value::Null;
-    }
-    let one_token = text
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-' | b'~'));
-    if one_token
-        && let Ok(value @ (Value::Null | Value::Bool(_) | Value::Number(_))) =
-            serde_saphyr::from_str::<Value>(&text)
-    {
-        return value;
-    }
-    Value::String(text)
 }
 
 /// The style and line of every scalar value that contains a `$`, by key

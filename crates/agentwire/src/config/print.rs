@@ -47,8 +47,7 @@ pub fn effective_yaml(
         env::LoadError::Yaml(e) => ConfigError::new("config", format!("invalid YAML: {e}")),
         env::LoadError::At(e) => e,
     })?;
-    let file: raw::File = serde_path_to_error::deserialize(tree)
-        .map_err(|e| written.redact(ConfigError::new(e.path().to_string(), "invalid value")))?;
+    let file: raw::File = env::deserialize(tree, "config")?;
     let mut value = serde_json::to_value(&file)
         .map_err(|e| ConfigError::new("config", format!("cannot print: {e}")))?;
     let secrets = written.secret_values();

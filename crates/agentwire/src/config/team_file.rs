@@ -62,9 +62,7 @@ pub(super) fn load(
         }
         super::env::LoadError::At(e) => in_file(e),
     })?;
-    let raw: RawTeamFile = serde_path_to_error::deserialize(tree).map_err(|e| {
-        in_file(written.redact_path(e.path().to_string(), "team", e.into_inner().to_string()))
-    })?;
+    let raw: RawTeamFile = super::env::deserialize(tree, "team").map_err(in_file)?;
     map(raw, provider, tools)
         .map_err(|(key, message)| in_file(written.redact(ConfigError::new(key, message))))
 }

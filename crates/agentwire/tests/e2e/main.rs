@@ -17,6 +17,7 @@ mod client_tools;
 mod close_rules;
 mod config_errors;
 mod config_files;
+mod config_variables;
 mod console;
 mod crash;
 mod demo;
