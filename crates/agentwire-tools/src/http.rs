@@ -121,13 +121,16 @@ enum BodyKind {
     Text,
 }
 
+/// A tool's headers: each name and its value's template.
+type Headers = Vec<(HeaderName, Template)>;
+
 struct HttpTool {
     name: String,
     specs: [ToolSpec; 1],
     schema: ArgumentSchema,
     method: Method,
     url: Template,
-    headers: Vec<(HeaderName, Template)>,
+    headers: Headers,
     body: Option<(Template, BodyKind)>,
     /// `Content-Type` to add when the config sets none (a JSON body).
     default_content_type: Option<HeaderValue>,
@@ -150,83 +153,22 @@ impl HttpTool {
 
         check_name(&name)?;
         let schema = check_schema(&parameters)?;
-        let declared = declared_arguments(&parameters);
-        let check_arguments = |template: &Template, what: &str| -> Result<(), String> {
-            if let Some(declared) = &declared
-                && let Some(unknown) = template.arguments().find(|arg| !declared.contains(arg))
-            {
-                return Err(format!(
-                    "{what} uses \"{unknown}\", which the parameters schema does not declare"
-                ));
-            }
-            Ok(())
-        };
-
-        let upper = method.trim().to_ascii_uppercase();
-        if !METHODS.contains(&upper.as_str()) {
-            return Err(format!(
-                "method \"{method}\" is not one of {}",
-                METHODS.join(", ")
-            ));
-        }
-        let method = Method::from_bytes(upper.as_bytes())
-            .map_err(|_| format!("invalid method \"{method}\""))?;
-
-        let url = Template::parse(&url).map_err(|problem| format!("url: {problem}"))?;
-        check_arguments(&url, "url")?;
+        let declared = Declared(declared_arguments(&parameters));
+        let method = parse_method(&method)?;
+        let url = declared.template(&url, "url")?;
         check_url(&url)?;
-
-        let mut parsed_headers = Vec::new();
-        let mut content_type = None;
-        for (header, value) in headers {
-            let header_name = HeaderName::from_bytes(header.trim().as_bytes())
-                .map_err(|_| format!("header \"{header}\" is not a valid header name"))?;
-            // The value is not echoed: it may be a credential.
-            let template = Template::parse(&value)
-                .map_err(|problem| format!("header \"{header}\": {problem}"))?;
-            check_arguments(&template, &format!("header \"{header}\""))?;
-            if HeaderValue::from_str(&template.render(&Value::Null, Encoding::Text)).is_err() {
-                return Err(format!(
-                    "header \"{header}\" has characters a header value cannot hold"
-                ));
-            }
-            if header_name == CONTENT_TYPE {
-                content_type = Some(value.to_ascii_lowercase());
-            }
-            parsed_headers.push((header_name, template));
-        }
-
-        let mut default_content_type = None;
-        let body = match body {
-            None => None,
-            Some(body) => {
-                let template =
-                    Template::parse(&body).map_err(|problem| format!("body: {problem}"))?;
-                check_arguments(&template, "body")?;
-                let kind = match &content_type {
-                    Some(ct) if ct.contains("json") => BodyKind::Json,
-                    Some(ct) if ct.contains("x-www-form-urlencoded") => BodyKind::Form,
-                    Some(_) => BodyKind::Text,
-                    None if body.trim_start().starts_with(['{', '[']) => {
-                        default_content_type = Some(HeaderValue::from_static("application/json"));
-                        BodyKind::Json
-                    }
-                    None => BodyKind::Text,
-                };
-                if kind == BodyKind::Json {
-                    let sample = template.render(&Value::Null, Encoding::Json);
-                    serde_json::from_str::<Value>(&sample).map_err(|error| {
-                        format!("body is not valid JSON once its placeholders are filled: {error}")
-                    })?;
-                }
-                Some((template, kind))
-            }
+        let (headers, content_type) = parse_headers(headers, &declared)?;
+        let body = body
+            .map(|body| parse_body(&body, content_type.as_deref(), &declared))
+            .transpose()?;
+        // A JSON body the config gives no type is sent as JSON.
+        let default_content_type = match (&body, &content_type) {
+            (Some((_, BodyKind::Json)), None) => Some(HeaderValue::from_static("application/json")),
+            _ => None,
         };
-
         if timeout.is_zero() {
             return Err("timeout must be more than zero".to_owned());
         }
-
         let client = reqwest::Client::builder()
             .redirect(same_origin_redirects())
             .build()
@@ -242,7 +184,7 @@ impl HttpTool {
             schema,
             method,
             url,
-            headers: parsed_headers,
+            headers,
             body,
             default_content_type,
             timeout,
@@ -368,6 +310,89 @@ fn check_schema(parameters: &Value) -> Result<ArgumentSchema, String> {
         return Err("parameters must describe an object (\"type\": \"object\")".to_owned());
     }
     ArgumentSchema::compile(parameters).map_err(|problem| format!("parameters: {problem}"))
+}
+
+/// The method, one of [`METHODS`] in any case.
+fn parse_method(method: &str) -> Result<Method, String> {
+    let upper = method.trim().to_ascii_uppercase();
+    if !METHODS.contains(&upper.as_str()) {
+        return Err(format!(
+            "method \"{method}\" is not one of {}",
+            METHODS.join(", ")
+        ));
+    }
+    Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid method \"{method}\""))
+}
+
+/// The headers as names and value templates, and the `Content-Type` they
+/// set (lowercase), if any.
+fn parse_headers(
+    headers: Vec<(String, String)>,
+    declared: &Declared<'_>,
+) -> Result<(Headers, Option<String>), String> {
+    let mut parsed = Vec::with_capacity(headers.len());
+    let mut content_type = None;
+    for (header, value) in headers {
+        let header_name = HeaderName::from_bytes(header.trim().as_bytes())
+            .map_err(|_| format!("header \"{header}\" is not a valid header name"))?;
+        // The value is not echoed: it may be a credential.
+        let template = declared.template(&value, &format!("header \"{header}\""))?;
+        if HeaderValue::from_str(&template.render(&Value::Null, Encoding::Text)).is_err() {
+            return Err(format!(
+                "header \"{header}\" has characters a header value cannot hold"
+            ));
+        }
+        if header_name == CONTENT_TYPE {
+            content_type = Some(value.to_ascii_lowercase());
+        }
+        parsed.push((header_name, template));
+    }
+    Ok((parsed, content_type))
+}
+
+/// The body's template and how its placeholders are written: by the
+/// `content_type` the headers set, else JSON when it looks like JSON. A
+/// JSON body must stay JSON once filled.
+fn parse_body(
+    body: &str,
+    content_type: Option<&str>,
+    declared: &Declared<'_>,
+) -> Result<(Template, BodyKind), String> {
+    let template = declared.template(body, "body")?;
+    let kind = match content_type {
+        Some(ct) if ct.contains("json") => BodyKind::Json,
+        Some(ct) if ct.contains("x-www-form-urlencoded") => BodyKind::Form,
+        Some(_) => BodyKind::Text,
+        None if body.trim_start().starts_with(['{', '[']) => BodyKind::Json,
+        None => BodyKind::Text,
+    };
+    if kind == BodyKind::Json {
+        let sample = template.render(&Value::Null, Encoding::Json);
+        serde_json::from_str::<Value>(&sample).map_err(|error| {
+            format!("body is not valid JSON once its placeholders are filled: {error}")
+        })?;
+    }
+    Ok((template, kind))
+}
+
+/// The argument names the schema declares, when it lists them: templates
+/// may use no other.
+struct Declared<'a>(Option<Vec<&'a str>>);
+
+impl Declared<'_> {
+    /// `text` as a template that uses only declared arguments; `what` names
+    /// it in the error.
+    fn template(&self, text: &str, what: &str) -> Result<Template, String> {
+        let template = Template::parse(text).map_err(|problem| format!("{what}: {problem}"))?;
+        if let Some(declared) = &self.0
+            && let Some(unknown) = template.arguments().find(|arg| !declared.contains(arg))
+        {
+            return Err(format!(
+                "{what} uses \"{unknown}\", which the parameters schema does not declare"
+            ));
+        }
+        Ok(template)
+    }
 }
 
 /// The argument names the schema declares, when it lists them (`properties`).

@@ -13,7 +13,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ContentBlock, Implementation,
-    InitializeRequestParams, ProtocolVersion, ResourceContents,
+    InitializeRequestParams, ProtocolVersion, ResourceContents, Tool,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -224,37 +224,35 @@ impl McpSource {
     }
 
     async fn start(&self) -> Result<McpToolBox, String> {
+        let session = self.initialize().await?;
+        let tools = session.peer().list_all_tools().await.map_err(|error| {
+            self.redactor.redact(format!(
+                "could not list the tools of MCP server {}: {error}",
+                self.name
+            ))
+        })?;
+        let (specs, schemas) = tool_specs(&self.name, tools);
+        Ok(McpToolBox {
+            source: self.name.clone(),
+            session,
+            specs,
+            schemas,
+            timeout: self.timeout,
+            redactor: self.redactor.clone(),
+        })
+    }
+
+    /// Connects (or starts the server) and opens the MCP session.
+    async fn initialize(&self) -> Result<Session, String> {
         let name = &self.name;
         let client_info = InitializeRequestParams::new(
             ClientCapabilities::default(),
             Implementation::new("agentwire", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-
-        let session = match &self.connect {
+        match &self.connect {
             Connect::Stdio { command, args, env } => {
-                let mut command_line = tokio::process::Command::new(command);
-                command_line.args(args).env_clear();
-                for variable in INHERITED_ENV {
-                    if let Some(value) = std::env::var_os(variable) {
-                        command_line.env(variable, value);
-                    }
-                }
-                command_line.envs(env.iter().map(|(k, v)| (k, v)));
-                let mut wrapped = CommandWrap::from(command_line);
-                // Its own process group, so that closing the session ends
-                // whatever the command started (an `npx` wrapper's node);
-                // killed if dropped before it is reaped.
-                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                let (transport, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|error| {
-                        format!("could not start MCP server {name} ({command}): {error}")
-                    })?;
-                if let Some(stderr) = stderr {
-                    tokio::spawn(log_stderr(name.clone(), stderr));
-                }
+                let transport = self.spawn(command, args, env)?;
                 client_info.serve(transport).await
             }
             Connect::Http {
@@ -271,51 +269,80 @@ impl McpSource {
         .map_err(|error| {
             self.redactor
                 .redact(format!("could not initialize MCP server {name}: {error}"))
-        })?;
-
-        let tools = session.peer().list_all_tools().await.map_err(|error| {
-            self.redactor.redact(format!(
-                "could not list the tools of MCP server {name}: {error}"
-            ))
-        })?;
-
-        let mut specs = Vec::with_capacity(tools.len());
-        let mut schemas = HashMap::with_capacity(tools.len());
-        for tool in tools {
-            let parameters = Value::Object((*tool.input_schema).clone());
-            let schema = match ArgumentSchema::compile(&parameters) {
-                Ok(schema) => Some(schema),
-                Err(problem) => {
-                    tracing::warn!(
-                        source = %name,
-                        tool = %tool.name,
-                        %problem,
-                        "MCP tool's input schema does not compile; its arguments go unchecked"
-                    );
-                    None
-                }
-            };
-            let description = tool
-                .description
-                .map(|description| description.into_owned())
-                .or(tool.title)
-                .unwrap_or_default();
-            schemas.insert(tool.name.to_string(), schema);
-            specs.push(ToolSpec {
-                name: tool.name.into_owned(),
-                description,
-                parameters,
-            });
-        }
-        Ok(McpToolBox {
-            source: self.name.clone(),
-            session,
-            specs,
-            schemas,
-            timeout: self.timeout,
-            redactor: self.redactor.clone(),
         })
     }
+
+    /// Starts `command` with `args`, `env` over the inherited minimum, in a
+    /// process group of its own; its stderr is logged.
+    fn spawn(
+        &self,
+        command: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Result<TokioChildProcess, String> {
+        let name = &self.name;
+        let mut command_line = tokio::process::Command::new(command);
+        command_line.args(args).env_clear();
+        for variable in INHERITED_ENV {
+            if let Some(value) = std::env::var_os(variable) {
+                command_line.env(variable, value);
+            }
+        }
+        command_line.envs(env.iter().map(|(k, v)| (k, v)));
+        let mut wrapped = CommandWrap::from(command_line);
+        // Its own process group, so that closing the session ends
+        // whatever the command started (an `npx` wrapper's node);
+        // killed if dropped before it is reaped.
+        wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+        let (transport, stderr) = TokioChildProcess::builder(wrapped)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|error| format!("could not start MCP server {name} ({command}): {error}"))?;
+        if let Some(stderr) = stderr {
+            tokio::spawn(log_stderr(name.clone(), stderr));
+        }
+        Ok(transport)
+    }
+}
+
+/// A session with an MCP server.
+type Session = RunningService<RoleClient, InitializeRequestParams>;
+
+/// The server's tools as the model sees them, and each one's compiled
+/// argument schema (none, with a warning, when it does not compile).
+fn tool_specs(
+    source: &str,
+    tools: Vec<Tool>,
+) -> (Vec<ToolSpec>, HashMap<String, Option<ArgumentSchema>>) {
+    let mut specs = Vec::with_capacity(tools.len());
+    let mut schemas = HashMap::with_capacity(tools.len());
+    for tool in tools {
+        let parameters = Value::Object((*tool.input_schema).clone());
+        let schema = match ArgumentSchema::compile(&parameters) {
+            Ok(schema) => Some(schema),
+            Err(problem) => {
+                tracing::warn!(
+                    source = %source,
+                    tool = %tool.name,
+                    %problem,
+                    "MCP tool's input schema does not compile; its arguments go unchecked"
+                );
+                None
+            }
+        };
+        let description = tool
+            .description
+            .map(|description| description.into_owned())
+            .or(tool.title)
+            .unwrap_or_default();
+        schemas.insert(tool.name.to_string(), schema);
+        specs.push(ToolSpec {
+            name: tool.name.into_owned(),
+            description,
+            parameters,
+        });
+    }
+    (specs, schemas)
 }
 
 #[async_trait]
@@ -363,7 +390,7 @@ impl ToolSource for McpSource {
 /// closed, then SIGTERM, then SIGKILL to its process group).
 struct McpToolBox {
     source: String,
-    session: RunningService<RoleClient, InitializeRequestParams>,
+    session: Session,
     specs: Vec<ToolSpec>,
     /// Per tool; `None` when the server's schema did not compile.
     schemas: HashMap<String, Option<ArgumentSchema>>,
@@ -504,10 +531,23 @@ mod tests {
     }
 
     fn stdio(command: &str) -> McpTransport {
+        run(command, &[])
+    }
+
+    /// `command` with `args`, over stdio.
+    fn run(command: &str, args: &[&str]) -> McpTransport {
         McpTransport::Stdio {
             command: command.to_owned(),
-            args: vec![],
+            args: args.iter().map(|arg| arg.to_string()).collect(),
             env: vec![],
+        }
+    }
+
+    /// Why a source built from `settings` does not open.
+    async fn open_error(settings: McpSettings) -> String {
+        match mcp_server(settings).unwrap().open().await {
+            Ok(_) => panic!("opened"),
+            Err(error) => error,
         }
     }
 
@@ -610,15 +650,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_command_fails_to_open() {
-        let source = mcp_server(McpSettings::new(
-            "missing",
-            stdio("/nonexistent/agentwire-mcp-server"),
-        ))
-        .unwrap();
-        let error = match source.open().await {
-            Ok(_) => panic!("opened"),
-            Err(error) => error,
-        };
+        let missing = stdio("/nonexistent/agentwire-mcp-server");
+        let error = open_error(McpSettings::new("missing", missing)).await;
         assert!(
             error.starts_with("could not start MCP server missing"),
             "{error}"
@@ -627,22 +660,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_that_exits_fails_to_open() {
-        let source = mcp_server(McpSettings {
+        let error = open_error(McpSettings {
             timeout: Duration::from_secs(5),
-            ..McpSettings::new(
-                "quitter",
-                McpTransport::Stdio {
-                    command: "sh".to_owned(),
-                    args: vec!["-c".to_owned(), "echo nope >&2; exit 3".to_owned()],
-                    env: vec![],
-                },
-            )
+            ..McpSettings::new("quitter", run("sh", &["-c", "echo nope >&2; exit 3"]))
         })
-        .unwrap();
-        let error = match source.open().await {
-            Ok(_) => panic!("opened"),
-            Err(error) => error,
-        };
+        .await;
         assert!(
             error.starts_with("could not initialize MCP server quitter"),
             "{error}"
@@ -651,29 +673,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_silent_server_times_out() {
-        let source = mcp_server(McpSettings {
+        let error = open_error(McpSettings {
             timeout: Duration::from_millis(300),
-            ..McpSettings::new(
-                "silent",
-                McpTransport::Stdio {
-                    command: "sleep".to_owned(),
-                    args: vec!["30".to_owned()],
-                    env: vec![],
-                },
-            )
+            ..McpSettings::new("silent", run("sleep", &["30"]))
         })
-        .unwrap();
-        let error = match source.open().await {
-            Ok(_) => panic!("opened"),
-            Err(error) => error,
-        };
+        .await;
         assert_eq!(error, "MCP server silent did not start within 300ms");
     }
 
     #[tokio::test]
     async fn an_unreachable_http_server_fails_without_leaking_secrets() {
         // Port 9 (discard) on loopback: nothing listens there.
-        let source = mcp_server(McpSettings {
+        let error = open_error(McpSettings {
             timeout: Duration::from_secs(10),
             ..McpSettings::new(
                 "remote",
@@ -683,11 +694,7 @@ mod tests {
                 ),
             )
         })
-        .unwrap();
-        let error = match source.open().await {
-            Ok(_) => panic!("opened"),
-            Err(error) => error,
-        };
+        .await;
         assert!(
             error.starts_with("could not initialize MCP server remote"),
             "{error}"

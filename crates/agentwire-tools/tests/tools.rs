@@ -41,85 +41,16 @@ struct Seen {
 async fn api() -> (String, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let router = axum::Router::new()
-        .route(
-            "/weather/{city}",
-            get(
-                |State(seen): State<Arc<Seen>>,
-                 Path(city): Path<String>,
-                 uri: Uri,
-                 headers: HeaderMap| async move {
-                    seen.requests.fetch_add(1, Ordering::SeqCst);
-                    let header = |name: &str| {
-                        headers
-                            .get(name)
-                            .and_then(|v| v.to_str().ok())
-                            .map(str::to_owned)
-                    };
-                    Json(json!({
-                        "city": city,
-                        "uri": uri.to_string(),
-                        "authorization": header("authorization"),
-                        "x-units": header("x-units"),
-                    }))
-                },
-            ),
-        )
-        .route(
-            "/items",
-            post(
-                |State(seen): State<Arc<Seen>>, headers: HeaderMap, body: String| async move {
-                    seen.requests.fetch_add(1, Ordering::SeqCst);
-                    let content_type = headers
-                        .get("content-type")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_owned();
-                    let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    (
-                        StatusCode::CREATED,
-                        Json(json!({"content_type": content_type, "received": parsed})),
-                    )
-                },
-            ),
-        )
-        .route(
-            "/text",
-            get(|State(seen): State<Arc<Seen>>| async move {
-                seen.requests.fetch_add(1, Ordering::SeqCst);
-                "plain words"
-            }),
-        )
+        .route("/weather/{city}", get(weather))
+        .route("/items", post(create_item))
+        .route("/text", get(plain_text))
         .route(
             "/moved-here",
             get(|| async { axum::response::Redirect::temporary("/text") }),
         )
-        .route(
-            "/moved-away",
-            get(|headers: HeaderMap| async move {
-                // Same server, another origin (localhost, not 127.0.0.1).
-                let host = headers["host"].to_str().unwrap().to_owned();
-                let port = host.rsplit(':').next().unwrap().to_owned();
-                axum::response::Redirect::temporary(&format!("http://localhost:{port}/text"))
-            }),
-        )
-        .route(
-            "/slow",
-            get(|State(seen): State<Arc<Seen>>| async move {
-                seen.requests.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                "late"
-            }),
-        )
-        .route(
-            "/fail",
-            get(|State(seen): State<Arc<Seen>>| async move {
-                seen.requests.fetch_add(1, Ordering::SeqCst);
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "database password is hunter2",
-                )
-            }),
-        )
+        .route("/moved-away", get(moved_away))
+        .route("/slow", get(slow))
+        .route("/fail", get(fail))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -127,6 +58,77 @@ async fn api() -> (String, Arc<Seen>) {
         axum::serve(listener, router).await.unwrap();
     });
     (format!("http://{address}"), seen)
+}
+
+/// `GET /weather/{city}`: what it was asked, as JSON.
+async fn weather(
+    State(seen): State<Arc<Seen>>,
+    Path(city): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Json<Value> {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    Json(json!({
+        "city": city,
+        "uri": uri.to_string(),
+        "authorization": header("authorization"),
+        "x-units": header("x-units"),
+    }))
+}
+
+/// `POST /items`: 201 with the body's type and the body it parsed.
+async fn create_item(
+    State(seen): State<Arc<Seen>>,
+    headers: HeaderMap,
+    body: String,
+) -> (StatusCode, Json<Value>) {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    (
+        StatusCode::CREATED,
+        Json(json!({"content_type": content_type, "received": parsed})),
+    )
+}
+
+/// `GET /text`: plain text.
+async fn plain_text(State(seen): State<Arc<Seen>>) -> &'static str {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    "plain words"
+}
+
+/// `GET /moved-away`: a redirect to the same server at another origin
+/// (localhost, not 127.0.0.1).
+async fn moved_away(headers: HeaderMap) -> axum::response::Redirect {
+    let host = headers["host"].to_str().unwrap().to_owned();
+    let port = host.rsplit(':').next().unwrap().to_owned();
+    axum::response::Redirect::temporary(&format!("http://localhost:{port}/text"))
+}
+
+/// `GET /slow`: answers after 5 s.
+async fn slow(State(seen): State<Arc<Seen>>) -> &'static str {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    "late"
+}
+
+/// `GET /fail`: a 500 whose body must not reach the model.
+async fn fail(State(seen): State<Arc<Seen>>) -> (StatusCode, &'static str) {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "database password is hunter2",
+    )
 }
 
 async fn open(source: &Arc<dyn ToolSource>) -> Arc<dyn ToolBox> {
