@@ -173,33 +173,9 @@ impl RuntimeHandler {
                 text: reply.text.into(),
                 tool_calls: calls.clone(),
             });
-            let mut handoff = None;
-            for call in calls {
-                let span = tracing::debug_span!(
-                    target: agentwire_core::trace::TARGET,
-                    "execute_tool",
-                    gen_ai.tool.name = %call.name,
-                    agentwire.tool.side = tools.side(&call.name),
-                    agentwire.tool.outcome = tracing::field::Empty,
-                );
-                let outcome = match tools.team.handoff(&call.name) {
-                    Some(target) => {
-                        team::hand_off(turn, settings, &call, target, &mut handoff)
-                            .instrument(span.clone())
-                            .await
-                    }
-                    None => {
-                        tools
-                            .run(turn, settings, &call)
-                            .instrument(span.clone())
-                            .await
-                    }
-                };
-                span.record("agentwire.tool.outcome", outcome_label(&outcome));
-                request
-                    .messages
-                    .push(context::tool_message(&call.id, &call.name, &outcome).into_owned());
-            }
+            let handoff = tools
+                .run_round(turn, settings, calls, &mut request.messages)
+                .await;
             if let Some(target) = handoff {
                 *messages = request.messages;
                 return Ok(Answer::HandOff(target));
@@ -240,6 +216,43 @@ impl Tools<'_> {
             .iter()
             .flat_map(|b| b.tool_box.specs().iter().cloned());
         client.chain(server).chain(self.team.specs()).collect()
+    }
+
+    /// Runs a round's calls in order, each traced, and adds their results
+    /// to `messages`. The agent a `transfer_to_*` call hands the turn to,
+    /// if one did.
+    async fn run_round(
+        &self,
+        turn: &TurnContext,
+        settings: &RuntimeSettings,
+        calls: Vec<ModelToolCall>,
+        messages: &mut Vec<ModelMessage<'_>>,
+    ) -> Option<Arc<RuntimeHandler>> {
+        let mut handoff = None;
+        for call in calls {
+            let span = tracing::debug_span!(
+                target: agentwire_core::trace::TARGET,
+                "execute_tool",
+                gen_ai.tool.name = %call.name,
+                agentwire.tool.side = self.side(&call.name),
+                agentwire.tool.outcome = tracing::field::Empty,
+            );
+            let outcome = match self.team.handoff(&call.name) {
+                Some(target) => {
+                    team::hand_off(turn, settings, &call, target, &mut handoff)
+                        .instrument(span.clone())
+                        .await
+                }
+                None => {
+                    self.run(turn, settings, &call)
+                        .instrument(span.clone())
+                        .await
+                }
+            };
+            span.record("agentwire.tool.outcome", outcome_label(&outcome));
+            messages.push(context::tool_message(&call.id, &call.name, &outcome).into_owned());
+        }
+        handoff
     }
 
     /// Runs one call. Every failure becomes an error result for the model;

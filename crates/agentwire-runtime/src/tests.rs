@@ -90,6 +90,25 @@ fn calls(text: &str, tools: &[(&str, Value)]) -> Result<ModelReply, ProviderErro
     })
 }
 
+/// A model that delegates `message` to `target` once, then answers what
+/// `report` makes of the result.
+fn delegates_once(
+    target: &'static str,
+    message: &'static str,
+    report: fn(&str) -> String,
+) -> Arc<Scripted> {
+    Scripted::new(move |request| match last_tool_result(request) {
+        None => calls(
+            "",
+            &[(
+                "delegate_agent",
+                json!({"target_agent": target, "message": message}),
+            )],
+        ),
+        Some((result, _)) => says(&report(result)),
+    })
+}
+
 /// The latest tool result the model was shown, with its error flag.
 fn last_tool_result<'r>(request: &'r ModelRequest<'_>) -> Option<(&'r str, bool)> {
     request.messages.iter().rev().find_map(|m| match m {
@@ -272,15 +291,8 @@ async fn run_turn_with_media(
 #[tokio::test]
 async fn a_delegate_answers_on_a_sub_turn_whose_answer_is_the_tool_result() {
     let roster = Roster::new();
-    let lead_model = Scripted::new(|request| match last_tool_result(request) {
-        None => calls(
-            "",
-            &[(
-                "delegate_agent",
-                json!({"target_agent": "researcher", "message": "How long do refunds take?"}),
-            )],
-        ),
-        Some((result, _)) => says(&format!("Researcher says: {result}")),
+    let lead_model = delegates_once("researcher", "How long do refunds take?", |result| {
+        format!("Researcher says: {result}")
     });
     let researcher_model = Scripted::new(|_| says("Five days."));
     let lead = runtime_agent("lead", lead_model.clone(), &roster, &["researcher"], &[]);
@@ -554,16 +566,7 @@ async fn unknown_targets_bad_arguments_and_failed_delegates_are_error_results() 
 async fn delegations_nest_at_most_three_deep() {
     let roster = Roster::new();
     // Asks itself until told it cannot, then reports what it was told.
-    let model = Scripted::new(|request| match last_tool_result(request) {
-        None => calls(
-            "",
-            &[(
-                "delegate_agent",
-                json!({"target_agent": "narcissus", "message": "again"}),
-            )],
-        ),
-        Some((result, _)) => says(&format!("[{result}]")),
-    });
+    let model = delegates_once("narcissus", "again", |result| format!("[{result}]"));
     let agent = runtime_agent("narcissus", model.clone(), &roster, &["narcissus"], &[]);
     fill(&roster, &[&agent]);
     let outcome = run_turn(agent.clone(), "go").await;
@@ -604,16 +607,7 @@ impl Handler for Parrot {
 #[tokio::test]
 async fn any_handler_can_be_delegated_to() {
     let roster = Roster::new();
-    let lead_model = Scripted::new(|request| match last_tool_result(request) {
-        None => calls(
-            "",
-            &[(
-                "delegate_agent",
-                json!({"target_agent": "Polly", "message": "hello"}),
-            )],
-        ),
-        Some((result, _)) => says(result),
-    });
+    let lead_model = delegates_once("Polly", "hello", str::to_owned);
     let lead = runtime_agent("lead", lead_model, &roster, &["polly"], &[]);
     let parrot: Arc<dyn Handler> = Arc::new(Parrot);
     assert!(roster.fill([
