@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::time::{Instant, Interval, Sleep};
 use tungstenite::error::ProtocolError;
 
-use crate::websocket::{Linger, Message, WebSocket};
+use crate::websocket::{Linger, Message, Transport, WebSocket};
 use crate::{AppState, Limits};
 
 /// A frame the client does not take within this long ends the connection.
@@ -68,9 +68,9 @@ pub(crate) fn count_received(state: &AppState) {
 }
 
 /// Queues one text frame; see [`queue_raw`].
-pub(crate) async fn queue_text(
+pub(crate) async fn queue_text<T: Transport>(
     state: &AppState,
-    socket: &mut WebSocket,
+    socket: &mut WebSocket<T>,
     text: String,
 ) -> Result<(), SendFailed> {
     queue_raw(state, socket, Message::Text(text.into())).await
@@ -80,9 +80,9 @@ pub(crate) async fn queue_text(
 /// client at the next [`flush`] (or sooner, once [`WRITE_BUFFER_BYTES`] are
 /// queued): connection loops flush once per wake-up, so the frames one
 /// wake-up produces (a burst of token deltas) share one write system call.
-pub(crate) async fn queue_raw(
+pub(crate) async fn queue_raw<T: Transport>(
     state: &AppState,
-    socket: &mut WebSocket,
+    socket: &mut WebSocket<T>,
     message: Message,
 ) -> Result<(), SendFailed> {
     state
@@ -100,7 +100,7 @@ pub(crate) async fn queue_raw(
 }
 
 /// Writes the queued frames out, within [`WRITE_TIMEOUT`].
-pub(crate) async fn flush(socket: &mut WebSocket) -> Result<(), SendFailed> {
+pub(crate) async fn flush<T: Transport>(socket: &mut WebSocket<T>) -> Result<(), SendFailed> {
     match tokio::time::timeout(WRITE_TIMEOUT, socket.flush()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(SendFailed),
@@ -121,7 +121,7 @@ pub(crate) const EVENT_BATCH: usize = 64;
 
 /// Ends the connection as `exit` asks: the close frame, if any, and the
 /// closing handshake (see [`WebSocket::finish`]).
-pub(crate) async fn close(socket: &mut WebSocket, exit: Exit) {
+pub(crate) async fn close<T: Transport>(socket: &mut WebSocket<T>, exit: Exit) {
     let (close, linger) = match exit {
         Exit::Gone => (None, Linger::None),
         Exit::Close(code, reason) => (Some((code, reason)), Linger::AwaitReply),
@@ -204,10 +204,10 @@ impl Keepalive {
     }
 
     /// Sends the ping, or gives the exit for a silent client.
-    pub(crate) async fn act(
+    pub(crate) async fn act<T: Transport>(
         tick: KeepaliveTick,
         state: &AppState,
-        socket: &mut WebSocket,
+        socket: &mut WebSocket<T>,
     ) -> Result<(), Exit> {
         match tick {
             KeepaliveTick::Ping => queue_raw(state, socket, Message::Ping(Bytes::new()))

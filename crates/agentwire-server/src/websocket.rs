@@ -20,7 +20,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -145,10 +145,47 @@ impl WebSocketUpgrade {
 
 type Io = TokioIo<Upgraded>;
 
-/// A server-side WebSocket: tungstenite's stream over the upgraded
-/// connection, and what the connection has seen that decides its end.
-pub(crate) struct WebSocket {
-    inner: WebSocketStream<Io>,
+/// What a [`WebSocket`] runs on: frames both ways, and the two things its
+/// closing handshake does below the frames. The upgraded TCP connection
+/// (tungstenite's stream) in the server; a pair of channels in the
+/// dialects' unit tests, so a connection runs there without a server.
+pub(crate) trait Transport:
+    Stream<Item = Result<Message, tungstenite::Error>>
+    + Sink<Message, Error = tungstenite::Error>
+    + Unpin
+    + Send
+{
+    /// Sends FIN: the client sees the connection end after the close frame.
+    fn shutdown(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// After a broken frame: reads off and drops what the client still
+    /// sends (bounded), so the close frame is not lost to a reset.
+    fn discard_until_eof(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+/// The server's transport: tungstenite over the upgraded connection.
+pub(crate) type UpgradedStream = WebSocketStream<Io>;
+
+impl Transport for UpgradedStream {
+    async fn shutdown(&mut self) {
+        let io = self.get_mut();
+        let _ = tokio::time::timeout(
+            CLOSE_SEND_TIMEOUT,
+            std::future::poll_fn(|cx| Pin::new(&mut *io).poll_shutdown(cx)),
+        )
+        .await;
+    }
+
+    async fn discard_until_eof(&mut self) {
+        let limit = discard_limit(self.get_config());
+        discard_until_eof(self.get_mut(), limit).await;
+    }
+}
+
+/// A server-side WebSocket: frames over a [`Transport`], and what the
+/// connection has seen that decides its end.
+pub(crate) struct WebSocket<T = UpgradedStream> {
+    inner: T,
     /// The client sent a Close; tungstenite has queued the echo (§5.5.1).
     client_closed: bool,
     /// A read failed: what follows on the wire is no longer frames
@@ -173,8 +210,8 @@ pub(crate) enum Linger {
     BehindQueued,
 }
 
-impl WebSocket {
-    fn new(inner: WebSocketStream<Io>) -> WebSocket {
+impl<T: Transport> WebSocket<T> {
+    pub(crate) fn new(inner: T) -> WebSocket<T> {
         WebSocket {
             inner,
             client_closed: false,
@@ -230,7 +267,7 @@ impl WebSocket {
         if self.client_closed {
             // The echo tungstenite queued; flushing it also ends its state.
             let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, self.inner.flush()).await;
-            self.shutdown().await;
+            self.inner.shutdown().await;
             return;
         }
         let (code, reason) = match close {
@@ -254,15 +291,14 @@ impl WebSocket {
             return;
         }
         if self.read_failed {
-            self.shutdown().await;
-            let limit = discard_limit(self.inner.get_config());
-            discard_until_eof(self.inner.get_mut(), limit).await;
+            self.inner.shutdown().await;
+            self.inner.discard_until_eof().await;
             return;
         }
         if linger != Linger::None {
             self.await_close_reply().await;
         }
-        self.shutdown().await;
+        self.inner.shutdown().await;
     }
 
     /// Reads (and drops) frames until the client's Close arrives, the
@@ -279,16 +315,6 @@ impl WebSocket {
                 return;
             }
         }
-    }
-
-    /// Sends FIN: the client sees the connection end after the close frame.
-    async fn shutdown(&mut self) {
-        let io = self.inner.get_mut();
-        let _ = tokio::time::timeout(
-            CLOSE_SEND_TIMEOUT,
-            std::future::poll_fn(|cx| Pin::new(&mut *io).poll_shutdown(cx)),
-        )
-        .await;
     }
 }
 

@@ -20,69 +20,107 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentwire_core::{Epoch, Lagged, LogEntry, LogReader};
-use tokio::sync::mpsc;
 
 use super::link::{CredentialClock, Link};
 use crate::AppState;
-use crate::call::CallOutput;
 use crate::lifecycle::ConnectionSlot;
 use crate::socket::{
     self, CLOSE_GOING_AWAY, Exit, Keepalive, SendFailed, classify_read_error, until,
 };
-use crate::websocket::{Message, WebSocket};
+use crate::websocket::{Message, Transport, WebSocket};
 
 /// One wire dialect's side of a connection. Each hook gets the [`Link`]:
 /// the socket to queue frames on (the driver flushes), the server's state
-/// and the caller's credential clock.
+/// and the caller's credential clock. The hooks are generic over the
+/// socket's [`Transport`], so a dialect runs over channels in its tests.
 pub(crate) trait Dialect: Send {
+    /// What the dialect's own sources produce beside the turn and the
+    /// socket (Omnia: its voice call's output and its upload answers).
+    type Side: Send;
+
     /// The running turn's reader of the session's log; `None` when no turn
     /// runs.
     fn turn(&mut self) -> Option<&mut LogReader>;
 
+    /// Whether work is going on (a turn, a voice call): only an idle
+    /// connection is asked [`Dialect::when_idle`].
+    fn is_busy(&mut self) -> bool {
+        self.turn().is_some()
+    }
+
+    /// The running turn's next entry, or the next output of the dialect's
+    /// own sources; pending while there is neither. Cancel-safe: the
+    /// driver waits on it beside the socket.
+    async fn next_work(&mut self) -> Work<Self::Side> {
+        Work::Turn(next_entry(self.turn()).await)
+    }
+
+    /// What a side source produced.
+    async fn on_side<T: Transport>(
+        &mut self,
+        _link: &mut Link<T>,
+        _side: Self::Side,
+    ) -> Result<(), SendFailed> {
+        Ok(())
+    }
+
     /// Frames sent before the first client frame is read.
-    async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed>;
+    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed>;
 
     /// A text or binary frame, already counted.
-    async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit>;
+    async fn on_frame<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        message: Message,
+    ) -> Result<(), Exit>;
 
     /// An entry of the running turn. The log gives every turn exactly one
     /// terminal entry, its last: the dialect ends its turn there.
-    async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed>;
+    async fn on_turn_event<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        entry: LogEntry,
+    ) -> Result<(), SendFailed>;
 
-    /// Asked before every wait while no turn runs: the exit, if the
+    /// Asked before every wait while nothing runs: the exit, if the
     /// connection should end now (the server drains, or the credential
     /// expired and nothing is left to answer).
-    async fn when_idle(
+    async fn when_idle<T: Transport>(
         &mut self,
-        link: &mut Link,
-        draining: bool,
+        link: &mut Link<T>,
+        draining: Draining,
     ) -> Result<Option<Exit>, SendFailed>;
 
     /// The server began to drain while a turn runs: the turn goes on (the
     /// drain waits for turns); a client that asked for positions is told
     /// ahead, with where to rejoin.
-    async fn on_drain(&mut self, _link: &mut Link, _notice: DrainNotice) -> Result<(), SendFailed> {
-        Ok(())
-    }
-
-    /// The drain timed out: last words before the 1001 close.
-    async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed>;
-
-    /// The connection ended without the client's Close (its socket broke,
-    /// or the server closed it): the client may come back to rejoin.
-    fn on_lost(&mut self) {}
-
-    /// What the connection's voice call ([`Link::call_output`]) produced.
-    async fn on_call_output(
+    async fn on_drain<T: Transport>(
         &mut self,
-        _link: &mut Link,
-        _output: CallOutput,
+        _link: &mut Link<T>,
+        _notice: DrainNotice,
     ) -> Result<(), SendFailed> {
         Ok(())
     }
 
-    /// The connection's voice call is over (its task ended).
-    fn on_call_ended(&mut self) {}
+    /// The drain timed out: last words before the 1001 close.
+    async fn on_force_close<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed>;
+
+    /// The connection ended without the client's Close (its socket broke,
+    /// or the server closed it): the client may come back to rejoin.
+    fn on_lost(&mut self) {}
+}
+
+/// What [`Dialect::next_work`] waited for.
+pub(crate) enum Work<S> {
+    Turn(Result<LogEntry, Lagged>),
+    Side(S),
+}
+
+/// Whether the server is draining, as [`Dialect::when_idle`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Draining {
+    No,
+    Yes,
 }
 
 /// Runs `dialect` on `socket` until the connection ends, then closes it as
@@ -91,8 +129,8 @@ pub(crate) trait Dialect: Send {
 /// Not an `async fn`: one would keep its arguments beside the moved copies
 /// for the life of the connection. The future holds each part once, and
 /// so does every idle connection's task.
-pub(crate) fn run<D: Dialect>(
-    socket: WebSocket,
+pub(crate) fn run<T: Transport, D: Dialect>(
+    socket: WebSocket<T>,
     slot: ConnectionSlot,
     credential: CredentialClock,
     dialect: D,
@@ -103,8 +141,6 @@ pub(crate) fn run<D: Dialect>(
         state,
         socket,
         credential,
-        call_output: None,
-        deferred: None,
     };
     let mut dialect = dialect;
     async move {
@@ -117,7 +153,7 @@ pub(crate) fn run<D: Dialect>(
     }
 }
 
-async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
+async fn serve<T: Transport, D: Dialect>(link: &mut Link<T>, dialect: &mut D) -> Exit {
     // Boxed like the loop's handlers: a rejoin's greeting (a store load)
     // would otherwise size every idle connection's task.
     if Box::pin(dialect.greet(link)).await.is_err()
@@ -132,9 +168,13 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
     let mut following = Following::new(link.state.clone());
     loop {
         following.set(dialect.turn().is_some());
-        let idle = dialect.turn().is_none() && link.call_output.is_none();
+        let idle = !dialect.is_busy();
         if idle {
-            match dialect.when_idle(link, drain.is_cancelled()).await {
+            let draining = match drain.is_cancelled() {
+                true => Draining::Yes,
+                false => Draining::No,
+            };
+            match dialect.when_idle(link, draining).await {
                 Ok(None) => {}
                 Ok(Some(exit)) => return exit,
                 Err(SendFailed) => return Exit::Gone,
@@ -157,30 +197,11 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
                     }
                 }
             }
-            entry = next_entry(dialect.turn()) => {
-                if let Err(exit) = Box::pin(on_turn_events(link, dialect, entry)).await {
+            work = dialect.next_work() => {
+                if let Err(exit) = Box::pin(on_work(link, dialect, work)).await {
                     return exit;
                 }
             }
-            output = next_call_output(&mut link.call_output) => match output {
-                Some(output) => {
-                    if Box::pin(dialect.on_call_output(link, output)).await.is_err() {
-                        return send_failed(link, dialect);
-                    }
-                }
-                None => {
-                    link.call_output = None;
-                    dialect.on_call_ended();
-                }
-            },
-            frame = next_deferred(&mut link.deferred) => match frame {
-                Some(frame) => {
-                    if link.send(frame).await.is_err() {
-                        return send_failed(link, dialect);
-                    }
-                }
-                None => link.deferred = None,
-            },
             frame = link.socket.recv() => {
                 keepalive.heard();
                 if let Err(exit) = Box::pin(on_frame(link, dialect, frame)).await {
@@ -200,7 +221,7 @@ async fn serve<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
 }
 
 /// The drain timed out: the dialect's last words, then the 1001 close.
-async fn force_closed<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
+async fn force_closed<T: Transport, D: Dialect>(link: &mut Link<T>, dialect: &mut D) -> Exit {
     if dialect.on_force_close(link).await.is_err() || socket::flush(&mut link.socket).await.is_err()
     {
         return Exit::Gone;
@@ -208,19 +229,17 @@ async fn force_closed<D: Dialect>(link: &mut Link, dialect: &mut D) -> Exit {
     Exit::Close(CLOSE_GOING_AWAY, "server shutdown")
 }
 
-/// The next frame answered off the loop; pending while there is none.
-async fn next_deferred(deferred: &mut Option<mpsc::Receiver<String>>) -> Option<String> {
-    match deferred {
-        Some(deferred) => deferred.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next output of the connection's call; pending while it has none.
-async fn next_call_output(output: &mut Option<mpsc::Receiver<CallOutput>>) -> Option<CallOutput> {
-    match output {
-        Some(output) => output.recv().await,
-        None => std::future::pending().await,
+async fn on_work<T: Transport, D: Dialect>(
+    link: &mut Link<T>,
+    dialect: &mut D,
+    work: Work<D::Side>,
+) -> Result<(), Exit> {
+    match work {
+        Work::Turn(entry) => on_turn_events(link, dialect, entry).await,
+        Work::Side(side) => match dialect.on_side(link, side).await {
+            Ok(()) => Ok(()),
+            Err(SendFailed) => Err(send_failed(link, dialect)),
+        },
     }
 }
 
@@ -260,7 +279,7 @@ impl Drop for Following {
 
 /// The exit after a write failed: a write that stalled while a turn runs
 /// is a slow consumer's; anything else leaves nothing to say.
-fn send_failed<D: Dialect>(link: &Link, dialect: &mut D) -> Exit {
+fn send_failed<T: Transport, D: Dialect>(link: &Link<T>, dialect: &mut D) -> Exit {
     if link.socket.write_stalled() && dialect.turn().is_some() {
         slow_consumer(link)
     } else {
@@ -269,7 +288,7 @@ fn send_failed<D: Dialect>(link: &Link, dialect: &mut D) -> Exit {
 }
 
 /// The exit of a reader that fell too far behind, counted.
-fn slow_consumer(link: &Link) -> Exit {
+fn slow_consumer<T>(link: &Link<T>) -> Exit {
     link.state
         .metrics
         .slow_consumer_closes_total
@@ -277,8 +296,8 @@ fn slow_consumer(link: &Link) -> Exit {
     Exit::SlowConsumer
 }
 
-async fn on_frame<D: Dialect>(
-    link: &mut Link,
+async fn on_frame<T: Transport, D: Dialect>(
+    link: &mut Link<T>,
     dialect: &mut D,
     frame: Option<Result<Message, tungstenite::Error>>,
 ) -> Result<(), Exit> {
@@ -302,8 +321,8 @@ async fn on_frame<D: Dialect>(
 /// `first` and the entries already in the log after it, up to
 /// [`socket::EVENT_BATCH`], queued for one flush. A reader the log has
 /// overtaken, or that is [`LogReader::is_slow`] after the batch, is closed.
-async fn on_turn_events<D: Dialect>(
-    link: &mut Link,
+async fn on_turn_events<T: Transport, D: Dialect>(
+    link: &mut Link<T>,
     dialect: &mut D,
     first: Result<LogEntry, Lagged>,
 ) -> Result<(), Exit> {
@@ -337,9 +356,18 @@ async fn on_turn_events<D: Dialect>(
 }
 
 /// Waits for the running turn's next entry; never resolves when idle.
-async fn next_entry(turn: Option<&mut LogReader>) -> Result<LogEntry, Lagged> {
+pub(crate) async fn next_entry(turn: Option<&mut LogReader>) -> Result<LogEntry, Lagged> {
     match turn {
         Some(reader) => reader.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits for a side source's next output; never resolves without one.
+/// `None`: the source ended.
+pub(crate) async fn next_from<S>(source: &mut Option<tokio::sync::mpsc::Receiver<S>>) -> Option<S> {
+    match source {
+        Some(source) => source.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -40,6 +40,7 @@ use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReaso
 
 use crate::AppState;
 use crate::budget::InboundPermit;
+use crate::connection::driver::Draining;
 use crate::connection::{
     Admission, Busy, CredentialClock, Dialect, DialectWords, DrainNotice, Link, Refusal, RejoinAt,
     TurnIntent, driver,
@@ -47,7 +48,7 @@ use crate::connection::{
 use crate::identity::Caller;
 use crate::lifecycle::ConnectionSlot;
 use crate::socket::{CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, Exit, SendFailed};
-use crate::websocket::{Message, WebSocket};
+use crate::websocket::{Message, Transport, WebSocket};
 
 /// Frames that may wait behind the running turn.
 pub(crate) const MAX_QUEUED: usize = 8;
@@ -138,8 +139,8 @@ struct Gnosari {
 
 /// The connection's future, its parts built before it starts (see
 /// [`driver::run`]).
-pub(crate) fn run(
-    socket: WebSocket,
+pub(crate) fn run<T: Transport>(
+    socket: WebSocket<T>,
     slot: ConnectionSlot,
     params: GnosariParams,
 ) -> impl Future<Output = ()> + Send {
@@ -161,20 +162,27 @@ pub(crate) fn run(
 }
 
 impl Dialect for Gnosari {
+    /// Nothing beside the turn and the socket.
+    type Side = std::convert::Infallible;
+
     fn turn(&mut self) -> Option<&mut LogReader> {
         self.turn.as_mut().map(|turn| &mut turn.events)
     }
 
     /// A rejoin attaches to its session and says where its log stands; a
     /// connection without one says nothing first, as the contract has it.
-    async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
         match self.params.rejoin.take() {
             Some(at) => self.rejoin(link, at).await,
             None => Ok(()),
         }
     }
 
-    async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit> {
+    async fn on_frame<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        message: Message,
+    ) -> Result<(), Exit> {
         let pending = match message {
             // A cancel is not queued behind the turn it stops.
             Message::Text(text)
@@ -206,7 +214,11 @@ impl Dialect for Gnosari {
             .map_err(|SendFailed| Exit::Gone)
     }
 
-    async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed> {
+    async fn on_turn_event<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        entry: LogEntry,
+    ) -> Result<(), SendFailed> {
         let Some(turn) = self.turn.as_mut() else {
             return Ok(());
         };
@@ -293,12 +305,12 @@ impl Dialect for Gnosari {
         Ok(())
     }
 
-    async fn when_idle(
+    async fn when_idle<T: Transport>(
         &mut self,
-        link: &mut Link,
-        draining: bool,
+        link: &mut Link<T>,
+        draining: Draining,
     ) -> Result<Option<Exit>, SendFailed> {
-        if draining {
+        if draining == Draining::Yes {
             self.refuse_queued(link).await?;
             return Ok(Some(Exit::Close(CLOSE_GOING_AWAY, "server shutdown")));
         }
@@ -311,7 +323,11 @@ impl Dialect for Gnosari {
         Ok(None)
     }
 
-    async fn on_drain(&mut self, link: &mut Link, notice: DrainNotice) -> Result<(), SendFailed> {
+    async fn on_drain<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        notice: DrainNotice,
+    ) -> Result<(), SendFailed> {
         let Some(turn) = self.turn.as_ref().filter(|_| self.params.positions) else {
             return Ok(());
         };
@@ -329,7 +345,7 @@ impl Dialect for Gnosari {
     /// The drain timed out: what the running turn has sent already goes
     /// out, a turn that did not end gets its `error`, and every queued frame
     /// is answered as on a drain (a message: not processed), before the close.
-    async fn on_force_close(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+    async fn on_force_close<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
         // Entries the reader lost to the log's tail are lost to it anyway.
         while let Some(entry) = self
             .turn
@@ -365,7 +381,7 @@ impl Gnosari {
     /// Cancels the running turn of the connection's session (if the frame
     /// names a session, only that one); idempotent, and nothing to do when
     /// no turn runs. Its terminal says the rest.
-    fn cancel(&self, link: &Link, named: Option<&str>) {
+    fn cancel<T: Transport>(&self, link: &Link<T>, named: Option<&str>) {
         let outcome = match &self.lease {
             Some(lease) if named.is_none_or(|named| named == lease.id().as_str()) => {
                 lease.cancel_turn(self.params.caller.owner.as_deref(), None)
@@ -380,7 +396,11 @@ impl Gnosari {
     /// `replayed`, then what the client missed (when replayed) and the live
     /// rest. A refused rejoin is an `error` event, as for a message naming
     /// an unknown session; the socket stays open.
-    async fn rejoin(&mut self, link: &mut Link, at: RejoinAt) -> Result<(), SendFailed> {
+    async fn rejoin<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        at: RejoinAt,
+    ) -> Result<(), SendFailed> {
         let request = RejoinRequest {
             agent: &self.params.agent,
             namespace: NAMESPACE,
@@ -468,7 +488,11 @@ impl Gnosari {
 
     /// Answers `pending` now when nothing runs, else queues it behind the
     /// running turn.
-    async fn accept(&mut self, link: &mut Link, pending: Pending) -> Result<(), SendFailed> {
+    async fn accept<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        pending: Pending,
+    ) -> Result<(), SendFailed> {
         if self.turn.is_none() && self.queue.is_empty() {
             return self.answer(link, pending).await;
         }
@@ -489,7 +513,11 @@ impl Gnosari {
         self.send_reply(link, reply).await
     }
 
-    async fn answer(&mut self, link: &mut Link, pending: Pending) -> Result<(), SendFailed> {
+    async fn answer<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        pending: Pending,
+    ) -> Result<(), SendFailed> {
         match pending {
             Pending::Reply(reply) => self.send_reply(link, reply).await,
             Pending::Message(message, attach, bytes) => {
@@ -498,7 +526,11 @@ impl Gnosari {
         }
     }
 
-    async fn send_reply(&self, link: &mut Link, reply: Reply) -> Result<(), SendFailed> {
+    async fn send_reply<T: Transport>(
+        &self,
+        link: &mut Link<T>,
+        reply: Reply,
+    ) -> Result<(), SendFailed> {
         if let Some(code) = reply.code {
             link.state.metrics.count_error(code);
         }
@@ -506,7 +538,7 @@ impl Gnosari {
     }
 
     /// Answers queued frames until one starts a turn.
-    async fn advance(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+    async fn advance<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
         while self.turn.is_none() && !link.state.lifecycle.drain.is_cancelled() {
             let Some(pending) = self.queue.pop_front() else {
                 break;
@@ -518,7 +550,7 @@ impl Gnosari {
 
     /// On shutdown: every queued frame still gets its answer, and a queued
     /// message is told it was not processed.
-    async fn refuse_queued(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+    async fn refuse_queued<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
         while let Some(pending) = self.queue.pop_front() {
             let reply = match pending {
                 Pending::Message(message, ..) => self.error_reply(
@@ -534,9 +566,9 @@ impl Gnosari {
         Ok(())
     }
 
-    async fn start_turn(
+    async fn start_turn<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         message: InboundMessage,
         attach: Option<MediaId>,
         bytes: InboundPermit,

@@ -13,12 +13,14 @@ mod voice;
 use agentwire_omnia::{
     self as omnia, ClientFrame, ClientMessage, Encoded, EncoderOptions, TurnEncoder,
 };
+use tokio::sync::mpsc;
 use voice::AttachedCall;
 
 use super::media::Uploads;
 use crate::AgentEntry;
 use crate::budget::InboundPermit;
 use crate::call::CallOutput;
+use crate::connection::driver::{Draining, Work};
 use crate::connection::{
     Admission, Busy, CredentialClock, Dialect, DialectWords, DrainNotice, Link, Refusal, RejoinAt,
     TurnIntent, driver,
@@ -26,7 +28,7 @@ use crate::connection::{
 use crate::identity::{Caller, pseudonym};
 use crate::lifecycle::ConnectionSlot;
 use crate::socket::{CLOSE_GOING_AWAY, Exit, SendFailed};
-use crate::websocket::{Message, WebSocket};
+use crate::websocket::{Message, Transport, WebSocket};
 
 const CLOSE_CREDENTIAL_EXPIRED: u16 = 4401;
 
@@ -81,12 +83,17 @@ struct Omnia {
     scope: Arc<ConnectionScope>,
     /// Frame and media rates; the path every message takes to a turn.
     admission: Admission,
-    /// The connection's voice call, while the caller sends it audio (its
-    /// output is [`Link::call_output`]).
+    /// The connection's voice call, while the caller sends it audio.
     call: Option<AttachedCall>,
+    /// The output of the connection's voice call, while one is attached
+    /// (the call may outlive [`Omnia::call`]: an IsLast call's last
+    /// response still comes out).
+    call_output: Option<mpsc::Receiver<CallOutput>>,
     /// Where the connection's upload requests are answered; started by
     /// the first.
     uploads: Option<Uploads>,
+    /// The uploader's answers, in the order asked.
+    upload_answers: Option<mpsc::Receiver<String>>,
     /// Where answers to the voice call's client tool calls go, while its
     /// output comes here (an IsLast call's last response may still ask).
     call_tools: Option<Arc<ClientToolBroker>>,
@@ -94,8 +101,8 @@ struct Omnia {
 
 /// The connection's future, its parts built before it starts (see
 /// [`driver::run`]).
-pub(crate) fn run(
-    socket: WebSocket,
+pub(crate) fn run<T: Transport>(
+    socket: WebSocket<T>,
     slot: ConnectionSlot,
     params: ConnectionParams,
 ) -> impl Future<Output = ()> + Send {
@@ -113,8 +120,10 @@ pub(crate) fn run(
         turn_bytes: None,
         send_after: 0,
         call: None,
+        call_output: None,
         call_tools: None,
         uploads: None,
+        upload_answers: None,
         encoder: TurnEncoder::new(EncoderOptions {
             positions: params.positions,
             shows_server_tools: params.agent.shows_server_tools,
@@ -126,11 +135,26 @@ pub(crate) fn run(
 }
 
 impl Dialect for Omnia {
+    type Side = Side;
+
     fn turn(&mut self) -> Option<&mut LogReader> {
         self.turn.as_mut()
     }
 
-    async fn greet(&mut self, link: &mut Link) -> Result<(), SendFailed> {
+    /// A connection with a call is not idle.
+    fn is_busy(&mut self) -> bool {
+        self.turn.is_some() || self.call_output.is_some()
+    }
+
+    async fn next_work(&mut self) -> Work<Side> {
+        tokio::select! {
+            entry = driver::next_entry(self.turn.as_mut()) => Work::Turn(entry),
+            output = driver::next_from(&mut self.call_output) => Work::Side(Side::Call(output)),
+            answer = driver::next_from(&mut self.upload_answers) => Work::Side(Side::Upload(answer)),
+        }
+    }
+
+    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
         let call_resumed = self.resume_call(link);
         let rejoined = match self.params.rejoin.take() {
             Some(at) => self.rejoin(link, at).await,
@@ -140,7 +164,11 @@ impl Dialect for Omnia {
         link.send(connected).await
     }
 
-    async fn on_frame(&mut self, link: &mut Link, message: Message) -> Result<(), Exit> {
+    async fn on_frame<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        message: Message,
+    ) -> Result<(), Exit> {
         let gone = |_| Exit::Gone;
         match message {
             Message::Text(text) => {
@@ -171,7 +199,11 @@ impl Dialect for Omnia {
         }
     }
 
-    async fn on_turn_event(&mut self, link: &mut Link, entry: LogEntry) -> Result<(), SendFailed> {
+    async fn on_turn_event<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        entry: LogEntry,
+    ) -> Result<(), SendFailed> {
         if entry.event.is_terminal() {
             self.end_turn();
         }
@@ -198,10 +230,10 @@ impl Dialect for Omnia {
         }
     }
 
-    async fn when_idle(
+    async fn when_idle<T: Transport>(
         &mut self,
-        link: &mut Link,
-        draining: bool,
+        link: &mut Link<T>,
+        draining: Draining,
     ) -> Result<Option<Exit>, SendFailed> {
         if link.credential.expired() {
             return Ok(Some(Exit::Close(
@@ -209,10 +241,14 @@ impl Dialect for Omnia {
                 "credential expired",
             )));
         }
-        Ok(draining.then_some(Exit::Close(CLOSE_GOING_AWAY, "server shutdown")))
+        Ok((draining == Draining::Yes).then_some(Exit::Close(CLOSE_GOING_AWAY, "server shutdown")))
     }
 
-    async fn on_drain(&mut self, link: &mut Link, notice: DrainNotice) -> Result<(), SendFailed> {
+    async fn on_drain<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        notice: DrainNotice,
+    ) -> Result<(), SendFailed> {
         let Some(reader) = self.turn.as_ref().filter(|_| self.params.positions) else {
             return Ok(());
         };
@@ -230,7 +266,10 @@ impl Dialect for Omnia {
         link.send(frame).await
     }
 
-    async fn on_force_close(&mut self, _link: &mut Link) -> Result<(), SendFailed> {
+    async fn on_force_close<T: Transport>(
+        &mut self,
+        _link: &mut Link<T>,
+    ) -> Result<(), SendFailed> {
         Ok(())
     }
 
@@ -242,18 +281,36 @@ impl Dialect for Omnia {
         }
     }
 
-    async fn on_call_output(
+    async fn on_side<T: Transport>(
         &mut self,
-        link: &mut Link,
-        output: CallOutput,
+        link: &mut Link<T>,
+        side: Side,
     ) -> Result<(), SendFailed> {
-        self.send_call_output(link, output).await
+        match side {
+            Side::Call(Some(output)) => self.send_call_output(link, output).await,
+            // The call's task ended.
+            Side::Call(None) => {
+                self.call_output = None;
+                self.call = None;
+                self.call_tools = None;
+                Ok(())
+            }
+            Side::Upload(Some(frame)) => link.send(frame).await,
+            Side::Upload(None) => {
+                self.upload_answers = None;
+                Ok(())
+            }
+        }
     }
+}
 
-    fn on_call_ended(&mut self) {
-        self.call = None;
-        self.call_tools = None;
-    }
+/// What the Omnia connection's own sources produce (`None`: the source
+/// ended).
+pub(crate) enum Side {
+    /// The voice call's output.
+    Call(Option<CallOutput>),
+    /// An upload request's answer, in the order asked.
+    Upload(Option<String>),
 }
 
 impl Omnia {
@@ -283,7 +340,7 @@ impl Omnia {
 
     /// Cancels the running turn of the connection's session; idempotent,
     /// and nothing to do when no turn runs. Its terminal says the rest.
-    fn cancel(&self, link: &Link) {
+    fn cancel<T: Transport>(&self, link: &Link<T>) {
         let outcome = match &self.lease {
             Some(lease) => lease.cancel_turn(self.params.caller.owner.as_deref(), None),
             None => CancelOutcome::NothingRunning,
@@ -294,7 +351,7 @@ impl Omnia {
     /// Attaches to the session a rejoin names, if the engine lets this
     /// caller (same owner, not expired; never anonymous), and starts its
     /// replay. `None`: a fresh session, as on any connection.
-    async fn rejoin(&mut self, link: &mut Link, at: RejoinAt) -> Option<Position> {
+    async fn rejoin<T: Transport>(&mut self, link: &mut Link<T>, at: RejoinAt) -> Option<Position> {
         let request = RejoinRequest {
             agent: &self.params.agent.agent,
             namespace: &self.params.namespace,
@@ -326,9 +383,9 @@ impl Omnia {
         })
     }
 
-    fn connected_frame(
+    fn connected_frame<T: Transport>(
         &self,
-        link: &Link,
+        link: &Link<T>,
         rejoined: Option<Position>,
         call_resumed: bool,
     ) -> String {
@@ -369,9 +426,9 @@ impl Omnia {
 
     /// `bytes` holds the frame's share of the inbound budget: a message
     /// that starts a turn keeps it until the turn ends.
-    async fn on_client_frame(
+    async fn on_client_frame<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         frame: ClientFrame,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
@@ -384,7 +441,7 @@ impl Omnia {
                 }
                 let uploads = self.uploads.get_or_insert_with(|| {
                     let (uploads, answers) = Uploads::start(link.state.clone());
-                    link.deferred = Some(answers);
+                    self.upload_answers = Some(answers);
                     uploads
                 });
                 if uploads.ask(current.clone(), request) {
@@ -439,7 +496,7 @@ impl Omnia {
             // No reply by contract: the call ends now, and the close that
             // follows parks nothing.
             ClientFrame::Hangup => {
-                self.hang_up(link);
+                self.hang_up();
                 Ok(())
             }
             ClientFrame::Cancel if self.params.positions => {
@@ -460,9 +517,9 @@ impl Omnia {
         }
     }
 
-    async fn on_message(
+    async fn on_message<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         message: ClientMessage,
         bytes: InboundPermit,
     ) -> Result<(), SendFailed> {
@@ -517,9 +574,9 @@ impl Omnia {
     }
 
     /// Media as OMNI binary frames, split in 64 KiB chunks above 1 MiB.
-    async fn send_binary_media(
+    async fn send_binary_media<T: Transport>(
         &self,
-        link: &mut Link,
+        link: &mut Link<T>,
         chunk: &MediaChunk,
     ) -> Result<(), SendFailed> {
         let frames = omnia::encode_media_frames(
@@ -539,7 +596,7 @@ impl Omnia {
     /// `credential_refresh`: a token for the same owner (subject and session
     /// claim) that expires later replaces the credential; any other is
     /// ignored, silently, as the contract says.
-    async fn refresh_credential(&mut self, link: &mut Link, token: &str) {
+    async fn refresh_credential<T: Transport>(&mut self, link: &mut Link<T>, token: &str) {
         let (Some(authenticator), Some(current)) = (
             link.state.identity.authenticator.clone(),
             self.params.caller.identity.as_ref(),
@@ -564,7 +621,7 @@ impl Omnia {
     }
 
     /// `disclosure_ack`: recorded on the session as the client's assertion.
-    async fn record_disclosure_ack(&mut self, link: &mut Link) {
+    async fn record_disclosure_ack<T: Transport>(&mut self, link: &mut Link<T>) {
         let metadata = [("asserted_by".to_owned(), "client".to_owned())]
             .into_iter()
             .collect();
@@ -586,8 +643,8 @@ impl Omnia {
     }
 }
 
-async fn send_error(
-    link: &mut Link,
+async fn send_error<T: Transport>(
+    link: &mut Link<T>,
     session: Option<&SessionId>,
     code: ErrorCode,
     message: &str,
@@ -600,8 +657,8 @@ async fn send_error(
 
 /// An `error` for what admission refused, in this dialect's words; the
 /// connection stays open.
-async fn send_refusal(
-    link: &mut Link,
+async fn send_refusal<T: Transport>(
+    link: &mut Link<T>,
     session: Option<&SessionId>,
     refusal: &Refusal,
 ) -> Result<(), SendFailed> {

@@ -15,7 +15,7 @@ use super::{Omnia, send_error};
 use crate::call::{self, CallOutput, CallOwner};
 use crate::connection::Link;
 use crate::socket::SendFailed;
-use crate::websocket::Message;
+use crate::websocket::{Message, Transport};
 
 /// The MIME type of a call's audio frames.
 const AUDIO_PCM: &str = "audio/pcm";
@@ -34,10 +34,10 @@ pub(super) struct AttachedCall {
 impl Omnia {
     /// `hangup`: the call ends now, and the close that follows parks
     /// nothing.
-    pub(super) fn hang_up(&mut self, link: &mut Link) {
+    pub(super) fn hang_up(&mut self) {
         if let Some(call) = self.call.take() {
             call.ended.store(true, Ordering::Release);
-            link.call_output = None;
+            self.call_output = None;
             self.call_tools = None;
         }
     }
@@ -45,7 +45,7 @@ impl Omnia {
     /// `resume=S` of a call parked on S by this caller: the connection is
     /// on S, and the call's output comes here now (`session_config` and
     /// the transcripts missed first). Never for anonymous callers.
-    pub(super) fn resume_call(&mut self, link: &mut Link) -> bool {
+    pub(super) fn resume_call<T: Transport>(&mut self, link: &mut Link<T>) -> bool {
         let (Some(session), Some(owner)) = (
             self.params.resume_call.take(),
             self.params.caller.owner.as_deref(),
@@ -56,15 +56,15 @@ impl Omnia {
             return false;
         };
         self.current = session;
-        self.attach_call(link, handle);
+        self.attach_call(handle);
         true
     }
 
     /// The call's output goes to this connection from now on.
-    fn attach_call(&mut self, link: &mut Link, handle: call::CallHandle) {
+    fn attach_call(&mut self, handle: call::CallHandle) {
         // A call that ended with IsLast may still be finishing; the new
         // one replaces it.
-        link.call_output = Some(handle.output);
+        self.call_output = Some(handle.output);
         self.call_tools = Some(handle.client_tools);
         self.call = Some(AttachedCall {
             input: handle.input,
@@ -76,9 +76,9 @@ impl Omnia {
 
     /// Inbound OMNI frames carry a voice call's audio: the first opens the
     /// call (its metadata proposes the format), IsLast ends it.
-    pub(super) async fn on_binary(
+    pub(super) async fn on_binary<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         bytes: &[u8],
     ) -> Result<(), SendFailed> {
         let frame = match omnia::decode_binary(bytes) {
@@ -117,9 +117,9 @@ impl Omnia {
 
     /// Opens a call for the connection's session on its agent's voice
     /// provider, in the format the first frame's metadata proposes.
-    async fn open_call(
+    async fn open_call<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         metadata: &omnia::BinaryMetadata,
     ) -> Result<(), (ErrorCode, &'static str)> {
         let agent = self.params.agent.clone();
@@ -139,14 +139,14 @@ impl Omnia {
             session: self.current.clone(),
         };
         let handle = call::open(&link.state, voice, owner, proposed).await?;
-        self.attach_call(link, handle);
+        self.attach_call(handle);
         Ok(())
     }
 
     /// Hands a frame's audio (and its IsLast) to the call, without waiting.
-    fn feed_call(
+    fn feed_call<T: Transport>(
         &mut self,
-        link: &Link,
+        link: &Link<T>,
         frame: &omnia::BinaryFrame<'_>,
     ) -> Result<(), mpsc::error::TrySendError<CallInput>> {
         let Some(call) = self.call.as_mut() else {
@@ -174,9 +174,9 @@ impl Omnia {
 
     /// A call whose provider fell behind the caller's audio ends, told as
     /// `DUPLEX_ERROR`; one that ended meanwhile says how in its output.
-    async fn after_feed(
+    async fn after_feed<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         fed: Result<(), mpsc::error::TrySendError<CallInput>>,
         current: &agentwire_core::SessionId,
     ) -> Result<(), SendFailed> {
@@ -187,7 +187,7 @@ impl Omnia {
                     "a voice call's provider fell 2 s behind the caller's audio; the call ended"
                 );
                 self.call = None;
-                link.call_output = None;
+                self.call_output = None;
                 self.call_tools = None;
                 link.state.metrics.count_call_input_overflow();
                 send_error(
@@ -208,9 +208,9 @@ impl Omnia {
 
     /// A call's audio, unless it waited too long: late audio is worse than
     /// none.
-    async fn send_call_audio(
+    async fn send_call_audio<T: Transport>(
         &self,
-        link: &mut Link,
+        link: &mut Link<T>,
         sequence: u32,
         pcm: &[u8],
         queued: tokio::time::Instant,
@@ -235,9 +235,9 @@ impl Omnia {
 
     /// A frame of the call's output: its format, transcripts, audio,
     /// interrupt, `done`, or the error that ended it.
-    pub(super) async fn send_call_output(
+    pub(super) async fn send_call_output<T: Transport>(
         &mut self,
-        link: &mut Link,
+        link: &mut Link<T>,
         output: CallOutput,
     ) -> Result<(), SendFailed> {
         let now = link.state.engine.clock().now();
