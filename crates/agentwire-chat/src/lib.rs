@@ -110,6 +110,14 @@ where
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// What woke a running turn up.
+/// A turn as its frames arrive.
+#[derive(Default)]
+struct Turn {
+    reply: frames::Reply,
+    /// A tool call waiting for the server's own result, and until when.
+    unresolved: Option<(ToolCall, tokio::time::Instant)>,
+}
+
 enum TurnEvent {
     Frame(Result<Frame, String>),
     /// A line typed while the turn runs; `None` once input has ended.
@@ -298,102 +306,124 @@ impl<O: AsyncWrite + Unpin> Chat<O> {
             message["session_id"] = json!(session);
         }
         self.send(message).await?;
-        let mut reply = frames::Reply::default();
-        // A tool call waiting for the server's own result, and until when.
-        let mut unresolved: Option<(ToolCall, tokio::time::Instant)> = None;
+        let mut turn = Turn::default();
         loop {
-            let event = {
-                let socket = self
-                    .socket
-                    .as_mut()
-                    .ok_or_else(|| Outcome::Unreachable("not connected".into()))?;
-                let grace = async {
-                    match &unresolved {
-                        Some((_, until)) => tokio::time::sleep_until(*until).await,
-                        None => std::future::pending().await,
+            let grace_until = turn.unresolved.as_ref().map(|(_, until)| *until);
+            match self.next_event(grace_until).await? {
+                TurnEvent::Frame(frame) => {
+                    let frame = frame.map_err(Outcome::Unreachable)?;
+                    if let Some(end) = self.on_frame(frame, &mut turn).await? {
+                        return Ok(end);
                     }
-                };
-                tokio::select! {
-                    frame = next_frame(socket) => TurnEvent::Frame(frame),
-                    line = self.input.next(), if !self.input.is_closed() => TurnEvent::Line(line),
-                    () = grace => TurnEvent::GraceOver,
                 }
-            };
-            let frame = match event {
-                TurnEvent::Frame(frame) => frame.map_err(Outcome::Unreachable)?,
-                TurnEvent::Line(None) => continue,
-                TurnEvent::Line(Some(line)) => {
-                    match input::parse(&line) {
-                        Command::Cancel => self.cancel().await?,
-                        Command::Quit => return Err(Outcome::Finished),
-                        _ => self.deferred.push_back(line),
-                    }
-                    continue;
-                }
+                TurnEvent::Line(None) => {}
+                TurnEvent::Line(Some(line)) => match input::parse(&line) {
+                    Command::Cancel => self.cancel().await?,
+                    Command::Quit => return Err(Outcome::Finished),
+                    _ => self.deferred.push_back(line),
+                },
                 TurnEvent::GraceOver => {
-                    if let Some((call, _)) = unresolved.take() {
+                    if let Some((call, _)) = turn.unresolved.take() {
                         self.client_tool(&call).await?;
                     }
-                    continue;
                 }
-            };
-            match frame {
-                Frame::Chunk(text) => {
-                    reply.streamed.push_str(&text);
-                    self.print(&text).await;
-                }
-                Frame::UserTranscript(text) => self.println(&format!("(you said) {text}")).await,
-                Frame::ToolCall(call) => {
-                    self.tool_line(&format!("[tool {} {}]", call.name, call.arguments))
-                        .await;
-                    // Acknowledged at once, as the contract's dashboard
-                    // does: the ack timeout is short and the question may
-                    // wait for a person. A server tool's id is ignored.
-                    self.send(
-                        json!({"type": "tool_call_ack", "tool_call_ack": {"call_id": call.id}}),
-                    )
-                    .await?;
-                    if let Some((earlier, _)) = unresolved.take() {
-                        self.client_tool(&earlier).await?;
-                    }
-                    unresolved = Some((call, tokio::time::Instant::now() + SERVER_RESULT_GRACE));
-                }
-                Frame::ToolResult { id, outcome } => {
-                    if unresolved.as_ref().is_some_and(|(call, _)| call.id == id) {
-                        unresolved = None;
-                    }
-                    self.tool_line(&format!("[tool result {outcome}]")).await;
-                }
-                Frame::Done(done) => {
-                    if let Some((call, _)) = unresolved.take() {
-                        self.tool_line(&format!("[tool {} was not answered]", call.name))
-                            .await;
-                    }
-                    let rest = reply.rest_of(&done);
-                    self.print(&rest).await;
-                    self.println("").await;
-                    for part in &done.media {
-                        self.println(&format!("[{part}]")).await;
-                    }
-                    if done.cancelled {
-                        self.println("[cancelled]").await;
-                        return Ok(TurnEnd::Cancelled);
-                    }
-                    return Ok(TurnEnd::Done);
-                }
-                Frame::Error { code, message } => {
-                    if !reply.streamed.is_empty() {
-                        self.println("").await;
-                    }
-                    self.println(&format!("error {code}: {message}")).await;
-                    return Ok(TurnEnd::Error { code, message });
-                }
-                Frame::GoingAway => {
-                    self.println("\n(the server is shutting down)").await;
-                }
-                Frame::Connected { .. } | Frame::Other => {}
             }
         }
+    }
+
+    /// What comes first while a turn runs: a frame, a typed line, or the
+    /// end of a tool call's wait for its server result (`grace_until`).
+    async fn next_event(
+        &mut self,
+        grace_until: Option<tokio::time::Instant>,
+    ) -> Result<TurnEvent, Outcome> {
+        let socket = self
+            .socket
+            .as_mut()
+            .ok_or_else(|| Outcome::Unreachable("not connected".into()))?;
+        let grace = async {
+            match grace_until {
+                Some(until) => tokio::time::sleep_until(until).await,
+                None => std::future::pending().await,
+            }
+        };
+        Ok(tokio::select! {
+            frame = next_frame(socket) => TurnEvent::Frame(frame),
+            line = self.input.next(), if !self.input.is_closed() => TurnEvent::Line(line),
+            () = grace => TurnEvent::GraceOver,
+        })
+    }
+
+    /// Prints a frame of the turn and answers what it asks; the turn's end
+    /// at its last frame.
+    async fn on_frame(
+        &mut self,
+        frame: Frame,
+        turn: &mut Turn,
+    ) -> Result<Option<TurnEnd>, Outcome> {
+        match frame {
+            Frame::Chunk(text) => {
+                turn.reply.streamed.push_str(&text);
+                self.print(&text).await;
+            }
+            Frame::UserTranscript(text) => self.println(&format!("(you said) {text}")).await,
+            Frame::ToolCall(call) => {
+                self.tool_line(&format!("[tool {} {}]", call.name, call.arguments))
+                    .await;
+                // Acknowledged at once, as the contract's dashboard
+                // does: the ack timeout is short and the question may
+                // wait for a person. A server tool's id is ignored.
+                self.send(json!({"type": "tool_call_ack", "tool_call_ack": {"call_id": call.id}}))
+                    .await?;
+                if let Some((earlier, _)) = turn.unresolved.take() {
+                    self.client_tool(&earlier).await?;
+                }
+                turn.unresolved = Some((call, tokio::time::Instant::now() + SERVER_RESULT_GRACE));
+            }
+            Frame::ToolResult { id, outcome } => {
+                if turn
+                    .unresolved
+                    .as_ref()
+                    .is_some_and(|(call, _)| call.id == id)
+                {
+                    turn.unresolved = None;
+                }
+                self.tool_line(&format!("[tool result {outcome}]")).await;
+            }
+            Frame::Done(done) => return Ok(Some(self.on_done(&done, turn).await)),
+            Frame::Error { code, message } => {
+                if !turn.reply.streamed.is_empty() {
+                    self.println("").await;
+                }
+                self.println(&format!("error {code}: {message}")).await;
+                return Ok(Some(TurnEnd::Error { code, message }));
+            }
+            Frame::GoingAway => {
+                self.println("\n(the server is shutting down)").await;
+            }
+            Frame::Connected { .. } | Frame::Other => {}
+        }
+        Ok(None)
+    }
+
+    /// Prints the end of the reply: what `done` has beyond the streamed
+    /// text, its media, and whether it was cancelled.
+    async fn on_done(&mut self, done: &frames::Done, turn: &mut Turn) -> TurnEnd {
+        if let Some((call, _)) = turn.unresolved.take() {
+            self.tool_line(&format!("[tool {} was not answered]", call.name))
+                .await;
+        }
+        let rest = turn.reply.rest_of(done);
+        self.print(&rest).await;
+        self.println("").await;
+        for part in &done.media {
+            self.println(&format!("[{part}]")).await;
+        }
+        if done.cancelled {
+            self.println("[cancelled]").await;
+            return TurnEnd::Cancelled;
+        }
+        TurnEnd::Done
     }
 
     async fn cancel(&mut self) -> Result<(), Outcome> {
