@@ -38,17 +38,32 @@ fn prefix() -> String {
     )
 }
 
-async fn replica(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> RedisLive {
-    RedisLive::connect(RedisSettings {
+/// Replica `id` on the server at `url`, its keys under `prefix`.
+fn settings(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> RedisSettings {
+    RedisSettings {
         url: url.to_owned(),
         key_prefix: prefix.to_owned(),
         lease_ttl,
         timeout: Duration::from_secs(2),
         replica_id: id.to_owned(),
         tls_roots: None,
-    })
-    .await
-    .unwrap()
+    }
+}
+
+async fn replica(url: &str, prefix: &str, id: &str, lease_ttl: Duration) -> RedisLive {
+    RedisLive::connect(settings(url, prefix, id, lease_ttl))
+        .await
+        .unwrap()
+}
+
+/// Replicas r1 and r2 sharing a key prefix of their own on the test server,
+/// with leases of `lease_ttl`; `None` when there is no server (skipped).
+async fn two_replicas(lease_ttl: Duration) -> Option<(RedisLive, RedisLive)> {
+    let url = redis_url()?;
+    let prefix = prefix();
+    let one = replica(&url, &prefix, "r1", lease_ttl).await;
+    let two = replica(&url, &prefix, "r2", lease_ttl).await;
+    Some((one, two))
 }
 
 fn session(name: &str) -> SessionId {
@@ -64,10 +79,9 @@ fn granted(acquired: Acquired) -> TurnLease {
 
 #[tokio::test]
 async fn redis_leases_pass_the_conformance_suite_across_two_replicas() {
-    let Some(url) = redis_url() else { return };
-    let prefix = prefix();
-    let one = replica(&url, &prefix, "r1", Duration::from_secs(10)).await;
-    let two = replica(&url, &prefix, "r2", Duration::from_secs(10)).await;
+    let Some((one, two)) = two_replicas(Duration::from_secs(10)).await else {
+        return;
+    };
     conformance::one_holder_at_a_time(&one, &two, &session("s-1")).await;
     conformance::sessions_are_independent(&one, &session("s-2"), &session("s-3")).await;
     conformance::sessions_are_independent(&two, &session("s-4"), &session("s:5")).await;
@@ -75,10 +89,9 @@ async fn redis_leases_pass_the_conformance_suite_across_two_replicas() {
 
 #[tokio::test]
 async fn a_lease_changes_hands_only_when_another_replica_held_it() {
-    let Some(url) = redis_url() else { return };
-    let prefix = prefix();
-    let one = replica(&url, &prefix, "r1", Duration::from_secs(10)).await;
-    let two = replica(&url, &prefix, "r2", Duration::from_secs(10)).await;
+    let Some((one, two)) = two_replicas(Duration::from_secs(10)).await else {
+        return;
+    };
     let id = session("hands");
     // Nobody held it before: what this process read may be stale.
     let first = granted(one.acquire(&id).await.unwrap());
@@ -97,11 +110,10 @@ async fn a_lease_changes_hands_only_when_another_replica_held_it() {
 
 #[tokio::test]
 async fn an_unrenewed_lease_expires_and_its_holder_can_no_longer_renew_it() {
-    let Some(url) = redis_url() else { return };
-    let prefix = prefix();
     let ttl = Duration::from_millis(300);
-    let one = replica(&url, &prefix, "r1", ttl).await;
-    let two = replica(&url, &prefix, "r2", ttl).await;
+    let Some((one, two)) = two_replicas(ttl).await else {
+        return;
+    };
     assert_eq!(one.renew_every(), Some(Duration::from_millis(100)));
     let id = session("expiry");
     let held = granted(one.acquire(&id).await.unwrap());
@@ -156,44 +168,27 @@ async fn fences_keep_growing_after_the_counter_is_lost() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_connect_error_that_does_not_quote_the_url() {
-    let result = RedisLive::connect(RedisSettings {
-        url: "redis://:redis-s3cret-42@127.0.0.1:1/0".to_owned(),
-        key_prefix: "x:".to_owned(),
-        lease_ttl: Duration::from_secs(10),
-        timeout: Duration::from_secs(2),
-        replica_id: "r1".to_owned(),
-        tls_roots: None,
-    })
-    .await;
-    let Err(error) = result else {
-        panic!("connected to port 1")
-    };
+    let error = refused("redis://:redis-s3cret-42@127.0.0.1:1/0").await;
     assert!(matches!(error, ConnectError::Unreachable(_)), "{error:?}");
-    assert!(!error.to_string().contains("s3cret"), "{error}");
-    let invalid = RedisLive::connect(RedisSettings {
-        url: "http://:redis-s3cret-42@127.0.0.1:1/0".to_owned(),
-        key_prefix: "x:".to_owned(),
-        lease_ttl: Duration::from_secs(10),
-        timeout: Duration::from_secs(2),
-        replica_id: "r1".to_owned(),
-        tls_roots: None,
-    })
-    .await;
-    let Err(error) = invalid else {
-        panic!("an http URL was accepted")
-    };
+    let error = refused("http://:redis-s3cret-42@127.0.0.1:1/0").await;
     assert!(matches!(error, ConnectError::InvalidUrl(_)), "{error:?}");
+}
+
+/// Why connecting to `url` fails; the error never quotes its password.
+async fn refused(url: &str) -> ConnectError {
+    let settings = settings(url, "x:", "r1", Duration::from_secs(10));
+    let Err(error) = RedisLive::connect(settings).await else {
+        panic!("connected to {url}")
+    };
     assert!(!error.to_string().contains("s3cret"), "{error}");
+    error
 }
 
 #[tokio::test]
 async fn redis_logs_pass_the_shared_log_conformance_suite_across_two_replicas() {
-    let Some(url) = redis_url() else {
+    let Some((one, two)) = two_replicas(Duration::from_secs(10)).await else {
         return;
     };
-    let prefix = prefix();
-    let one = replica(&url, &prefix, "one", Duration::from_secs(10)).await;
-    let two = replica(&url, &prefix, "two", Duration::from_secs(10)).await;
     use agentwire_core::live::logs_conformance as suite;
     suite::appends_are_fenced_and_read_back(&one, &two, &session("s-append")).await;
     suite::turns_are_found_and_epochs_replaced(&one, &two, &session("s-turns")).await;
