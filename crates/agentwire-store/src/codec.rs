@@ -18,8 +18,8 @@
 use std::borrow::Cow;
 
 use agentwire_core::{
-    ContentPart, MediaContent, MessageBody, MessageRole, Metadata, PartKind, StoreError,
-    ToolOutcome, ToolSide,
+    ContentPart, MediaContent, MessageBody, MessageRole, Metadata, PartKind, SessionId, StoreError,
+    StoredMessage, Timestamp, ToolOutcome, ToolSide,
 };
 use serde::{Deserialize, Serialize};
 
@@ -386,6 +386,103 @@ pub(crate) fn decode_metadata(json: Option<&str>) -> Result<Metadata, String> {
         return Ok(Metadata::new());
     };
     serde_json::from_str(json).map_err(|e| format!("invalid metadata JSON: {}", describe(&e)))
+}
+
+/// A message as both databases write it: its row's columns, parts and
+/// metadata as JSON text. Encoded on the caller's side of a store.
+pub(crate) struct NewRow {
+    pub(crate) seq: i64,
+    pub(crate) role: &'static str,
+    pub(crate) content: String,
+    pub(crate) parts: Option<String>,
+    pub(crate) metadata: Option<String>,
+    pub(crate) created_at: i64,
+}
+
+impl NewRow {
+    pub(crate) fn encode(message: &StoredMessage) -> Result<NewRow, StoreError> {
+        let seq = i64::try_from(message.seq).map_err(|_| {
+            StoreError::Rejected(format!(
+                "message {} of session {}: seq out of range",
+                message.seq, message.session_id
+            ))
+        })?;
+        let row = encode_body(&message.body)?;
+        Ok(NewRow {
+            seq,
+            role: row.role,
+            parts: encode_parts(row.parts)?,
+            metadata: encode_row_metadata(&message.metadata, row.marker)?,
+            content: row.content.into_owned(),
+            created_at: message.created_at.0,
+        })
+    }
+}
+
+/// A message row as both databases read it back.
+pub(crate) struct StoredRow {
+    pub(crate) seq: i64,
+    pub(crate) role: String,
+    pub(crate) content: String,
+    pub(crate) parts: Option<String>,
+    pub(crate) metadata: Option<String>,
+    pub(crate) created_at: i64,
+}
+
+impl StoredRow {
+    /// The typed message; a row no build writes is [`StoreError::Corrupt`],
+    /// named by its seq and session, never by its content.
+    pub(crate) fn decode(self, session_id: &SessionId) -> Result<StoredMessage, StoreError> {
+        let corrupt = |why: &dyn std::fmt::Display| {
+            StoreError::Corrupt(format!(
+                "message {} of session {session_id}: {why}",
+                self.seq
+            ))
+        };
+        let seq = u64::try_from(self.seq).map_err(|_| corrupt(&"negative seq"))?;
+        let parts = decode_parts(self.parts.as_deref()).map_err(|e| corrupt(&e))?;
+        let mut metadata = decode_metadata(self.metadata.as_deref()).map_err(|e| corrupt(&e))?;
+        let body =
+            decode_body(&self.role, self.content, parts, &mut metadata).map_err(|e| corrupt(&e))?;
+        Ok(StoredMessage {
+            session_id: session_id.clone(),
+            seq,
+            body,
+            metadata,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+/// The columns of an owner's listing, a session's record and summary, in
+/// the order both databases read them.
+pub(crate) const OVERVIEW_COLUMNS: &str =
+    "SELECT id, agent, namespace, owner, created_at, last_active_at,
+            summary, summary_created_at
+     FROM sessions";
+
+/// The one session `messages` belong to (`None` when there are none): one
+/// append writes to one session.
+pub(crate) fn session_of(messages: &[StoredMessage]) -> Result<Option<&SessionId>, StoreError> {
+    let Some(first) = messages.first() else {
+        return Ok(None);
+    };
+    match messages.iter().find(|m| m.session_id != first.session_id) {
+        Some(stray) => Err(StoreError::Rejected(format!(
+            "message {} of session {}: one call appends to one session",
+            stray.seq, stray.session_id
+        ))),
+        None => Ok(Some(&first.session_id)),
+    }
+}
+
+/// The `seq` a page's rows are above, as the databases store it (`-1`
+/// from the start); `None` when no stored `seq` can be above `after`.
+pub(crate) fn page_start(after: Option<u64>) -> Option<i64> {
+    match after {
+        None => Some(-1),
+        Some(after) => i64::try_from(after).ok(),
+    }
 }
 
 #[cfg(test)]

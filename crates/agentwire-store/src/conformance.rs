@@ -143,20 +143,7 @@ pub(crate) async fn create_twice_keeps_the_first(store: &dyn SessionStore) {
 
 pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
     store.create_session(&record("s1", None, 0)).await.unwrap();
-    let image = MediaContent {
-        data: Some("iVBORw0KGgo=".into()),
-        url: None,
-        storage_ref: Some("blob/123".into()),
-        mime_type: "image/png".into(),
-        filename: Some("cat.png".into()),
-        size_bytes: Some(8),
-        width: Some(1920),
-        height: Some(1080),
-        detail: Some("low".into()),
-        duration_ms: None,
-        sample_rate: None,
-        channels: None,
-    };
+    let image = image();
     let mut first = message("s1", 0, 1);
     first.body = MessageBody::User {
         text: "look at this — ünïcode".into(),
@@ -171,7 +158,49 @@ pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
     ]);
     // One message of every other kind: each comes back as it went in,
     // with the metadata it had and no more.
-    let bodies = [
+    let mut rest: Vec<StoredMessage> = every_other_kind(image)
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| {
+            let seq = i as u64 + 1;
+            let mut m = message("s1", seq, seq as i64 + 1);
+            m.body = body;
+            m
+        })
+        .collect();
+    rest.last_mut().unwrap().metadata =
+        Metadata::from([("asserted_by".to_owned(), "client".to_owned())]);
+
+    // Appended out of order: loads come back by seq.
+    let mut all = vec![first];
+    all.append(&mut rest);
+    for m in all.iter().rev() {
+        store.append_message(m).await.unwrap();
+    }
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), all);
+}
+
+/// An image part with every field a store keeps.
+fn image() -> MediaContent {
+    MediaContent {
+        data: Some("iVBORw0KGgo=".into()),
+        url: None,
+        storage_ref: Some("blob/123".into()),
+        mime_type: "image/png".into(),
+        filename: Some("cat.png".into()),
+        size_bytes: Some(8),
+        width: Some(1920),
+        height: Some(1080),
+        detail: Some("low".into()),
+        duration_ms: None,
+        sample_rate: None,
+        channels: None,
+    }
+}
+
+/// A body of every kind but the user's, with `image` in the reply.
+fn every_other_kind(image: MediaContent) -> Vec<MessageBody> {
+    vec![
         MessageBody::Interim {
             text: "let me look".into(),
         },
@@ -210,27 +239,7 @@ pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
         MessageBody::Event {
             name: "ai.disclosure.displayed".into(),
         },
-    ];
-    let mut rest: Vec<StoredMessage> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| {
-            let seq = i as u64 + 1;
-            let mut m = message("s1", seq, seq as i64 + 1);
-            m.body = body;
-            m
-        })
-        .collect();
-    rest.last_mut().unwrap().metadata =
-        Metadata::from([("asserted_by".to_owned(), "client".to_owned())]);
-
-    // Appended out of order: loads come back by seq.
-    let mut all = vec![first];
-    all.append(&mut rest);
-    for m in all.iter().rev() {
-        store.append_message(m).await.unwrap();
-    }
-    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), all);
+    ]
 }
 
 pub(crate) async fn recent_messages_are_the_latest_by_seq(store: &dyn SessionStore) {
@@ -508,18 +517,11 @@ pub(crate) async fn listing_shows_summaries_and_follows_activity(store: &dyn Ses
         .create_session(&record("new", Some("alice"), 20))
         .await
         .unwrap();
-    let summary = SessionSummary {
-        text: "talked about the weather".into(),
-        created_at: Timestamp(15),
-    };
     store
         .schedule_summary(&sid("old"), Timestamp(12))
         .await
         .unwrap();
-    store
-        .store_summary(&sid("old"), &summary, Timestamp(12))
-        .await
-        .unwrap();
+    let summary = summarise(store, "old", "talked about the weather", 15, 12).await;
     // A message makes the old session the most recent.
     store.append_message(&message("old", 0, 30)).await.unwrap();
     let listed = store.list_sessions("alice", None, 10).await.unwrap();
@@ -544,14 +546,7 @@ pub(crate) async fn delete_removes_the_session_its_messages_and_summary(store: &
             .await
             .unwrap();
     }
-    let summary = SessionSummary {
-        text: "recap".into(),
-        created_at: Timestamp(3),
-    };
-    store
-        .store_summary(&sid("doomed"), &summary, Timestamp(0))
-        .await
-        .unwrap();
+    summarise(store, "doomed", "recap", 3, 0).await;
 
     assert!(store.delete_session(&sid("doomed")).await.unwrap());
     assert_eq!(store.load_session(&sid("doomed")).await.unwrap(), None);
@@ -596,18 +591,49 @@ pub(crate) async fn summaries_are_stored_and_due_times_survive_rescheduling(
         .unwrap_err();
     assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
     assert!(store.pending_summaries().await.unwrap().is_empty());
+    due_times_are_listed_and_replaced(store).await;
+    a_summary_clears_only_the_due_time_it_handled(store).await;
+    clearing_clears_only_the_due_time_it_handled(store).await;
+    // Sessions deleted meanwhile: nothing to write, no error.
+    summarise(store, "ghost", "late", 1, 1).await;
+    store
+        .clear_summary_due(&sid("ghost"), Timestamp(1))
+        .await
+        .unwrap();
+    assert_eq!(store.load_summary(&sid("ghost")).await.unwrap(), None);
+}
 
-    store.create_session(&record("s1", None, 0)).await.unwrap();
-    store.create_session(&record("s2", None, 0)).await.unwrap();
-    store.create_session(&record("s3", None, 0)).await.unwrap();
+/// Stores the summary `text`, written at `at`, for the due time `handled`;
+/// the summary.
+pub(crate) async fn summarise(
+    store: &dyn SessionStore,
+    id: &str,
+    text: &str,
+    at: i64,
+    handled: i64,
+) -> SessionSummary {
+    let summary = SessionSummary {
+        text: text.into(),
+        created_at: Timestamp(at),
+    };
     store
-        .schedule_summary(&sid("s1"), Timestamp(100))
+        .store_summary(&sid(id), &summary, Timestamp(handled))
         .await
         .unwrap();
-    store
-        .schedule_summary(&sid("s2"), Timestamp(50))
-        .await
-        .unwrap();
+    summary
+}
+
+/// Due times of s1 (100, then 200) and s2 (50), listed earliest first.
+async fn due_times_are_listed_and_replaced(store: &dyn SessionStore) {
+    for id in ["s1", "s2", "s3"] {
+        store.create_session(&record(id, None, 0)).await.unwrap();
+    }
+    for (id, due) in [("s1", 100), ("s2", 50)] {
+        store
+            .schedule_summary(&sid(id), Timestamp(due))
+            .await
+            .unwrap();
+    }
     assert_eq!(
         store.pending_summaries().await.unwrap(),
         [(sid("s2"), Timestamp(50)), (sid("s1"), Timestamp(100))]
@@ -621,37 +647,27 @@ pub(crate) async fn summaries_are_stored_and_due_times_survive_rescheduling(
         store.pending_summaries().await.unwrap(),
         [(sid("s2"), Timestamp(50)), (sid("s1"), Timestamp(200))]
     );
+}
 
-    // A summary written for the replaced due time is kept, and the new due
-    // time stays.
-    let first = SessionSummary {
-        text: "first — ünïcode".into(),
-        created_at: Timestamp(150),
-    };
-    store
-        .store_summary(&sid("s1"), &first, Timestamp(100))
-        .await
-        .unwrap();
+/// A summary written for a replaced due time is kept, and the new due time
+/// stays; one written for the current due time clears it.
+async fn a_summary_clears_only_the_due_time_it_handled(store: &dyn SessionStore) {
+    let first = summarise(store, "s1", "first — ünïcode", 150, 100).await;
     assert_eq!(store.load_summary(&sid("s1")).await.unwrap(), Some(first));
     assert_eq!(
         store.pending_summaries().await.unwrap(),
         [(sid("s2"), Timestamp(50)), (sid("s1"), Timestamp(200))]
     );
-    let second = SessionSummary {
-        text: "second".into(),
-        created_at: Timestamp(250),
-    };
-    store
-        .store_summary(&sid("s1"), &second, Timestamp(200))
-        .await
-        .unwrap();
+    let second = summarise(store, "s1", "second", 250, 200).await;
     assert_eq!(store.load_summary(&sid("s1")).await.unwrap(), Some(second));
     assert_eq!(
         store.pending_summaries().await.unwrap(),
         [(sid("s2"), Timestamp(50))]
     );
+}
 
-    // Clearing only clears the due time it handled.
+/// Clearing without a summary, too, only clears the due time it handled.
+async fn clearing_clears_only_the_due_time_it_handled(store: &dyn SessionStore) {
     store
         .clear_summary_due(&sid("s2"), Timestamp(49))
         .await
@@ -664,19 +680,4 @@ pub(crate) async fn summaries_are_stored_and_due_times_survive_rescheduling(
     assert!(store.pending_summaries().await.unwrap().is_empty());
     assert_eq!(store.load_summary(&sid("s2")).await.unwrap(), None);
     assert_eq!(store.load_summary(&sid("s3")).await.unwrap(), None);
-
-    // Sessions deleted meanwhile: nothing to write, no error.
-    let late = SessionSummary {
-        text: "late".into(),
-        created_at: Timestamp(1),
-    };
-    store
-        .store_summary(&sid("ghost"), &late, Timestamp(1))
-        .await
-        .unwrap();
-    store
-        .clear_summary_due(&sid("ghost"), Timestamp(1))
-        .await
-        .unwrap();
-    assert_eq!(store.load_summary(&sid("ghost")).await.unwrap(), None);
 }

@@ -177,16 +177,17 @@ impl SessionStore for FlakyStore {
     }
 }
 
-/// Answers with the texts of the history it was given, joined, and asks
-/// for `window` messages of it.
+/// Answers with `answer` of the history it was given, and asks for
+/// `window` messages of it.
 struct HistoryEcho {
     window: usize,
+    answer: fn(&[StoredMessage]) -> String,
 }
 
 #[async_trait]
 impl Handler for HistoryEcho {
     async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
-        Ok(Reply::text(joined(&turn.history)))
+        Ok(Reply::text((self.answer)(&turn.history)))
     }
 
     fn history_window(&self) -> usize {
@@ -194,29 +195,14 @@ impl Handler for HistoryEcho {
     }
 }
 
+/// The texts of `history`, joined.
 fn joined(history: &[StoredMessage]) -> String {
     let texts: Vec<&str> = history.iter().filter_map(|m| m.body.text()).collect();
     texts.join("|")
 }
 
-/// Answers with the `seq`s of the history it was given, so its answers stay
-/// short however many turns run (texts of texts would grow without end).
-struct SeqEcho {
-    window: usize,
-}
-
-#[async_trait]
-impl Handler for SeqEcho {
-    async fn run(&self, turn: &TurnContext) -> Result<Reply, TurnFailure> {
-        Ok(Reply::text(seqs(&turn.history)))
-    }
-
-    fn history_window(&self) -> usize {
-        self.window
-    }
-}
-
-/// The `seq`s of `history`, as [`SeqEcho`] answers.
+/// The `seq`s of `history`: answers that stay short however many turns
+/// run (texts of texts would grow without end).
 fn seqs(history: &[StoredMessage]) -> String {
     let seqs: Vec<String> = history.iter().map(|m| m.seq.to_string()).collect();
     seqs.join(",")
@@ -241,6 +227,7 @@ impl Fixture {
             make,
             Arc::new(HistoryEcho {
                 window: DEFAULT_HISTORY_WINDOW,
+                answer: joined,
             }),
         )
         .await
@@ -403,7 +390,10 @@ async fn stored_session(store: &FlakyStore, id: &str, turns: u64) -> SessionId {
 pub(crate) async fn thousands_of_turns_keep_only_the_window_live(make: MakeStore) {
     const WINDOW: usize = 9;
     const TURNS: usize = 3_000;
-    let handler = Arc::new(SeqEcho { window: WINDOW });
+    let handler = Arc::new(HistoryEcho {
+        window: WINDOW,
+        answer: seqs,
+    });
     let Some(fixture) = Fixture::with_handler(make, handler).await else {
         return;
     };

@@ -35,3 +35,19 @@ pub use postgres::{
 };
 pub use redact::{REDACTED, redact_url};
 pub use sqlite::SqliteStore;
+
+use agentwire_core::{SessionId, StoreError};
+use tracing::{debug, warn};
+
+/// Logs a failed write by session and seq, never by content: a rejected
+/// one (the caller's: a reused seq, an unknown session) at debug, any other
+/// as a warning.
+fn log_write_failure<T>(result: &Result<T, StoreError>, session_id: &SessionId, seq: Option<i64>) {
+    match result {
+        Ok(_) => {}
+        Err(e @ StoreError::Rejected(_)) => {
+            debug!(session_id = %session_id, seq, error = %e, "session store write rejected");
+        }
+        Err(e) => warn!(session_id = %session_id, seq, error = %e, "session store write failed"),
+    }
+}

@@ -38,9 +38,9 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tracing::{debug, warn};
 
-use crate::codec;
+use crate::codec::{self, NewRow, OVERVIEW_COLUMNS, StoredRow};
+use crate::log_write_failure;
 
 mod ledger;
 mod open;
@@ -220,26 +220,15 @@ const MESSAGE_COLUMNS: &str =
 
 fn message_row(row: &Row, session_id: &SessionId) -> Result<StoredMessage, StoreError> {
     let what = format_args!("a message of session {session_id}");
-    let seq: i64 = get(row, 0, &what)?;
-    let role: String = get(row, 1, &what)?;
-    let content: String = get(row, 2, &what)?;
-    let parts: Option<String> = get(row, 3, &what)?;
-    let metadata: Option<String> = get(row, 4, &what)?;
-    let created_at: i64 = get(row, 5, &what)?;
-    let corrupt = |why: &dyn fmt::Display| {
-        StoreError::Corrupt(format!("message {seq} of session {session_id}: {why}"))
-    };
-    let seq_u = u64::try_from(seq).map_err(|_| corrupt(&"negative seq"))?;
-    let parts = codec::decode_parts(parts.as_deref()).map_err(|e| corrupt(&e))?;
-    let mut metadata = codec::decode_metadata(metadata.as_deref()).map_err(|e| corrupt(&e))?;
-    let body = codec::decode_body(&role, content, parts, &mut metadata).map_err(|e| corrupt(&e))?;
-    Ok(StoredMessage {
-        session_id: session_id.clone(),
-        seq: seq_u,
-        body,
-        metadata,
-        created_at: Timestamp(created_at),
-    })
+    StoredRow {
+        seq: get(row, 0, &what)?,
+        role: get(row, 1, &what)?,
+        content: get(row, 2, &what)?,
+        parts: get(row, 3, &what)?,
+        metadata: get(row, 4, &what)?,
+        created_at: get(row, 5, &what)?,
+    }
+    .decode(session_id)
 }
 
 fn summary_of(text: Option<String>, at: Option<i64>) -> Option<SessionSummary> {
@@ -249,16 +238,6 @@ fn summary_of(text: Option<String>, at: Option<i64>) -> Option<SessionSummary> {
             created_at: Timestamp(at),
         }),
         _ => None,
-    }
-}
-
-fn log_write_failure<T>(result: &Result<T, StoreError>, session_id: &SessionId, seq: Option<i64>) {
-    match result {
-        Ok(_) => {}
-        Err(e @ StoreError::Rejected(_)) => {
-            debug!(session_id = %session_id, seq, error = %e, "session store write rejected");
-        }
-        Err(e) => warn!(session_id = %session_id, seq, error = %e, "session store write failed"),
     }
 }
 
@@ -277,21 +256,13 @@ impl Columns {
     fn encode(messages: &[StoredMessage]) -> Result<Columns, StoreError> {
         let mut columns = Columns::default();
         for message in messages {
-            let seq = i64::try_from(message.seq).map_err(|_| {
-                StoreError::Rejected(format!(
-                    "message {} of session {}: seq out of range",
-                    message.seq, message.session_id
-                ))
-            })?;
-            let row = codec::encode_body(&message.body)?;
-            columns.seq.push(seq);
+            let row = NewRow::encode(message)?;
+            columns.seq.push(row.seq);
             columns.role.push(row.role);
-            columns.parts.push(codec::encode_parts(row.parts)?);
-            columns
-                .metadata
-                .push(codec::encode_row_metadata(&message.metadata, row.marker)?);
-            columns.content.push(row.content.into_owned());
-            columns.created_at.push(message.created_at.0);
+            columns.content.push(row.content);
+            columns.parts.push(row.parts);
+            columns.metadata.push(row.metadata);
+            columns.created_at.push(row.created_at);
         }
         Ok(columns)
     }
@@ -425,11 +396,8 @@ impl SessionStore for PgStore {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let after = match after.map(i64::try_from) {
-            None => -1,
-            Some(Ok(after)) => after,
-            // No stored seq is that large.
-            Some(Err(_)) => return Ok(Vec::new()),
+        let Some(after) = codec::page_start(after) else {
+            return Ok(Vec::new());
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self
@@ -456,9 +424,6 @@ impl SessionStore for PgStore {
         after: Option<&SessionCursor>,
         limit: usize,
     ) -> Result<Vec<SessionOverview>, StoreError> {
-        const COLUMNS: &str = "SELECT id, agent, namespace, owner, created_at, last_active_at,
-                                      summary, summary_created_at
-                               FROM sessions";
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let what = "the sessions of an owner";
         let rows = match after {
@@ -466,7 +431,7 @@ impl SessionStore for PgStore {
                 self.query(
                     what,
                     &format!(
-                        "{COLUMNS} WHERE owner = $1
+                        "{OVERVIEW_COLUMNS} WHERE owner = $1
                          ORDER BY last_active_at DESC, id DESC LIMIT $2"
                     ),
                     &[&owner, &limit],
@@ -477,7 +442,7 @@ impl SessionStore for PgStore {
                 self.query(
                     what,
                     &format!(
-                        "{COLUMNS} WHERE owner = $1 AND (last_active_at, id) < ($2, $3)
+                        "{OVERVIEW_COLUMNS} WHERE owner = $1 AND (last_active_at, id) < ($2, $3)
                          ORDER BY last_active_at DESC, id DESC LIMIT $4"
                     ),
                     &[
@@ -642,6 +607,41 @@ impl SessionStore for PgStore {
     }
 }
 
+/// One append's one statement: the session's row (activity, head, the
+/// summary's due time when given as `$10`, the turn fence when given as
+/// `$11`), the ledger rows of its tool calls (`$12`–`$21`) and its messages'
+/// rows (`$4`–`$9`, one array per column, under the key the update returns).
+const APPEND: &str = "WITH s AS (
+         UPDATE sessions
+         SET last_active_at = GREATEST(last_active_at, $2),
+             seq_head = GREATEST(seq_head, $3),
+             summary_due_at = COALESCE($10, summary_due_at),
+             turn_fence = GREATEST(turn_fence, COALESCE($11, turn_fence))
+         WHERE id = $1 AND turn_fence <= COALESCE($11, turn_fence)
+         RETURNING key),
+     calls AS (
+         INSERT INTO tool_calls (session_key, call_seq, call_id, turn_id, side, name,
+                                 args_digest, state, outcome, requested_at,
+                                 finished_at, updated_at)
+         SELECT s.key, c.call_seq, c.call_id,
+                COALESCE(c.question_seq,
+                         (SELECT max(q.seq) FROM messages q
+                          WHERE q.session_key = s.key AND q.role = 'user'),
+                         -1)::text,
+                c.side, c.name, c.args_digest, c.state, c.outcome::jsonb,
+                c.requested_at, c.finished_at, $2
+         FROM s, unnest($12::bigint[], $13::text[], $14::bigint[], $15::text[],
+                        $16::text[], $17::text[], $18::text[], $19::text[],
+                        $20::bigint[], $21::bigint[])
+                 AS c (call_seq, call_id, question_seq, side, name, args_digest, state,
+                       outcome, requested_at, finished_at))
+     INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
+     SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
+            m.created_at
+     FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
+                    $9::bigint[])
+             AS m (seq, role, content, parts, metadata, created_at)";
+
 impl PgStore {
     /// One statement: the session's row (activity, head, the summary's due
     /// time when given, the turn fence when given), the rows of the
@@ -652,55 +652,20 @@ impl PgStore {
         summary_due: Option<Timestamp>,
         fence: Option<i64>,
     ) -> Result<(), StoreError> {
-        let Some(first) = messages.first() else {
+        let Some(session_id) = codec::session_of(messages)? else {
             return Ok(());
         };
-        if let Some(stray) = messages.iter().find(|m| m.session_id != first.session_id) {
-            return Err(StoreError::Rejected(format!(
-                "message {} of session {}: one call appends to one session",
-                stray.seq, stray.session_id
-            )));
-        }
         let columns = Columns::encode(messages)?;
         let calls = ledger::CallColumns::encode(messages)?;
         let latest = columns.created_at.iter().copied().max().unwrap_or_default();
         let head = columns.seq.iter().copied().max().unwrap_or_default();
-        let session = format!("messages of session {}", first.session_id);
+        let session = format!("messages of session {session_id}");
         let result = self
             .execute(
                 &session,
-                "WITH s AS (
-                     UPDATE sessions
-                     SET last_active_at = GREATEST(last_active_at, $2),
-                         seq_head = GREATEST(seq_head, $3),
-                         summary_due_at = COALESCE($10, summary_due_at),
-                         turn_fence = GREATEST(turn_fence, COALESCE($11, turn_fence))
-                     WHERE id = $1 AND turn_fence <= COALESCE($11, turn_fence)
-                     RETURNING key),
-                 calls AS (
-                     INSERT INTO tool_calls (session_key, call_seq, call_id, turn_id, side, name,
-                                             args_digest, state, outcome, requested_at,
-                                             finished_at, updated_at)
-                     SELECT s.key, c.call_seq, c.call_id,
-                            COALESCE(c.question_seq,
-                                     (SELECT max(q.seq) FROM messages q
-                                      WHERE q.session_key = s.key AND q.role = 'user'),
-                                     -1)::text,
-                            c.side, c.name, c.args_digest, c.state, c.outcome::jsonb,
-                            c.requested_at, c.finished_at, $2
-                     FROM s, unnest($12::bigint[], $13::text[], $14::bigint[], $15::text[],
-                                    $16::text[], $17::text[], $18::text[], $19::text[],
-                                    $20::bigint[], $21::bigint[])
-                             AS c (call_seq, call_id, question_seq, side, name, args_digest, state,
-                                   outcome, requested_at, finished_at))
-                 INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
-                 SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
-                        m.created_at
-                 FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
-                                $9::bigint[])
-                         AS m (seq, role, content, parts, metadata, created_at)",
+                APPEND,
                 &[
-                    &first.session_id.as_str(),
+                    &session_id.as_str(),
                     &latest,
                     &head,
                     &columns.seq,
@@ -725,12 +690,12 @@ impl PgStore {
             )
             .await;
         let result = match result {
-            Ok(0) if fence.is_some() => Err(self.why_nothing_appended(&first.session_id).await),
+            Ok(0) if fence.is_some() => Err(self.why_nothing_appended(session_id).await),
             Ok(0) => Err(StoreError::Rejected(format!("{session}: unknown session"))),
             Ok(_) => Ok(()),
             Err(e) => Err(e),
         };
-        log_write_failure(&result, &first.session_id, columns.seq.first().copied());
+        log_write_failure(&result, session_id, columns.seq.first().copied());
         result
     }
 

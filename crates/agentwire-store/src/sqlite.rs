@@ -17,6 +17,9 @@
 //!   side; the thread only runs SQL.
 //! - Dropping every clone of the [`SqliteStore`] closes the channel; the thread
 //!   finishes the queued commands, closes the connection and exits.
+//!   [`SqliteStore::close`] does the same on a clean shutdown and waits for
+//!   it, with the write-ahead log checkpointed into the database file first:
+//!   a process may exit before a dropped store's thread is done.
 //! - Log lines carry session ids, seqs and error kinds, never message content.
 
 use std::fmt;
@@ -34,13 +37,12 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction, ffi};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use crate::codec;
+use crate::codec::{self, NewRow, OVERVIEW_COLUMNS, StoredRow};
+use crate::log_write_failure;
 use schema::{IntegrityError, MigrateError, check_integrity, migrate};
 
 /// Commands that may wait for the SQLite thread before senders wait too.
 const CHANNEL_CAPACITY: usize = 1024;
-/// The most commands run in one transaction.
-const MAX_BATCH: usize = 256;
 const THREAD_NAME: &str = "agentwire-sqlite";
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 const STATEMENT_CACHE_CAPACITY: usize = 32;
@@ -52,7 +54,7 @@ const IDLE_RELEASE_AFTER: Duration = Duration::from_secs(1);
 /// one SQLite thread.
 #[derive(Clone)]
 pub struct SqliteStore {
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::Sender<Request>,
     path: Arc<Path>,
     /// Commands sent so far, for the idle release.
     activity: Arc<AtomicU64>,
@@ -125,10 +127,35 @@ impl SqliteStore {
         self.activity.fetch_add(1, Ordering::Relaxed);
         let (reply, response) = oneshot::channel();
         self.commands
-            .send(command(reply))
+            .send(Request::Run(command(reply)))
             .await
             .map_err(|_| self.stopped())?;
         response.await.map_err(|_| self.stopped())?
+    }
+
+    /// Closes the store, for a clean shutdown: once the commands sent before
+    /// it have run, the write-ahead log is checkpointed into the database
+    /// file and truncated and the connection closes, so the file alone holds
+    /// every row (a copy of it without its `-wal` file is whole). Returns
+    /// when that is done. Every later call, on any clone, fails as on a
+    /// stopped store; closing a stopped store does nothing.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        let (reply, response) = oneshot::channel();
+        if self.commands.send(Request::Close(reply)).await.is_err() {
+            return Ok(());
+        }
+        response.await.map_err(|_| self.stopped())?
+    }
+
+    /// Runs `read` of session `id`'s message rows; the messages, decoded on
+    /// the caller's side.
+    async fn load_rows(
+        &self,
+        id: &SessionId,
+        read: impl FnOnce(SessionId, Reply<Vec<StoredRow>>) -> Command,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = self.call(|reply| read(id.clone(), reply)).await?;
+        rows.into_iter().map(|row| row.decode(id)).collect()
     }
 
     /// How many times the idle store has freed SQLite's caches.
@@ -166,14 +193,15 @@ impl SessionStore for SqliteStore {
         messages: &[StoredMessage],
         summary_due: Option<Timestamp>,
     ) -> Result<(), StoreError> {
+        let Some(session_id) = codec::session_of(messages)?.cloned() else {
+            return Ok(());
+        };
         let rows = messages
             .iter()
-            .map(NewMessage::encode)
+            .map(NewRow::encode)
             .collect::<Result<Vec<_>, _>>()?;
-        if rows.is_empty() {
-            return Ok(());
-        }
         self.call(|reply| Command::Append {
+            session_id,
             rows,
             summary_due,
             reply,
@@ -182,14 +210,8 @@ impl SessionStore for SqliteStore {
     }
 
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
-        let session_id = id.clone();
-        let rows = self
-            .call(|reply| Command::LoadMessages {
-                id: session_id,
-                reply,
-            })
-            .await?;
-        rows.into_iter().map(|row| row.decode(id)).collect()
+        self.load_rows(id, |id, reply| Command::LoadMessages { id, reply })
+            .await
     }
 
     async fn load_recent_messages(
@@ -197,16 +219,13 @@ impl SessionStore for SqliteStore {
         id: &SessionId,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let session_id = id.clone();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self
-            .call(|reply| Command::LoadRecentMessages {
-                id: session_id,
-                limit,
-                reply,
-            })
-            .await?;
-        rows.into_iter().map(|row| row.decode(id)).collect()
+        self.load_rows(id, |id, reply| Command::LoadRecentMessages {
+            id,
+            limit,
+            reply,
+        })
+        .await
     }
 
     async fn load_messages_after(
@@ -215,23 +234,17 @@ impl SessionStore for SqliteStore {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let after = match after.map(i64::try_from) {
-            None => -1,
-            Some(Ok(after)) => after,
-            // No stored seq is that large.
-            Some(Err(_)) => return Ok(Vec::new()),
+        let Some(after) = codec::page_start(after) else {
+            return Ok(Vec::new());
         };
-        let session_id = id.clone();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self
-            .call(|reply| Command::LoadMessagesAfter {
-                id: session_id,
-                after,
-                limit,
-                reply,
-            })
-            .await?;
-        rows.into_iter().map(|row| row.decode(id)).collect()
+        self.load_rows(id, |id, reply| Command::LoadMessagesAfter {
+            id,
+            after,
+            limit,
+            reply,
+        })
+        .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -315,7 +328,7 @@ impl SessionStore for SqliteStore {
 /// commands came before the previous tick and none since. Holds the channel
 /// only weakly, so the store's last clone still closes it; ends with it.
 async fn release_when_idle(
-    commands: mpsc::WeakSender<Command>,
+    commands: mpsc::WeakSender<Request>,
     activity: Arc<AtomicU64>,
     releases: Arc<AtomicU64>,
 ) {
@@ -331,7 +344,8 @@ async fn release_when_idle(
         let now = activity.load(Ordering::Relaxed);
         if now == seen && now != released {
             let (reply, response) = oneshot::channel();
-            if sender.send(Command::ReleaseMemory { reply }).await.is_err() {
+            let release = Request::Run(Command::ReleaseMemory { reply });
+            if sender.send(release).await.is_err() {
                 return;
             }
             drop(sender);
@@ -401,383 +415,12 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------
-// The SQLite thread.
-
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-enum Command {
-    CreateSession {
-        record: SessionRecord,
-        reply: Reply<()>,
-    },
-    LoadSession {
-        id: SessionId,
-        reply: Reply<Option<SessionRecord>>,
-    },
-    /// Messages of one session, appended all or none, with the summary's
-    /// new due time if any.
-    Append {
-        rows: Vec<NewMessage>,
-        summary_due: Option<Timestamp>,
-        reply: Reply<()>,
-    },
-    LoadMessages {
-        id: SessionId,
-        reply: Reply<Vec<MessageRow>>,
-    },
-    LoadRecentMessages {
-        id: SessionId,
-        limit: i64,
-        reply: Reply<Vec<MessageRow>>,
-    },
-    LoadMessagesAfter {
-        id: SessionId,
-        after: i64,
-        limit: i64,
-        reply: Reply<Vec<MessageRow>>,
-    },
-    Ping {
-        reply: Reply<()>,
-    },
-    ListSessions {
-        owner: String,
-        after: Option<SessionCursor>,
-        limit: i64,
-        reply: Reply<Vec<SessionOverview>>,
-    },
-    DeleteSession {
-        id: SessionId,
-        reply: Reply<bool>,
-    },
-    LoadSummary {
-        id: SessionId,
-        reply: Reply<Option<SessionSummary>>,
-    },
-    ScheduleSummary {
-        id: SessionId,
-        due: Timestamp,
-        reply: Reply<()>,
-    },
-    PendingSummaries {
-        reply: Reply<Vec<(SessionId, Timestamp)>>,
-    },
-    StoreSummary {
-        id: SessionId,
-        summary: SessionSummary,
-        handled_due: Timestamp,
-        reply: Reply<()>,
-    },
-    ClearSummaryDue {
-        id: SessionId,
-        handled_due: Timestamp,
-        reply: Reply<()>,
-    },
-    /// Frees the connection's caches (the store is idle).
-    ReleaseMemory {
-        reply: Reply<()>,
-    },
-}
-
-/// A message as it is written: parts and metadata already encoded.
-struct NewMessage {
-    session_id: SessionId,
-    seq: i64,
-    role: &'static str,
-    content: String,
-    parts: Option<String>,
-    metadata: Option<String>,
-    created_at: i64,
-}
-
-impl NewMessage {
-    /// Encodes on the caller's side, so the worker thread only runs SQL.
-    fn encode(message: &StoredMessage) -> Result<NewMessage, StoreError> {
-        let seq = i64::try_from(message.seq).map_err(|_| {
-            StoreError::Rejected(format!(
-                "message {} of session {}: seq out of range",
-                message.seq, message.session_id
-            ))
-        })?;
-        let row = codec::encode_body(&message.body)?;
-        Ok(NewMessage {
-            session_id: message.session_id.clone(),
-            seq,
-            role: row.role,
-            parts: codec::encode_parts(row.parts)?,
-            metadata: codec::encode_row_metadata(&message.metadata, row.marker)?,
-            content: row.content.into_owned(),
-            created_at: message.created_at.0,
-        })
-    }
-}
-
-/// A message row as it is read; decoded on the caller's side.
-struct MessageRow {
-    seq: i64,
-    role: String,
-    content: String,
-    parts: Option<String>,
-    metadata: Option<String>,
-    created_at: i64,
-}
-
-impl MessageRow {
-    fn decode(self, session_id: &SessionId) -> Result<StoredMessage, StoreError> {
-        let corrupt = |why: &dyn fmt::Display| {
-            StoreError::Corrupt(format!(
-                "message {} of session {session_id}: {why}",
-                self.seq
-            ))
-        };
-        let seq = u64::try_from(self.seq).map_err(|_| corrupt(&"negative seq"))?;
-        let parts = codec::decode_parts(self.parts.as_deref()).map_err(|e| corrupt(&e))?;
-        let mut metadata =
-            codec::decode_metadata(self.metadata.as_deref()).map_err(|e| corrupt(&e))?;
-        let body = codec::decode_body(&self.role, self.content, parts, &mut metadata)
-            .map_err(|e| corrupt(&e))?;
-        Ok(StoredMessage {
-            session_id: session_id.clone(),
-            seq,
-            body,
-            metadata,
-            created_at: Timestamp(self.created_at),
-        })
-    }
-}
-
-/// A command that has run, holding its reply (and result) until the batch
-/// commits.
-struct Outcome(Box<Deliver>);
-
-/// Sends a command's result, or the batch's failure (`Some(reason)`) when
-/// the batch did not commit.
-type Deliver = dyn FnOnce(Option<&str>) + Send;
-
-impl Outcome {
-    fn new<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Outcome {
-        Outcome(Box::new(move |failure: Option<&str>| {
-            let result = match failure {
-                Some(reason) => Err(StoreError::Unavailable(reason.to_owned())),
-                None => result,
-            };
-            // The caller may have stopped waiting; the result is then moot.
-            let _ = reply.send(result);
-        }))
-    }
-
-    /// Sends the result, or `batch_failure` when the batch did not commit.
-    fn deliver(self, batch_failure: Option<&str>) {
-        (self.0)(batch_failure);
-    }
-}
-
-impl Command {
-    /// Answers without running: the batch failed before reaching it.
-    fn skipped(self, reason: &str) -> Outcome {
-        fn fail<T: Send + 'static>(reply: Reply<T>, reason: &str) -> Outcome {
-            Outcome::new(reply, Err(StoreError::Unavailable(reason.to_owned())))
-        }
-        match self {
-            Command::CreateSession { reply, .. }
-            | Command::Append { reply, .. }
-            | Command::Ping { reply }
-            | Command::ScheduleSummary { reply, .. }
-            | Command::StoreSummary { reply, .. }
-            | Command::ClearSummaryDue { reply, .. }
-            | Command::ReleaseMemory { reply } => fail(reply, reason),
-            Command::LoadSession { reply, .. } => fail(reply, reason),
-            Command::LoadMessages { reply, .. }
-            | Command::LoadRecentMessages { reply, .. }
-            | Command::LoadMessagesAfter { reply, .. } => fail(reply, reason),
-            Command::ListSessions { reply, .. } => fail(reply, reason),
-            Command::DeleteSession { reply, .. } => fail(reply, reason),
-            Command::LoadSummary { reply, .. } => fail(reply, reason),
-            Command::PendingSummaries { reply } => fail(reply, reason),
-        }
-    }
-}
-
-fn run(mut conn: Connection, mut commands: mpsc::Receiver<Command>) {
-    while let Some(first) = commands.blocking_recv() {
-        run_batch(&mut conn, first, &mut commands);
-    }
-    debug!("session store dropped; sqlite thread exiting");
-}
-
-/// Runs `first` and every command queued while the batch runs (up to
-/// [`MAX_BATCH`]) in one transaction, then replies to each once the
-/// transaction has committed or failed. Taking commands that arrive while
-/// earlier ones execute, not just those queued at the start, is what makes
-/// batches grow with the load.
-fn run_batch(conn: &mut Connection, first: Command, commands: &mut mpsc::Receiver<Command>) {
-    let mut tx = match conn.transaction() {
-        Ok(tx) => tx,
-        Err(e) => {
-            let reason = format!("cannot begin a transaction: {e}");
-            warn!(error = %e, "session store batch failed");
-            first.skipped(&reason).deliver(None);
-            return;
-        }
-    };
-    let mut outcomes = Vec::new();
-    let mut broken: Option<String> = None;
-    let mut next = Some(first);
-    while let Some(command) = next.take() {
-        let outcome = match &broken {
-            Some(reason) => command.skipped(reason),
-            None => execute(&mut tx, command, &mut broken),
-        };
-        outcomes.push(outcome);
-        if outcomes.len() < MAX_BATCH {
-            next = commands.try_recv().ok();
-        }
-    }
-    let failure = match broken {
-        Some(reason) => {
-            if let Err(e) = tx.rollback() {
-                debug!(error = %e, "rollback of a failed batch");
-            }
-            Some(reason)
-        }
-        None => tx
-            .commit()
-            .err()
-            .map(|e| format!("cannot commit a transaction: {e}")),
-    };
-    if let Some(reason) = &failure {
-        warn!(error = %reason, commands = outcomes.len(), "session store batch failed");
-    }
-    for outcome in outcomes {
-        outcome.deliver(failure.as_deref());
-    }
-}
-
-fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<String>) -> Outcome {
-    match command {
-        Command::CreateSession { record, reply } => {
-            let result = write(tx, broken, |conn| insert_session(conn, &record));
-            log_write_failure(&result, &record.id, None);
-            Outcome::new(reply, result)
-        }
-        Command::Append {
-            rows,
-            summary_due,
-            reply,
-        } => {
-            let result = write(tx, broken, |conn| append_messages(conn, &rows, summary_due));
-            if let Some(first) = rows.first() {
-                log_write_failure(&result, &first.session_id, Some(first.seq));
-            }
-            Outcome::new(reply, result)
-        }
-        Command::LoadSession { id, reply } => Outcome::new(reply, load_session(tx, &id)),
-        Command::LoadMessages { id, reply } => Outcome::new(reply, load_messages(tx, &id)),
-        Command::LoadRecentMessages { id, limit, reply } => {
-            Outcome::new(reply, pages::load_recent_messages(tx, &id, limit))
-        }
-        Command::LoadMessagesAfter {
-            id,
-            after,
-            limit,
-            reply,
-        } => Outcome::new(reply, pages::load_messages_after(tx, &id, after, limit)),
-        Command::Ping { reply } => Outcome::new(reply, ping(tx)),
-        Command::ListSessions {
-            owner,
-            after,
-            limit,
-            reply,
-        } => Outcome::new(reply, list_sessions(tx, &owner, after.as_ref(), limit)),
-        Command::DeleteSession { id, reply } => {
-            let result = write(tx, broken, |conn| delete_session(conn, &id));
-            log_write_failure(&result, &id, None);
-            Outcome::new(reply, result)
-        }
-        Command::LoadSummary { id, reply } => Outcome::new(reply, load_summary(tx, &id)),
-        Command::ScheduleSummary { id, due, reply } => {
-            let result = write(tx, broken, |conn| schedule_summary(conn, &id, due));
-            log_write_failure(&result, &id, None);
-            Outcome::new(reply, result)
-        }
-        Command::PendingSummaries { reply } => Outcome::new(reply, pending_summaries(tx)),
-        Command::ReleaseMemory { reply } => {
-            let result = tx
-                .release_memory()
-                .map_err(|e| StoreError::Unavailable(format!("cannot release the cache: {e}")));
-            debug!(ok = result.is_ok(), "session store idle: cache released");
-            Outcome::new(reply, result)
-        }
-        Command::StoreSummary {
-            id,
-            summary,
-            handled_due,
-            reply,
-        } => {
-            let result = write(tx, broken, |conn| {
-                store_summary(conn, &id, &summary, handled_due)
-            });
-            log_write_failure(&result, &id, None);
-            Outcome::new(reply, result)
-        }
-        Command::ClearSummaryDue {
-            id,
-            handled_due,
-            reply,
-        } => {
-            let result = write(tx, broken, |conn| clear_summary_due(conn, &id, handled_due));
-            log_write_failure(&result, &id, None);
-            Outcome::new(reply, result)
-        }
-    }
-}
-
-fn log_write_failure<T>(result: &Result<T, StoreError>, session_id: &SessionId, seq: Option<i64>) {
-    match result {
-        Ok(_) => {}
-        Err(e @ StoreError::Rejected(_)) => {
-            debug!(session_id = %session_id, seq, error = %e, "session store write rejected");
-        }
-        Err(e) => warn!(session_id = %session_id, seq, error = %e, "session store write failed"),
-    }
-}
-
-/// Runs `op` in a savepoint of the batch transaction: on error it rolls back
-/// alone. A savepoint that cannot be opened or closed breaks the batch. The
-/// savepoint statements are prepared once and cached, not parsed per write.
-fn write<T>(
-    tx: &mut Transaction<'_>,
-    broken: &mut Option<String>,
-    op: impl FnOnce(&Connection) -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    let mut fail = |reason: String| {
-        *broken = Some(reason.clone());
-        Err(StoreError::Unavailable(reason))
-    };
-    if let Err(e) = run_cached(tx, "SAVEPOINT write") {
-        return fail(format!("cannot open a savepoint: {e}"));
-    }
-    let result = op(tx);
-    let end = match result {
-        Ok(_) => run_cached(tx, "RELEASE write"),
-        Err(_) => {
-            run_cached(tx, "ROLLBACK TO write").and_then(|()| run_cached(tx, "RELEASE write"))
-        }
-    };
-    match end {
-        Ok(()) => result,
-        Err(e) => fail(format!("cannot close a savepoint: {e}")),
-    }
-}
-
-fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
-}
-
 mod pages;
 mod queries;
 mod schema;
+mod worker;
 use queries::*;
+use worker::{Command, Reply, Request, run};
 
 #[cfg(test)]
 mod tests;

@@ -272,18 +272,19 @@ fn reply(seq: u64, cancelled: bool) -> StoredMessage {
     reply
 }
 
-/// The ledger's rows of `s1`, by call seq: (turn, call id, side, state,
-/// outcome, whether a digest is there).
-async fn ledger_rows(
-    client: &tokio_postgres::Client,
-) -> Vec<(
+/// A ledger row: (turn, call id, side, state, outcome, whether a digest is
+/// there).
+type LedgerRow = (
     String,
     String,
     String,
     String,
     Option<serde_json::Value>,
     bool,
-)> {
+);
+
+/// The ledger's rows of `s1`, by call seq.
+async fn ledger_rows(client: &tokio_postgres::Client) -> Vec<LedgerRow> {
     client
         .query(
             "SELECT turn_id, call_id, side, state, outcome::text, args_digest
@@ -311,18 +312,46 @@ async fn ledger_rows(
 
 #[tokio::test]
 async fn a_turns_tool_calls_are_in_the_ledger_with_how_they_ended() {
-    use agentwire_core::{ToolOutcome, ToolSide};
+    use agentwire_core::ToolSide;
     let Some((options, _database)) = empty_database().await else {
         return;
     };
     let store = PgStore::connect(&options).await.unwrap();
     let client = inspect(&options).await;
+    write_two_turns_with_tool_calls(&store).await;
+    assert_each_call_is_a_row_with_how_it_ended(&ledger_rows(&client).await);
+    // A fenced-off write leaves no ledger rows either.
+    store.fence_session(&sid("s1"), Fence(5)).await.unwrap();
+    let refused = store
+        .append_turn_fenced(
+            &[message("s1", 13, 30), call(14, "z", ToolSide::Server)],
+            None,
+            Fence(4),
+        )
+        .await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert_eq!(ledger_rows(&client).await.len(), 5);
+    // Deleting the session takes its ledger rows with it.
+    assert!(store.delete_session(&sid("s1")).await.unwrap());
+    let left: i64 = client
+        .query_one("SELECT count(*) FROM tool_calls", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+/// Session s1 and two turns. Turn one: question and records in one write;
+/// a server call that ran, a client call denied, a call the model repeated
+/// by id (both kept). Turn two: the question went alone before; the records
+/// name it. The same call id as turn one's is a row of its own; the turn is
+/// cancelled with its client call open.
+async fn write_two_turns_with_tool_calls(store: &PgStore) {
+    use agentwire_core::{ToolOutcome, ToolSide};
     store
         .create_session(&record("s1", Some("u"), 1))
         .await
         .unwrap();
-    // Turn one: question and records in one write; a server call that ran,
-    // a client call denied, a call the model repeated by id (both kept).
     store
         .append_turn(
             &[
@@ -339,9 +368,6 @@ async fn a_turns_tool_calls_are_in_the_ledger_with_how_they_ended() {
         )
         .await
         .unwrap();
-    // Turn two: the question went alone before; the records name it. The
-    // same call id as turn one's is a row of its own; the turn is
-    // cancelled with its client call open.
     store.append_message(&message("s1", 8, 20)).await.unwrap();
     store
         .append_turn(
@@ -355,8 +381,12 @@ async fn a_turns_tool_calls_are_in_the_ledger_with_how_they_ended() {
         )
         .await
         .unwrap();
+}
+
+/// The ledger of [`write_two_turns_with_tool_calls`]: per call its turn,
+/// id, side, state and outcome, and a digest of its arguments.
+fn assert_each_call_is_a_row_with_how_it_ended(rows: &[LedgerRow]) {
     let status = |s: &str| Some(serde_json::json!({ "status": s }));
-    let rows = ledger_rows(&client).await;
     let expected = vec![
         ("0", "a", "server", "answered", status("ok")),
         (
@@ -391,25 +421,6 @@ async fn a_turns_tool_calls_are_in_the_ledger_with_how_they_ended() {
         assert_eq!(row.4, outcome, "{row:?}");
         assert!(row.5, "a SHA-256 of the arguments, never the arguments");
     }
-    // A fenced-off write leaves no ledger rows either.
-    store.fence_session(&sid("s1"), Fence(5)).await.unwrap();
-    let refused = store
-        .append_turn_fenced(
-            &[message("s1", 13, 30), call(14, "z", ToolSide::Server)],
-            None,
-            Fence(4),
-        )
-        .await;
-    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
-    assert_eq!(ledger_rows(&client).await.len(), 5);
-    // Deleting the session takes its ledger rows with it.
-    assert!(store.delete_session(&sid("s1")).await.unwrap());
-    let left: i64 = client
-        .query_one("SELECT count(*) FROM tool_calls", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0);
 }
 
 /// Counts the summaries it writes.
@@ -540,14 +551,7 @@ async fn two_claimers_never_get_the_same_due_summary() {
         .schedule_summary(&sid("s000"), Timestamp(500))
         .await
         .unwrap();
-    let summary = SessionSummary {
-        text: "recap".into(),
-        created_at: Timestamp(900),
-    };
-    store
-        .store_summary(&sid("s000"), &summary, Timestamp(100))
-        .await
-        .unwrap();
+    conformance::summarise(&store, "s000", "recap", 900, 100).await;
     let after_claim = now.plus(claim_for);
     let next = store
         .claim_due_summaries(now, claim_for, 100)

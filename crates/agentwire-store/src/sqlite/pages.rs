@@ -5,7 +5,9 @@
 
 use super::*;
 
-const COLUMNS: &str = "SELECT seq, role, content, parts, metadata, created_at FROM messages";
+/// The columns of a message row, in [`message_row`]'s order.
+pub(super) const COLUMNS: &str =
+    "SELECT seq, role, content, parts, metadata, created_at FROM messages";
 
 /// Newest first, so `LIMIT` stops the walk; reversed by the caller.
 const RECENT: &str = "WHERE session_key = (SELECT key FROM sessions WHERE id = ?1)
@@ -19,8 +21,8 @@ pub(super) fn load_recent_messages(
     conn: &Connection,
     id: &SessionId,
     limit: i64,
-) -> Result<Vec<MessageRow>, StoreError> {
-    let mut rows: Vec<MessageRow> = conn
+) -> Result<Vec<StoredRow>, StoreError> {
+    let mut rows: Vec<StoredRow> = conn
         .prepare_cached(&format!("{COLUMNS} {RECENT}"))
         .and_then(|mut stmt| stmt.query_map((id.as_str(), limit), message_row)?.collect())
         .map_err(|e| read_error(e, &format_args!("latest messages of session {id}")))?;
@@ -35,7 +37,7 @@ pub(super) fn load_messages_after(
     id: &SessionId,
     after: i64,
     limit: i64,
-) -> Result<Vec<MessageRow>, StoreError> {
+) -> Result<Vec<StoredRow>, StoreError> {
     conn.prepare_cached(&format!("{COLUMNS} {AFTER}"))
         .and_then(|mut stmt| {
             stmt.query_map((id.as_str(), after, limit), message_row)?
@@ -44,8 +46,8 @@ pub(super) fn load_messages_after(
         .map_err(|e| read_error(e, &format_args!("a page of messages of session {id}")))
 }
 
-fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
-    Ok(MessageRow {
+pub(super) fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
+    Ok(StoredRow {
         seq: row.get(0)?,
         role: row.get(1)?,
         content: row.get(2)?,

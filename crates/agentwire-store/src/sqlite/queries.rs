@@ -31,20 +31,12 @@ pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Resul
 /// on every write).
 pub(super) fn append_messages(
     conn: &Connection,
-    rows: &[NewMessage],
+    session_id: &SessionId,
+    rows: &[NewRow],
     summary_due: Option<Timestamp>,
 ) -> Result<(), StoreError> {
-    let Some(first) = rows.first() else {
-        return Ok(());
-    };
-    if let Some(stray) = rows.iter().find(|row| row.session_id != first.session_id) {
-        return Err(StoreError::Rejected(format!(
-            "message {} of session {}: one call appends to one session",
-            stray.seq, stray.session_id
-        )));
-    }
     let latest = rows.iter().map(|r| r.created_at).max().unwrap_or_default();
-    let session = format_args!("session {}", first.session_id);
+    let session = format_args!("session {session_id}");
     let touched = match summary_due {
         None => conn
             .prepare_cached(
@@ -52,7 +44,7 @@ pub(super) fn append_messages(
                  RETURNING key",
             )
             .and_then(|mut stmt| {
-                stmt.query_row((first.session_id.as_str(), latest), |row| row.get(0))
+                stmt.query_row((session_id.as_str(), latest), |row| row.get(0))
                     .optional()
             }),
         Some(due) => conn
@@ -61,7 +53,7 @@ pub(super) fn append_messages(
                  WHERE id = ?1 RETURNING key",
             )
             .and_then(|mut stmt| {
-                stmt.query_row((first.session_id.as_str(), latest, due.0), |row| row.get(0))
+                stmt.query_row((session_id.as_str(), latest, due.0), |row| row.get(0))
                     .optional()
             }),
     };
@@ -116,25 +108,12 @@ pub(super) fn load_session(
 pub(super) fn load_messages(
     conn: &Connection,
     id: &SessionId,
-) -> Result<Vec<MessageRow>, StoreError> {
-    conn.prepare_cached(
-        "SELECT seq, role, content, parts, metadata, created_at
-         FROM messages WHERE session_key = (SELECT key FROM sessions WHERE id = ?1)
-         ORDER BY seq",
-    )
-    .and_then(|mut stmt| {
-        stmt.query_map([id.as_str()], |row| {
-            Ok(MessageRow {
-                seq: row.get(0)?,
-                role: row.get(1)?,
-                content: row.get(2)?,
-                parts: row.get(3)?,
-                metadata: row.get(4)?,
-                created_at: row.get(5)?,
-            })
-        })?
-        .collect()
-    })
+) -> Result<Vec<StoredRow>, StoreError> {
+    conn.prepare_cached(&format!(
+        "{} WHERE session_key = (SELECT key FROM sessions WHERE id = ?1) ORDER BY seq",
+        pages::COLUMNS
+    ))
+    .and_then(|mut stmt| stmt.query_map([id.as_str()], pages::message_row)?.collect())
     .map_err(|e| read_error(e, &format_args!("messages of session {id}")))
 }
 
@@ -144,9 +123,6 @@ pub(super) fn list_sessions(
     after: Option<&SessionCursor>,
     limit: i64,
 ) -> Result<Vec<SessionOverview>, StoreError> {
-    const COLUMNS: &str = "SELECT id, agent, namespace, owner, created_at, last_active_at,
-                                  summary, summary_created_at
-                           FROM sessions";
     let map = |row: &rusqlite::Row<'_>| -> rusqlite::Result<SessionOverview> {
         let summary = match (
             row.get::<_, Option<String>>(6)?,
@@ -173,12 +149,12 @@ pub(super) fn list_sessions(
     let result = match after {
         None => conn
             .prepare_cached(&format!(
-                "{COLUMNS} WHERE owner = ?1 ORDER BY last_active_at DESC, id DESC LIMIT ?2"
+                "{OVERVIEW_COLUMNS} WHERE owner = ?1 ORDER BY last_active_at DESC, id DESC LIMIT ?2"
             ))
             .and_then(|mut stmt| stmt.query_map((owner, limit), map)?.collect()),
         Some(cursor) => conn
             .prepare_cached(&format!(
-                "{COLUMNS} WHERE owner = ?1 AND (last_active_at, id) < (?2, ?3)
+                "{OVERVIEW_COLUMNS} WHERE owner = ?1 AND (last_active_at, id) < (?2, ?3)
                  ORDER BY last_active_at DESC, id DESC LIMIT ?4"
             ))
             .and_then(|mut stmt| {

@@ -1,4 +1,5 @@
 use super::schema::MIGRATIONS;
+use super::worker::run_batch;
 use super::*;
 use crate::conformance::{self, conformance_tests, message, record};
 use agentwire_core::MessageBody;
@@ -145,6 +146,7 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
         let (reply, rx) = oneshot::channel();
         append_rxs.push(rx);
         batch.push(Command::Append {
+            session_id: sid("s1"),
             rows: vec![row(seq, at)],
             summary_due: None,
             reply,
@@ -164,6 +166,7 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
     // Two rows appended all or none: the duplicate seq 1 takes seq 3 down too.
     let (reply, mut pair_rx) = oneshot::channel();
     batch.push(Command::Append {
+        session_id: sid("s1"),
         rows: vec![row(3, 5), row(1, 6)],
         summary_due: Some(Timestamp(9)),
         reply,
@@ -173,9 +176,9 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
     let mut batch = batch.into_iter();
     let first = batch.next().unwrap();
     for command in batch {
-        assert!(queue.try_send(command).is_ok());
+        assert!(queue.try_send(Request::Run(command)).is_ok());
     }
-    run_batch(&mut conn, first, &mut queued);
+    assert!(run_batch(&mut conn, first, &mut queued).is_none());
     assert!(queued.try_recv().is_err(), "one batch ran everything");
     assert!(matches!(
         pair_rx.try_recv().unwrap(),
@@ -198,9 +201,8 @@ async fn one_bad_write_rolls_back_alone_within_a_batch() {
     assert!(conn.is_autocommit(), "the batch transaction is closed");
 }
 
-fn row(seq: i64, at: i64) -> NewMessage {
-    NewMessage {
-        session_id: sid("s1"),
+fn row(seq: i64, at: i64) -> NewRow {
+    NewRow {
         seq,
         role: "user",
         content: format!("m{seq}@{at}"),
@@ -246,6 +248,71 @@ async fn dropping_the_store_closes_the_database() {
 }
 
 #[tokio::test]
+async fn closing_the_store_leaves_every_row_in_the_database_file() {
+    let (store, dir) = make().await;
+    let clone = store.clone();
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let messages: Vec<_> = (0..20).map(|seq| message("s1", seq, 5)).collect();
+    store.append_messages(&messages).await.unwrap();
+    let wal = dir.path().join("sessions.db-wal");
+    assert!(wal.metadata().unwrap().len() > 0, "the rows are in the log");
+    store.close().await.unwrap();
+    assert!(!wal.exists(), "the log file is gone once closed");
+    // Later calls, on any clone, fail as on a stopped store; a second close
+    // does nothing.
+    assert!(matches!(
+        clone.ping().await,
+        Err(StoreError::Unavailable(msg)) if msg.contains("stopped")
+    ));
+    clone.close().await.unwrap();
+    // The file alone, copied without its log, holds every row.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        dir.path().join("sessions.db"),
+        copy.path().join("sessions.db"),
+    )
+    .unwrap();
+    let reopened = SqliteStore::open(&copy.path().join("sessions.db"))
+        .await
+        .unwrap();
+    assert_eq!(reopened.load_messages(&sid("s1")).await.unwrap(), messages);
+}
+
+/// A close queued behind commands ends their batch once it has committed;
+/// what was sent after it stays queued, unrun.
+#[tokio::test]
+async fn a_close_ends_the_batch_it_is_queued_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = open_connection(&dir.path().join("sessions.db")).unwrap();
+    let (create, mut created) = oneshot::channel();
+    let (ping, mut pinged) = oneshot::channel();
+    let (close, _) = oneshot::channel();
+    let (queue, mut queued) = mpsc::channel(4);
+    for request in [
+        Request::Run(Command::Ping { reply: ping }),
+        Request::Close(close),
+        Request::Run(Command::LoadSummary {
+            id: sid("s1"),
+            reply: oneshot::channel().0,
+        }),
+    ] {
+        assert!(queue.try_send(request).is_ok());
+    }
+    let first = Command::CreateSession {
+        record: record("s1", None, 0),
+        reply: create,
+    };
+    assert!(run_batch(&mut conn, first, &mut queued).is_some());
+    created.try_recv().unwrap().unwrap();
+    pinged.try_recv().unwrap().unwrap();
+    assert!(matches!(
+        queued.try_recv(),
+        Ok(Request::Run(Command::LoadSummary { .. }))
+    ));
+    assert!(conn.is_autocommit(), "the batch committed");
+}
+
+#[tokio::test]
 async fn many_concurrent_appends_all_land() {
     let (store, _dir) = make().await;
     store.create_session(&record("s1", None, 0)).await.unwrap();
@@ -260,11 +327,7 @@ async fn many_concurrent_appends_all_land() {
 async fn summaries_and_their_due_times_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions.db");
-    let summary = agentwire_core::SessionSummary {
-        text: "recap".into(),
-        created_at: Timestamp(7),
-    };
-    {
+    let summary = {
         let store = SqliteStore::open(&path).await.unwrap();
         for id in ["s1", "s2"] {
             store
@@ -276,15 +339,13 @@ async fn summaries_and_their_due_times_survive_reopening() {
             .schedule_summary(&sid("s1"), Timestamp(5))
             .await
             .unwrap();
-        store
-            .store_summary(&sid("s1"), &summary, Timestamp(5))
-            .await
-            .unwrap();
+        let summary = conformance::summarise(&store, "s1", "recap", 7, 5).await;
         store
             .schedule_summary(&sid("s2"), Timestamp(99))
             .await
             .unwrap();
-    }
+        summary
+    };
     let store = SqliteStore::open(&path).await.unwrap();
     assert_eq!(store.load_summary(&sid("s1")).await.unwrap(), Some(summary));
     assert_eq!(
@@ -347,10 +408,38 @@ async fn a_version_1_database_is_migrated_in_place() {
 /// messages by (id, seq)) moves to integer keys and keeps every session,
 /// message, summary and due time, and the port reads and writes it by the
 /// public id as before.
+/// A database written by schema version 2 (sessions keyed by their text id,
+/// messages by (id, seq)) moves to integer keys and keeps every session,
+/// message, summary and due time, and the port reads and writes it by the
+/// public id as before.
 #[tokio::test]
 async fn a_version_2_database_moves_to_integer_session_keys() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions.db");
+    let old_messages = version_2_messages();
+    write_version_2(&path, &old_messages);
+    let store = SqliteStore::open(&path).await.unwrap();
+    version_2_rows_read_back(&store, &old_messages).await;
+    // Writes after the move: a new message lands, a reused seq is refused,
+    // and a new session gets a key of its own.
+    store.append_message(&message("b", 1, 21)).await.unwrap();
+    assert!(matches!(
+        store.append_message(&message("a", 1, 22)).await,
+        Err(StoreError::Rejected(_))
+    ));
+    store.create_session(&record("d", None, 40)).await.unwrap();
+    store.append_message(&message("d", 0, 41)).await.unwrap();
+    assert_eq!(store.load_messages(&sid("b")).await.unwrap().len(), 2);
+    assert_eq!(
+        store.load_messages(&sid("d")).await.unwrap(),
+        [message("d", 0, 41)]
+    );
+    drop(store);
+    messages_are_keyed_by_integer_session_keys(&path);
+}
+
+/// Sessions a, b and c's messages, a's with parts and metadata.
+fn version_2_messages() -> Vec<StoredMessage> {
     let mut rich = message("a", 0, 10);
     rich.body = MessageBody::User {
         text: "look — ünïcode".into(),
@@ -362,40 +451,46 @@ async fn a_version_2_database_moves_to_integer_session_keys() {
         text: "seen".into(),
         parts: Vec::new(),
     };
-    let old_messages = [rich, answer, message("b", 0, 20), message("c", 0, 30)];
-    {
-        let conn = Connection::open(&path).unwrap();
-        // The released DDL of versions 1 and 2, as a v2 file holds it.
-        conn.execute_batch(MIGRATIONS[0]).unwrap();
-        conn.execute_batch(MIGRATIONS[1]).unwrap();
-        conn.execute_batch(
-            "INSERT INTO sessions (id, agent, namespace, owner, created_at, last_active_at,
-                                   summary, summary_created_at, summary_due_at) VALUES
-                 ('a', 'echo', 'default', 'o', 1, 11, 'recap', 12, 50),
-                 ('b', 'echo', 'default', 'o', 2, 20, NULL, NULL, 70),
-                 ('c', 'echo', 'default', NULL, 3, 30, NULL, NULL, NULL);
-             PRAGMA user_version = 2;",
+    vec![rich, answer, message("b", 0, 20), message("c", 0, 30)]
+}
+
+/// A version 2 file at `path`: sessions a and b (owned, with due times; a
+/// with a summary), anonymous c, and `messages`.
+fn write_version_2(path: &Path, messages: &[StoredMessage]) {
+    let conn = Connection::open(path).unwrap();
+    // The released DDL of versions 1 and 2, as a v2 file holds it.
+    conn.execute_batch(MIGRATIONS[0]).unwrap();
+    conn.execute_batch(MIGRATIONS[1]).unwrap();
+    conn.execute_batch(
+        "INSERT INTO sessions (id, agent, namespace, owner, created_at, last_active_at,
+                               summary, summary_created_at, summary_due_at) VALUES
+             ('a', 'echo', 'default', 'o', 1, 11, 'recap', 12, 50),
+             ('b', 'echo', 'default', 'o', 2, 20, NULL, NULL, 70),
+             ('c', 'echo', 'default', NULL, 3, 30, NULL, NULL, NULL);
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    for m in messages {
+        let row = codec::encode_body(&m.body).unwrap();
+        conn.execute(
+            "INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            (
+                m.session_id.as_str(),
+                m.seq as i64,
+                row.role,
+                &*row.content,
+                codec::encode_parts(row.parts).unwrap(),
+                codec::encode_metadata(&m.metadata).unwrap(),
+                m.created_at.0,
+            ),
         )
         .unwrap();
-        for m in &old_messages {
-            let row = codec::encode_body(&m.body).unwrap();
-            conn.execute(
-                "INSERT INTO messages VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                (
-                    m.session_id.as_str(),
-                    m.seq as i64,
-                    row.role,
-                    &*row.content,
-                    codec::encode_parts(row.parts).unwrap(),
-                    codec::encode_metadata(&m.metadata).unwrap(),
-                    m.created_at.0,
-                ),
-            )
-            .unwrap();
-        }
     }
+}
 
-    let store = SqliteStore::open(&path).await.unwrap();
+/// Every session, message, summary and due time of [`write_version_2`],
+/// through the port.
+async fn version_2_rows_read_back(store: &SqliteStore, old_messages: &[StoredMessage]) {
     for (id, owner, created, active) in [
         ("a", Some("o"), 1, 11),
         ("b", Some("o"), 2, 20),
@@ -429,24 +524,12 @@ async fn a_version_2_database_moves_to_integer_session_keys() {
         .map(|o| o.record.id.as_str().to_owned())
         .collect();
     assert_eq!(listed, ["b", "a"]);
+}
 
-    // Writes after the move: a new message lands, a reused seq is refused,
-    // and a new session gets a key of its own.
-    store.append_message(&message("b", 1, 21)).await.unwrap();
-    assert!(matches!(
-        store.append_message(&message("a", 1, 22)).await,
-        Err(StoreError::Rejected(_))
-    ));
-    store.create_session(&record("d", None, 40)).await.unwrap();
-    store.append_message(&message("d", 0, 41)).await.unwrap();
-    assert_eq!(store.load_messages(&sid("b")).await.unwrap().len(), 2);
-    assert_eq!(
-        store.load_messages(&sid("d")).await.unwrap(),
-        [message("d", 0, 41)]
-    );
-    drop(store);
-
-    let conn = Connection::open(&path).unwrap();
+/// The file after the move: the latest version, no tables left behind,
+/// messages under their session's integer key, no broken foreign key.
+fn messages_are_keyed_by_integer_session_keys(path: &Path) {
+    let conn = Connection::open(path).unwrap();
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
