@@ -8,8 +8,8 @@ use agentwire_auth::{AuthSettings, JwtKeys, build};
 use agentwire_core::auth::AuthError;
 
 use crate::support::{
-    AGENT, Idp, TestClock, TestKey, admit, bearer, claims, jwks, jwt_settings, refuse_token,
-    with_jwt,
+    AGENT, Idp, TestClock, TestKey, admit, bearer, claims, jwks, jwks_url_auth, jwt_settings,
+    refuse_token, with_jwt,
 };
 
 #[tokio::test]
@@ -91,10 +91,7 @@ async fn unknown_kid_refetches_at_most_once_per_window() {
 async fn concurrent_misses_fetch_once() {
     let key = TestKey::es256("k");
     let idp = Idp::start(&[&key]).await;
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
+    let auth = jwks_url_auth(&idp, TestClock::new());
     let token = key.mint(&claims());
     let tasks: Vec<_> = (0..8)
         .map(|_| {

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::support::{
     AGENT, AUDIENCE, HS_SECRET, Idp, NOW, Pair, TestClock, TestKey, admit, b64, claims,
-    claims_with, hs256, jwks, jwt_settings, refuse_token, with_jwt,
+    claims_with, hs256, hs256_auth, jwks, jwks_url_auth, jwt_settings, refuse_token, with_jwt,
 };
 
 #[tokio::test]
@@ -25,7 +25,7 @@ async fn no_credential_is_none() {
     );
     let key = TestKey::es256("k1");
     let idp = Idp::start(&[&key]).await;
-    let auth = with_jwt(jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))), clock);
+    let auth = jwks_url_auth(&idp, clock);
     assert_eq!(
         auth.authenticate(&Credentials::default(), &AGENT).await,
         Ok(None)
@@ -38,10 +38,7 @@ async fn no_credential_is_none() {
 async fn rs256_from_a_jwks_url_is_admitted() {
     let key = TestKey::rsa("rsa-1");
     let idp = Idp::start(&[&key]).await;
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
+    let auth = jwks_url_auth(&idp, TestClock::new());
     let identity = admit(&auth, &key.mint(&claims())).await;
     assert_eq!(
         identity,
@@ -111,10 +108,7 @@ async fn bad_signatures_are_refused() {
     let rsa = TestKey::rsa("rsa-1");
     let ec = TestKey::es256("ec-1");
     let idp = Idp::start(&[&rsa, &ec]).await;
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
+    let auth = jwks_url_auth(&idp, TestClock::new());
     // Another payload under a genuine signature.
     let genuine = rsa.mint(&claims());
     let (_, signature) = genuine.rsplit_once('.').unwrap();
@@ -147,10 +141,7 @@ async fn time_claims_are_checked_with_leeway() {
     let key = TestKey::es256("ec-1");
     let idp = Idp::start(&[&key]).await;
     let clock = TestClock::new();
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        clock.clone(),
-    );
+    let auth = jwks_url_auth(&idp, clock.clone());
     // Expired beyond the 30 s leeway; within it.
     let expired = key.mint(&claims_with("exp", json!(NOW - 31)));
     assert_eq!(refuse_token(&auth, &expired).await, AuthError::Expired);
@@ -178,10 +169,7 @@ async fn time_claims_are_checked_with_leeway() {
 async fn wrong_issuer_or_audience_is_refused() {
     let key = TestKey::rsa("rsa-1");
     let idp = Idp::start(&[&key]).await;
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
+    let auth = jwks_url_auth(&idp, TestClock::new());
     for (claims, reason) in [
         (
             claims_with("iss", json!("https://evil.test")),
@@ -203,14 +191,8 @@ async fn wrong_issuer_or_audience_is_refused() {
 async fn alg_none_is_refused() {
     let key = TestKey::rsa("rsa-1");
     let idp = Idp::start(&[&key]).await;
-    let jwks_auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
-    let hs_auth = with_jwt(
-        jwt_settings(JwtKeys::Hs256Secret(HS_SECRET.into())),
-        TestClock::new(),
-    );
+    let jwks_auth = jwks_url_auth(&idp, TestClock::new());
+    let hs_auth = hs256_auth();
     for header in [
         json!({"alg": "none", "kid": "rsa-1"}),
         json!({"alg": "none"}),
@@ -241,10 +223,7 @@ async fn algorithm_confusion_is_refused() {
     let rsa = TestKey::rsa("rsa-1");
     let ec = TestKey::es256("ec-1");
     let idp = Idp::start(&[&rsa, &ec]).await;
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
+    let auth = jwks_url_auth(&idp, TestClock::new());
     // HS256 "signed" with the RSA public key as the HMAC secret, in each
     // form an attacker might try.
     let Pair::Rsa(pair) = &rsa.pair else {
@@ -279,10 +258,7 @@ async fn algorithm_confusion_is_refused() {
         AuthError::Rejected("unsupported algorithm")
     );
     // With an HS256 secret configured, an RS256 token is refused unverified.
-    let hs_auth = with_jwt(
-        jwt_settings(JwtKeys::Hs256Secret(HS_SECRET.into())),
-        TestClock::new(),
-    );
+    let hs_auth = hs256_auth();
     assert_eq!(
         refuse_token(&hs_auth, &rsa.mint(&claims())).await,
         AuthError::Rejected("algorithm not allowed")
@@ -291,10 +267,7 @@ async fn algorithm_confusion_is_refused() {
 
 #[tokio::test]
 async fn hs256_with_the_configured_secret() {
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::Hs256Secret(HS_SECRET.into())),
-        TestClock::new(),
-    );
+    let auth = hs256_auth();
     let header = json!({"alg": "HS256", "typ": "JWT"});
     let token = hs256(HS_SECRET.as_bytes(), &header, &claims());
     let identity = admit(&auth, &token).await;

@@ -1,20 +1,16 @@
 //! Refreshing a session: a JWT is validated the same way as on connect.
 
-use agentwire_auth::JwtKeys;
 use agentwire_core::auth::AuthError;
 use agentwire_core::time::Timestamp;
 use serde_json::json;
 
-use crate::support::{Idp, NOW, TestClock, TestKey, claims, claims_with, jwt_settings, with_jwt};
+use crate::support::{Idp, NOW, TestClock, TestKey, claims, claims_with, jwks_url_auth};
 
 #[tokio::test]
 async fn refresh_validates_a_jwt_the_same_way() {
     let key = TestKey::rsa("rsa-1");
     let idp = Idp::start(&[&key]).await;
-    let auth = with_jwt(
-        jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))),
-        TestClock::new(),
-    );
+    let auth = jwks_url_auth(&idp, TestClock::new());
     let fresh = key.mint(&claims_with("exp", json!(NOW + 900)));
     let identity = auth.authenticate_refresh(&fresh).await.unwrap();
     assert_eq!(identity.subject, "alice");

@@ -254,6 +254,19 @@ pub(crate) fn jwt_settings(keys: JwtKeys) -> JwtSettings {
     settings
 }
 
+/// An authenticator that reads `idp`'s JWKS URL, on `clock`.
+pub(crate) fn jwks_url_auth(idp: &Idp, clock: Arc<TestClock>) -> Arc<dyn Authenticator> {
+    with_jwt(jwt_settings(JwtKeys::JwksUrl(idp.url("/jwks"))), clock)
+}
+
+/// An authenticator with the HS256 test secret.
+pub(crate) fn hs256_auth() -> Arc<dyn Authenticator> {
+    with_jwt(
+        jwt_settings(JwtKeys::Hs256Secret(HS_SECRET.into())),
+        TestClock::new(),
+    )
+}
+
 pub(crate) fn with_jwt(settings: JwtSettings, clock: Arc<TestClock>) -> Arc<dyn Authenticator> {
     // A JWKS URL gets its HTTP client here, which needs the rustls crypto
     // provider the binary's `main` installs (the library installs none).
