@@ -59,6 +59,18 @@ async fn read_all(download: Download) -> Vec<u8> {
     out
 }
 
+/// The store under `dir` holds session `sess-1`'s item `media`, its bytes
+/// and its metadata, and nothing else.
+fn assert_only_item(dir: &std::path::Path, media: &str) {
+    assert_eq!(
+        files(&dir.join("media")),
+        [
+            format!("sessions/sess-1/{media}"),
+            format!("sessions/sess-1/{media}.meta")
+        ]
+    );
+}
+
 /// Every file under `dir`, relative.
 fn files(dir: &std::path::Path) -> Vec<String> {
     fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
@@ -105,15 +117,7 @@ async fn upload_then_info_and_download_survive_a_reopen() {
     assert_eq!(reopened.info(&ticket.storage_ref).await.unwrap(), info);
     let bytes = read_all(reopened.download(&ticket.storage_ref).await.unwrap()).await;
     assert_eq!(bytes, b"hello you!");
-    let sid = "sess-1";
-    let mid = ticket.storage_ref.media.as_str();
-    assert_eq!(
-        files(&dir.path().join("media")),
-        [
-            format!("sessions/{sid}/{mid}"),
-            format!("sessions/{sid}/{mid}.meta")
-        ]
-    );
+    assert_only_item(dir.path(), ticket.storage_ref.media.as_str());
 }
 
 #[tokio::test]
@@ -283,14 +287,7 @@ async fn put_stores_a_received_body_at_once() {
     let bytes = read_all(store.download(&info.storage_ref).await.unwrap()).await;
     assert_eq!(bytes, b"hello you!");
     // No pending upload is left behind: the item and its metadata only.
-    let mid = info.storage_ref.media.as_str();
-    assert_eq!(
-        files(&dir.path().join("media")),
-        [
-            format!("sessions/sess-1/{mid}"),
-            format!("sessions/sess-1/{mid}.meta")
-        ]
-    );
+    assert_only_item(dir.path(), info.storage_ref.media.as_str());
 }
 
 #[tokio::test]
