@@ -192,52 +192,13 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             storage,
             agentwire_bin,
             markdown,
-        } => {
-            let options = CompareOptions {
-                run: load.options(SocketAddr::from(([127, 0, 0, 1], 0)), "compare"),
-                runs,
-                storage,
-                agentwire_bin: agentwire_bin.unwrap_or_else(compare::default_agentwire_bin),
-            };
-            let comparison = compare::compare(&options).await?;
-            print!("{}", comparison.table());
-            println!("{}", comparison.json_line());
-            if let Some(path) = markdown {
-                std::fs::write(&path, comparison.markdown())?;
-            }
-            let clean_runs = comparison
-                .agentwire
-                .iter()
-                .chain(&comparison.baseline)
-                .all(|r| r.error_total == 0 && r.lost_or_reordered == 0);
-            Ok(clean(clean_runs))
-        }
+        } => compare_servers(&load, runs, storage, agentwire_bin, markdown).await,
         Command::Calls {
             calls,
             duration,
             agentwire_bin,
             markdown,
-        } => {
-            let agentwire_bin = agentwire_bin.unwrap_or_else(compare::default_agentwire_bin);
-            let mut table = format!("{}\n", agentwire_loadgen::calls::CallsReport::header());
-            let mut clean_runs = true;
-            for calls in calls {
-                let options = agentwire_loadgen::calls::CallsOptions {
-                    calls,
-                    duration,
-                    agentwire_bin: agentwire_bin.clone(),
-                };
-                let report = agentwire_loadgen::calls::run(&options).await?;
-                clean_runs &= report.errors == 0 && report.late_dropped == 0;
-                table.push_str(&report.row());
-                table.push('\n');
-                println!("{}", report.row());
-            }
-            if let Some(path) = markdown {
-                std::fs::write(&path, &table)?;
-            }
-            Ok(clean(clean_runs))
-        }
+        } => hold_calls(calls, duration, agentwire_bin, markdown).await,
         Command::BaselineServer { listen, chunks } => {
             check_loopback(listen)?;
             let listener = tokio::net::TcpListener::bind(listen).await?;
@@ -256,6 +217,64 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `compare`: agentwire and the baseline under the same load, `runs` times
+/// each; clean when no run had errors or lost chunks.
+async fn compare_servers(
+    load: &Load,
+    runs: usize,
+    storage: Storage,
+    agentwire_bin: Option<PathBuf>,
+    markdown: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let options = CompareOptions {
+        run: load.options(SocketAddr::from(([127, 0, 0, 1], 0)), "compare"),
+        runs,
+        storage,
+        agentwire_bin: agentwire_bin.unwrap_or_else(compare::default_agentwire_bin),
+    };
+    let comparison = compare::compare(&options).await?;
+    print!("{}", comparison.table());
+    println!("{}", comparison.json_line());
+    if let Some(path) = markdown {
+        std::fs::write(&path, comparison.markdown())?;
+    }
+    let clean_runs = comparison
+        .agentwire
+        .iter()
+        .chain(&comparison.baseline)
+        .all(|r| r.error_total == 0 && r.lost_or_reordered == 0);
+    Ok(clean(clean_runs))
+}
+
+/// `calls`: one run per count of concurrent calls, a row each; clean when
+/// no call had errors or late frames dropped.
+async fn hold_calls(
+    counts: Vec<usize>,
+    duration: Duration,
+    agentwire_bin: Option<PathBuf>,
+    markdown: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let agentwire_bin = agentwire_bin.unwrap_or_else(compare::default_agentwire_bin);
+    let mut table = format!("{}\n", agentwire_loadgen::calls::CallsReport::header());
+    let mut clean_runs = true;
+    for calls in counts {
+        let options = agentwire_loadgen::calls::CallsOptions {
+            calls,
+            duration,
+            agentwire_bin: agentwire_bin.clone(),
+        };
+        let report = agentwire_loadgen::calls::run(&options).await?;
+        clean_runs &= report.errors == 0 && report.late_dropped == 0;
+        table.push_str(&report.row());
+        table.push('\n');
+        println!("{}", report.row());
+    }
+    if let Some(path) = markdown {
+        std::fs::write(&path, &table)?;
+    }
+    Ok(clean(clean_runs))
 }
 
 fn clean(ok: bool) -> ExitCode {

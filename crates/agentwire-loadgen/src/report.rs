@@ -158,89 +158,104 @@ pub struct Metric {
     pub value: fn(&Report) -> Option<f64>,
 }
 
-/// The metrics that mean something for `scenario`.
+/// The metrics that mean something for `scenario`: the connections, the
+/// scenario's own, then the server's usage and the errors.
 pub fn metrics(scenario: Scenario) -> Vec<Metric> {
-    fn m(name: &'static str, value: fn(&Report) -> Option<f64>) -> Metric {
-        Metric { name, value }
-    }
-    fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> u64) -> Option<f64> {
-        p.as_ref().map(|p| pick(p) as f64 / 1000.0)
-    }
-    fn server<T: Into<f64>>(r: &Report, pick: fn(&ServerUsage) -> Option<T>) -> Option<f64> {
-        r.server.as_ref().and_then(pick).map(Into::into)
-    }
-    fn soak(r: &Report, pick: fn(&SoakUsage) -> f64) -> Option<f64> {
-        r.soak.as_ref().map(pick)
-    }
     let mut list = vec![
         m("connections held", |r| Some(r.held as f64)),
         m("connect rate (/s)", |r| Some(r.connect_rate)),
     ];
     match scenario {
-        Scenario::Idle => list.extend([
-            m("connect p50 (ms)", |r| ms(r.connect_latency, |p| p.p50_us)),
-            m("connect p99 (ms)", |r| ms(r.connect_latency, |p| p.p99_us)),
-            m("server RSS per connection (KiB)", |r| {
-                server(r, |s| s.rss_per_connection_bytes).map(|b| b / 1024.0)
-            }),
-        ]),
-        Scenario::Soak => list.extend([
-            m("turns/s", |r| Some(r.turns_per_sec)),
-            m("chunks/s", |r| Some(r.chunks_per_sec)),
-            m("turn p99 (ms)", |r| ms(r.turn_latency, |p| p.p99_us)),
-            m("server CPU per turn (µs)", |r| {
-                server(r, |s| s.cpu_us_per_turn)
-            }),
-            m("server RSS warm idle (MiB)", |r| {
-                soak(r, |s| s.rss_idle_kib as f64 / 1024.0)
-            }),
-            m("server RSS at warm-up end (MiB)", |r| {
-                soak(r, |s| s.rss_warm_kib as f64 / 1024.0)
-            }),
-            m("server RSS at load end (MiB)", |r| {
-                soak(r, |s| s.rss_end_kib as f64 / 1024.0)
-            }),
-            m("RSS growth after warm-up (%)", |r| {
-                soak(r, |s| s.growth_after_warmup_pct)
-            }),
-            m("server RSS after the load (MiB)", |r| {
-                soak(r, |s| s.rss_after_close_kib as f64 / 1024.0)
-            }),
-            m("RSS after the load vs warm idle (%)", |r| {
-                soak(r, |s| s.after_close_vs_idle_pct)
-            }),
-        ]),
-        Scenario::Stream => list.extend([
-            m("turns/s", |r| Some(r.turns_per_sec)),
-            m("chunks/s", |r| Some(r.chunks_per_sec)),
-            m("first chunk p50 (ms)", |r| ms(r.first_chunk, |p| p.p50_us)),
-            m("first chunk p99 (ms)", |r| ms(r.first_chunk, |p| p.p99_us)),
-            m("first chunk p99.9 (ms)", |r| {
-                ms(r.first_chunk, |p| p.p999_us)
-            }),
-            m("turn p50 (ms)", |r| ms(r.turn_latency, |p| p.p50_us)),
-            m("turn p99 (ms)", |r| ms(r.turn_latency, |p| p.p99_us)),
-            m("turn p99.9 (ms)", |r| ms(r.turn_latency, |p| p.p999_us)),
-            m("server CPU per turn (µs)", |r| {
-                server(r, |s| s.cpu_us_per_turn)
-            }),
-            m("server CPU per chunk (µs)", |r| {
-                server(r, |s| s.cpu_us_per_chunk)
-            }),
-        ]),
-        Scenario::Burst => list.extend([
-            m("reopens/s", |r| Some(r.turns_per_sec)),
-            m("connect p50 (ms)", |r| ms(r.connect_latency, |p| p.p50_us)),
-            m("connect p99 (ms)", |r| ms(r.connect_latency, |p| p.p99_us)),
-            m("connect p99.9 (ms)", |r| {
-                ms(r.connect_latency, |p| p.p999_us)
-            }),
-            m("server CPU per reopen (µs)", |r| {
-                server(r, |s| s.cpu_us_per_turn)
-            }),
-        ]),
+        Scenario::Idle => list.extend(idle_metrics()),
+        Scenario::Soak => list.extend(soak_metrics()),
+        Scenario::Stream => list.extend(stream_metrics()),
+        Scenario::Burst => list.extend(burst_metrics()),
     }
-    list.extend([
+    list.extend(usage_and_error_metrics());
+    list
+}
+
+/// Idle: how fast connections open, and what one costs the server.
+fn idle_metrics() -> [Metric; 3] {
+    [
+        m("connect p50 (ms)", |r| ms(r.connect_latency, |p| p.p50_us)),
+        m("connect p99 (ms)", |r| ms(r.connect_latency, |p| p.p99_us)),
+        m("server RSS per connection (KiB)", |r| {
+            server(r, |s| s.rss_per_connection_bytes).map(|b| b / 1024.0)
+        }),
+    ]
+}
+
+/// Soak: the load it ran, and the server's memory through and after it.
+fn soak_metrics() -> [Metric; 10] {
+    [
+        m("turns/s", |r| Some(r.turns_per_sec)),
+        m("chunks/s", |r| Some(r.chunks_per_sec)),
+        m("turn p99 (ms)", |r| ms(r.turn_latency, |p| p.p99_us)),
+        m("server CPU per turn (µs)", |r| {
+            server(r, |s| s.cpu_us_per_turn)
+        }),
+        m("server RSS warm idle (MiB)", |r| {
+            soak(r, |s| s.rss_idle_kib as f64 / 1024.0)
+        }),
+        m("server RSS at warm-up end (MiB)", |r| {
+            soak(r, |s| s.rss_warm_kib as f64 / 1024.0)
+        }),
+        m("server RSS at load end (MiB)", |r| {
+            soak(r, |s| s.rss_end_kib as f64 / 1024.0)
+        }),
+        m("RSS growth after warm-up (%)", |r| {
+            soak(r, |s| s.growth_after_warmup_pct)
+        }),
+        m("server RSS after the load (MiB)", |r| {
+            soak(r, |s| s.rss_after_close_kib as f64 / 1024.0)
+        }),
+        m("RSS after the load vs warm idle (%)", |r| {
+            soak(r, |s| s.after_close_vs_idle_pct)
+        }),
+    ]
+}
+
+/// Stream: throughput, first-chunk and turn latency, CPU per turn and chunk.
+fn stream_metrics() -> [Metric; 10] {
+    [
+        m("turns/s", |r| Some(r.turns_per_sec)),
+        m("chunks/s", |r| Some(r.chunks_per_sec)),
+        m("first chunk p50 (ms)", |r| ms(r.first_chunk, |p| p.p50_us)),
+        m("first chunk p99 (ms)", |r| ms(r.first_chunk, |p| p.p99_us)),
+        m("first chunk p99.9 (ms)", |r| {
+            ms(r.first_chunk, |p| p.p999_us)
+        }),
+        m("turn p50 (ms)", |r| ms(r.turn_latency, |p| p.p50_us)),
+        m("turn p99 (ms)", |r| ms(r.turn_latency, |p| p.p99_us)),
+        m("turn p99.9 (ms)", |r| ms(r.turn_latency, |p| p.p999_us)),
+        m("server CPU per turn (µs)", |r| {
+            server(r, |s| s.cpu_us_per_turn)
+        }),
+        m("server CPU per chunk (µs)", |r| {
+            server(r, |s| s.cpu_us_per_chunk)
+        }),
+    ]
+}
+
+/// Burst: reopens, their latency, and CPU per reopen.
+fn burst_metrics() -> [Metric; 5] {
+    [
+        m("reopens/s", |r| Some(r.turns_per_sec)),
+        m("connect p50 (ms)", |r| ms(r.connect_latency, |p| p.p50_us)),
+        m("connect p99 (ms)", |r| ms(r.connect_latency, |p| p.p99_us)),
+        m("connect p99.9 (ms)", |r| {
+            ms(r.connect_latency, |p| p.p999_us)
+        }),
+        m("server CPU per reopen (µs)", |r| {
+            server(r, |s| s.cpu_us_per_turn)
+        }),
+    ]
+}
+
+/// Every scenario: the server's memory and CPU, the errors, lost turns.
+fn usage_and_error_metrics() -> [Metric; 5] {
+    [
         m("server RSS before (MiB)", |r| {
             server(r, |s| Some(s.rss_before_kib as f64 / 1024.0))
         }),
@@ -254,8 +269,24 @@ pub fn metrics(scenario: Scenario) -> Vec<Metric> {
         m("lost or reordered turns", |r| {
             Some(r.lost_or_reordered as f64)
         }),
-    ]);
-    list
+    ]
+}
+
+fn m(name: &'static str, value: fn(&Report) -> Option<f64>) -> Metric {
+    Metric { name, value }
+}
+
+/// A latency in milliseconds, `pick`ed from microsecond percentiles.
+fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> u64) -> Option<f64> {
+    p.as_ref().map(|p| pick(p) as f64 / 1000.0)
+}
+
+fn server<T: Into<f64>>(r: &Report, pick: fn(&ServerUsage) -> Option<T>) -> Option<f64> {
+    r.server.as_ref().and_then(pick).map(Into::into)
+}
+
+fn soak(r: &Report, pick: fn(&SoakUsage) -> f64) -> Option<f64> {
+    r.soak.as_ref().map(pick)
 }
 
 pub fn format_value(value: Option<f64>) -> String {
