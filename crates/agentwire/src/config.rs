@@ -166,6 +166,19 @@ impl ConfigError {
     }
 }
 
+/// Fails at the first of `fields` (a name and whether it is given) that is
+/// given, saying `why` it does not apply.
+fn refuse_given(
+    key: &dyn Fn(&str) -> String,
+    fields: &[(&'static str, bool)],
+    why: &str,
+) -> Result<(), ConfigError> {
+    match fields.iter().find(|(_, given)| *given) {
+        Some((field, _)) => Err(ConfigError::new(key(field), why)),
+        None => Ok(()),
+    }
+}
+
 /// Parses and validates a configuration text. `lookup` resolves `${VAR}`
 /// in its values.
 pub fn parse(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
@@ -185,11 +198,74 @@ pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
     parse(&text, |name| std::env::var(name).ok())
 }
 
+/// Each section in turn, in the order the file's reference lists them: a
+/// later one may name an earlier one's entries.
 fn validate(
     raw: raw::File,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    let server = raw.server;
+    let server = validate_server(raw.server)?;
+    let (sessions, media) = validate_storage(raw.storage)?;
+    let live = validate_live(&raw.live, raw.redis, &media)?;
+    let traces = telemetry::validate(raw.telemetry, lookup)?;
+    let auth = auth::validate(raw.auth)?;
+    let screening = screening::validate(raw.screening)?;
+    let allow_unauthenticated = server
+        .allow_unauthenticated
+        .unwrap_or(!auth.is_configured());
+    let providers = validate_providers(raw.providers, lookup)?;
+    let tools = validate_tools(raw.tools)?;
+    let voice_providers = validate_voice_providers(raw.voice_providers, &providers, lookup)?;
+    let agents = validate_agents(
+        raw.agents,
+        &Declared {
+            providers: &providers,
+            tools: &tools,
+            voice_providers: &voice_providers,
+        },
+        allow_unauthenticated,
+    )?;
+    let teams = team::validate_teams(
+        raw.teams,
+        &agents,
+        &providers,
+        &tools,
+        allow_unauthenticated,
+        lookup,
+    )?;
+    Ok(Config {
+        listen: server.listen,
+        public_url: server.public_url,
+        allowed_origins: server.allowed_origins,
+        allow_unauthenticated,
+        console: server.console,
+        limits: server.limits,
+        sessions,
+        live,
+        media,
+        auth,
+        screening,
+        providers,
+        voice_providers,
+        tools,
+        agents,
+        teams,
+        traces,
+    })
+}
+
+/// `server`, checked.
+struct ServerSection {
+    listen: SocketAddr,
+    public_url: Option<String>,
+    allowed_origins: Vec<String>,
+    /// Without it, whether `auth` is configured decides.
+    allow_unauthenticated: Option<bool>,
+    console: bool,
+    limits: LimitsConfig,
+}
+
+fn validate_server(server: raw::Server) -> Result<ServerSection, ConfigError> {
     let listen = server.listen.parse().map_err(|_| {
         ConfigError::new(
             "server.listen",
@@ -204,62 +280,108 @@ fn validate(
             "must start with http:// or https://",
         ));
     }
-    let limits = validate_limits(server.limits)?;
+    Ok(ServerSection {
+        listen,
+        public_url: server.public_url,
+        allowed_origins: server.allowed_origins,
+        allow_unauthenticated: server.allow_unauthenticated,
+        console: server.console,
+        limits: validate_limits(server.limits)?,
+    })
+}
+
+/// `storage`: the sessions' store and the media's.
+fn validate_storage(storage: raw::Storage) -> Result<(SessionStorage, MediaConfig), ConfigError> {
     let sessions = parse_session_storage(
-        &raw.storage.sessions,
-        raw.storage.memory_max_sessions,
-        raw.storage.postgres,
+        &storage.sessions,
+        storage.memory_max_sessions,
+        storage.postgres,
     )?;
-    let media = media::validate(raw.storage.media)?;
-    let live = live::validate(&raw.live, raw.redis)?;
+    Ok((sessions, media::validate(storage.media)?))
+}
+
+/// `live` and `redis`: replicas share their media too, so not on one
+/// machine's disk.
+fn validate_live(
+    live: &str,
+    redis: live::RawRedis,
+    media: &MediaConfig,
+) -> Result<LiveConfig, ConfigError> {
+    let live = live::validate(live, redis)?;
     if let (LiveConfig::Redis(_), MediaBackend::Local { .. }) = (&live, &media.backend) {
         return Err(ConfigError::new(
             "storage.media.backend",
             "`local` cannot be shared by replicas: with `live: redis://…` use `s3` (or `none`)",
         ));
     }
-    let traces = telemetry::validate(raw.telemetry, lookup)?;
-    let auth = auth::validate(raw.auth)?;
-    let screening = screening::validate(raw.screening)?;
-    let allow_unauthenticated = server
-        .allow_unauthenticated
-        .unwrap_or(!auth.is_configured());
+    Ok(live)
+}
+
+/// `providers[]`, with unique names.
+fn validate_providers(
+    raw: Vec<runtime::RawProvider>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<agentwire_providers::ProviderSettings>, ConfigError> {
     let providers = raw
-        .providers
         .into_iter()
         .enumerate()
         .map(|(i, provider)| runtime::validate_provider(i, provider, lookup))
         .collect::<Result<Vec<_>, _>>()?;
     runtime::check_unique("providers", providers.iter().map(|p| p.name.as_str()))?;
+    Ok(providers)
+}
+
+/// `tools[]`, with unique names.
+fn validate_tools(raw: Vec<runtime::RawTool>) -> Result<Vec<NamedTool>, ConfigError> {
     let tools = raw
-        .tools
         .into_iter()
         .enumerate()
         .map(|(i, tool)| runtime::validate_tool(i, tool))
         .collect::<Result<Vec<_>, _>>()?;
     runtime::check_unique("tools", tools.iter().map(|t| t.name.as_str()))?;
+    Ok(tools)
+}
+
+/// `voice_providers[]`, with unique names.
+fn validate_voice_providers(
+    raw: Vec<voice::RawVoiceProvider>,
+    providers: &[agentwire_providers::ProviderSettings],
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<VoiceProviderConfig>, ConfigError> {
     let voice_providers = raw
-        .voice_providers
         .into_iter()
         .enumerate()
-        .map(|(i, provider)| voice::validate(i, provider, &providers, lookup))
+        .map(|(i, provider)| voice::validate(i, provider, providers, lookup))
         .collect::<Result<Vec<_>, _>>()?;
     runtime::check_unique(
         "voice_providers",
         voice_providers.iter().map(|p| p.name.as_str()),
     )?;
-    if raw.agents.is_empty() {
+    Ok(voice_providers)
+}
+
+/// What the agents may name: the checked `providers[]`, `tools[]` and
+/// `voice_providers[]`.
+struct Declared<'a> {
+    providers: &'a [agentwire_providers::ProviderSettings],
+    tools: &'a [NamedTool],
+    voice_providers: &'a [VoiceProviderConfig],
+}
+
+/// `agents[]`: at least one, names unique, and the delegations and
+/// handoffs between them.
+fn validate_agents(
+    raw: Vec<raw::Agent>,
+    declared: &Declared<'_>,
+    allow_unauthenticated: bool,
+) -> Result<Vec<AgentConfig>, ConfigError> {
+    if raw.is_empty() {
         return Err(ConfigError::new("agents", "at least one agent is required"));
     }
     let agents = raw
-        .agents
         .into_iter()
         .enumerate()
-        .map(|(i, agent)| {
-            let voice = voice::validate_agent_voice(i, agent.voice.clone(), &voice_providers)?;
-            let agent = validate_agent(i, agent, &providers, &tools, allow_unauthenticated)?;
-            Ok(AgentConfig { voice, ..agent })
-        })
+        .map(|(i, agent)| validate_agent(i, agent, declared, allow_unauthenticated))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, agent) in agents.iter().enumerate() {
         if agents[..i].iter().any(|a| a.name == agent.name) {
@@ -270,33 +392,7 @@ fn validate(
         }
     }
     team::check_agent_links(&agents)?;
-    let teams = team::validate_teams(
-        raw.teams,
-        &agents,
-        &providers,
-        &tools,
-        allow_unauthenticated,
-        lookup,
-    )?;
-    Ok(Config {
-        listen,
-        public_url: server.public_url,
-        allowed_origins: server.allowed_origins,
-        allow_unauthenticated,
-        console: server.console,
-        limits,
-        sessions,
-        live,
-        media,
-        auth,
-        screening,
-        providers,
-        voice_providers,
-        tools,
-        agents,
-        teams,
-        traces,
-    })
+    Ok(agents)
 }
 
 fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
@@ -417,11 +513,11 @@ fn valid_agent_name(name: &str) -> bool {
 fn validate_agent(
     index: usize,
     raw: raw::Agent,
-    providers: &[agentwire_providers::ProviderSettings],
-    tools: &[NamedTool],
+    declared: &Declared<'_>,
     allow_unauthenticated: bool,
 ) -> Result<AgentConfig, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
+    let voice = voice::validate_agent_voice(index, raw.voice.clone(), declared.voice_providers)?;
     if !valid_agent_name(&raw.name) {
         return Err(ConfigError::new(
             key("name"),
@@ -448,20 +544,13 @@ fn validate_agent(
             "1 to 128 of A-Z a-z 0-9 . _ : / -, starting with a letter or digit",
         ));
     }
-    let runtime_fields = runtime::RawAgentRuntime {
-        instructions: raw.instructions,
-        provider: raw.provider,
-        tools: raw.tools,
-        max_rounds: raw.max_rounds,
-        context_messages: raw.context_messages,
-        message_metadata_template: raw.message_metadata_template,
-        delegations: raw.delegations,
-        handoffs: raw.handoffs,
-    };
-    let is_runtime = raw.handler == HandlerKind::Runtime;
-    let runtime =
-        runtime::validate_agent_runtime(index, is_runtime, runtime_fields, providers, tools)?;
-    let summary = summary::validate(index, raw.summary_after_idle, raw.summarizer, providers)?;
+    let runtime = runtime::validate_agent_runtime(index, &raw, declared.providers, declared.tools)?;
+    let summary = summary::validate(
+        index,
+        raw.summary_after_idle,
+        raw.summarizer,
+        declared.providers,
+    )?;
     Ok(AgentConfig {
         name: raw.name,
         handler: raw.handler,
@@ -474,7 +563,7 @@ fn validate_agent(
         memory_facet: raw.memory_facet,
         requires_ai_disclosure: raw.requires_ai_disclosure,
         summary,
-        voice: None,
+        voice,
     })
 }
 

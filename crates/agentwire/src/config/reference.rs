@@ -29,15 +29,18 @@ pub fn markdown() -> Result<String, Vec<String>> {
         .get("$defs")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    let mut rows = Vec::new();
-    let mut missing = Vec::new();
-    walk_object(&schema, defs, "", &mut rows, &mut missing, 0);
-    if !missing.is_empty() {
-        return Err(missing);
+    let mut walk = Walk {
+        defs,
+        rows: Vec::new(),
+        missing: Vec::new(),
+    };
+    walk.object(&schema, "", 0);
+    if !walk.missing.is_empty() {
+        return Err(walk.missing);
     }
     let mut out = String::from(HEADER);
     let mut section = String::new();
-    for row in rows {
+    for row in walk.rows {
         let top = row
             .path
             .split(['.', '['])
@@ -252,77 +255,66 @@ fn description(node: &Value) -> Option<String> {
     }
 }
 
-/// Adds a row for each property of `node` (an object schema, or one that
-/// `$ref`s one) and for what each holds.
-fn walk_object(
-    node: &Value,
-    defs: &Map<String, Value>,
-    prefix: &str,
-    rows: &mut Vec<Row>,
-    missing: &mut Vec<String>,
-    depth: usize,
-) {
-    let node = resolve(node, defs);
-    let Some(properties) = node.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    let required: Vec<&str> = node
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for (name, property) in properties {
-        let path = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}.{name}")
-        };
-        let Some(text) = description(property) else {
-            missing.push(path);
-            continue;
-        };
-        rows.push(Row {
-            path: path.clone(),
-            kind: kind(property, defs, 0),
-            default: default_text(property, required.contains(&name.as_str())),
-            description: text,
-        });
-        walk_inner(property, defs, &path, rows, missing, depth + 1);
-    }
+/// A walk over the schema: the rows found so far, and the keys without a
+/// description.
+struct Walk<'a> {
+    defs: &'a Map<String, Value>,
+    rows: Vec<Row>,
+    missing: Vec<String>,
 }
 
-/// The keys inside a property's value: a mapping's fields, a list's
-/// entries', a map's values'.
-fn walk_inner(
-    node: &Value,
-    defs: &Map<String, Value>,
-    path: &str,
-    rows: &mut Vec<Row>,
-    missing: &mut Vec<String>,
-    depth: usize,
-) {
-    if depth > 8 {
-        return;
+impl Walk<'_> {
+    /// Adds a row for each property of `node` (an object schema, or one
+    /// that `$ref`s one) and for what each holds.
+    fn object(&mut self, node: &Value, prefix: &str, depth: usize) {
+        let node = resolve(node, self.defs);
+        let Some(properties) = node.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        let required: Vec<&str> = node
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for (name, property) in properties {
+            let path = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            let Some(text) = description(property) else {
+                self.missing.push(path);
+                continue;
+            };
+            self.rows.push(Row {
+                path: path.clone(),
+                kind: kind(property, self.defs, 0),
+                default: default_text(property, required.contains(&name.as_str())),
+                description: text,
+            });
+            self.inner(property, &path, depth + 1);
+        }
     }
-    for variant in variants(node, defs) {
-        let variant = resolve(variant, defs);
-        if variant.get("properties").is_some() {
-            walk_object(variant, defs, path, rows, missing, depth);
-        } else if types(variant).contains(&"array") {
-            if let Some(items) = variant.get("items") {
-                walk_inner(items, defs, &format!("{path}[]"), rows, missing, depth + 1);
+
+    /// The keys inside a property's value: a mapping's fields, a list's
+    /// entries', a map's values'.
+    fn inner(&mut self, node: &Value, path: &str, depth: usize) {
+        if depth > 8 {
+            return;
+        }
+        for variant in variants(node, self.defs) {
+            let variant = resolve(variant, self.defs);
+            if variant.get("properties").is_some() {
+                self.object(variant, path, depth);
+            } else if types(variant).contains(&"array") {
+                if let Some(items) = variant.get("items") {
+                    self.inner(items, &format!("{path}[]"), depth + 1);
+                }
+            } else if types(variant).contains(&"object")
+                && let Some((placeholder, values)) = map_values(variant)
+            {
+                self.inner(values, &format!("{path}.{placeholder}"), depth + 1);
             }
-        } else if types(variant).contains(&"object")
-            && let Some((placeholder, values)) = map_values(variant)
-        {
-            walk_inner(
-                values,
-                defs,
-                &format!("{path}.{placeholder}"),
-                rows,
-                missing,
-                depth + 1,
-            );
         }
     }
 }

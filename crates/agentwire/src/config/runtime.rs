@@ -8,8 +8,8 @@ use agentwire_tools::{ArgumentSchema, HttpToolSettings, McpSettings, McpTranspor
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
 use super::duration::ConfigDuration;
+use super::{ConfigError, refuse_given};
 
 /// A tool an agent may use.
 #[derive(Debug, Clone)]
@@ -182,89 +182,16 @@ struct RawRequest {
     body: Option<String>,
 }
 
-/// The runtime fields of `agents[i]`, all optional in the file.
-#[derive(Deserialize, Default)]
-pub(super) struct RawAgentRuntime {
-    pub(super) instructions: Option<String>,
-    pub(super) provider: Option<String>,
-    pub(super) tools: Option<Vec<String>>,
-    pub(super) max_rounds: Option<u32>,
-    pub(super) context_messages: Option<usize>,
-    pub(super) message_metadata_template: Option<String>,
-    pub(super) delegations: Option<Vec<String>>,
-    pub(super) handoffs: Option<Vec<String>>,
-}
-
-impl RawAgentRuntime {
-    fn is_empty(&self) -> bool {
-        self.instructions.is_none()
-            && self.provider.is_none()
-            && self.tools.is_none()
-            && self.max_rounds.is_none()
-            && self.context_messages.is_none()
-            && self.message_metadata_template.is_none()
-            && self.delegations.is_none()
-            && self.handoffs.is_none()
-    }
-}
-
-/// Fails naming `key` when a field that does not apply was given.
-fn refuse_field<T>(key: String, value: &Option<T>, why: &str) -> Result<(), ConfigError> {
-    match value {
-        Some(_) => Err(ConfigError::new(key, why.to_owned())),
-        None => Ok(()),
-    }
-}
-
 pub(super) fn validate_provider(
     index: usize,
-    raw: RawProvider,
+    mut raw: RawProvider,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ProviderSettings, ConfigError> {
     let key = |field: &str| format!("providers[{index}].{field}");
     validate_name(&key("name"), &raw.name)?;
     let kind = match raw.kind {
-        ProviderType::Openai | ProviderType::Anthropic => {
-            let only_mock = "only for `type: mock`";
-            refuse_field(key("default_response"), &raw.default_response, only_mock)?;
-            refuse_field(key("scenarios"), &raw.scenarios, only_mock)?;
-            refuse_field(key("mock_config"), &raw.mock_config, only_mock)?;
-            if raw.model.as_deref().is_none_or(str::is_empty) {
-                return Err(ConfigError::new(
-                    key("model"),
-                    "required for this provider type",
-                ));
-            }
-            let api_key = api_key(&key, raw.api_key, raw.api_key_env, lookup)?;
-            let base_url = raw.base_url.unwrap_or_default();
-            if raw.kind == ProviderType::Openai {
-                ProviderKind::OpenAi { base_url, api_key }
-            } else {
-                ProviderKind::Anthropic { base_url, api_key }
-            }
-        }
-        ProviderType::Mock => {
-            let not_mock = "does not apply to `type: mock`";
-            refuse_field(key("base_url"), &raw.base_url, not_mock)?;
-            refuse_field(key("api_key"), &raw.api_key, not_mock)?;
-            refuse_field(key("api_key_env"), &raw.api_key_env, not_mock)?;
-            let (default_response, scenarios) = match &raw.mock_config {
-                Some(path) => {
-                    let inline = "give `mock_config` or inline scripts, not both";
-                    refuse_field(key("default_response"), &raw.default_response, inline)?;
-                    refuse_field(key("scenarios"), &raw.scenarios, inline)?;
-                    super::mock::load_file(&key("mock_config"), path)?
-                }
-                None => (
-                    raw.default_response,
-                    super::mock::scenarios(raw.scenarios.unwrap_or_default()),
-                ),
-            };
-            ProviderKind::Mock {
-                default_response,
-                scenarios,
-            }
-        }
+        ProviderType::Openai | ProviderType::Anthropic => remote_provider(&key, &raw, lookup)?,
+        ProviderType::Mock => mock_provider(&key, &mut raw)?,
     };
     let mut settings = ProviderSettings::new(
         raw.name,
@@ -283,6 +210,68 @@ pub(super) fn validate_provider(
     agentwire_providers::build(settings.clone())
         .map_err(|e| ConfigError::new(format!("providers[{index}]"), e))?;
     Ok(settings)
+}
+
+/// `type: openai` or `anthropic`: a model behind an API.
+fn remote_provider(
+    key: &dyn Fn(&str) -> String,
+    raw: &RawProvider,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<ProviderKind, ConfigError> {
+    let mock_fields = [
+        ("default_response", raw.default_response.is_some()),
+        ("scenarios", raw.scenarios.is_some()),
+        ("mock_config", raw.mock_config.is_some()),
+    ];
+    refuse_given(key, &mock_fields, "only for `type: mock`")?;
+    if raw.model.as_deref().is_none_or(str::is_empty) {
+        return Err(ConfigError::new(
+            key("model"),
+            "required for this provider type",
+        ));
+    }
+    let api_key = api_key(key, raw.api_key.clone(), raw.api_key_env.clone(), lookup)?;
+    let base_url = raw.base_url.clone().unwrap_or_default();
+    Ok(match raw.kind {
+        ProviderType::Openai => ProviderKind::OpenAi { base_url, api_key },
+        _ => ProviderKind::Anthropic { base_url, api_key },
+    })
+}
+
+/// `type: mock`: scripts, inline or from a PromptKit file (taken from
+/// `raw`).
+fn mock_provider(
+    key: &dyn Fn(&str) -> String,
+    raw: &mut RawProvider,
+) -> Result<ProviderKind, ConfigError> {
+    let remote_fields = [
+        ("base_url", raw.base_url.is_some()),
+        ("api_key", raw.api_key.is_some()),
+        ("api_key_env", raw.api_key_env.is_some()),
+    ];
+    refuse_given(key, &remote_fields, "does not apply to `type: mock`")?;
+    let (default_response, scenarios) = match &raw.mock_config {
+        Some(path) => {
+            let inline = [
+                ("default_response", raw.default_response.is_some()),
+                ("scenarios", raw.scenarios.is_some()),
+            ];
+            refuse_given(
+                key,
+                &inline,
+                "give `mock_config` or inline scripts, not both",
+            )?;
+            super::mock::load_file(&key("mock_config"), path)?
+        }
+        None => (
+            raw.default_response.take(),
+            super::mock::scenarios(raw.scenarios.take().unwrap_or_default()),
+        ),
+    };
+    Ok(ProviderKind::Mock {
+        default_response,
+        scenarios,
+    })
 }
 
 pub(super) fn api_key(
@@ -312,92 +301,127 @@ pub(super) fn api_key(
 pub(super) fn validate_tool(index: usize, raw: RawTool) -> Result<NamedTool, ConfigError> {
     let key = |field: &str| format!("tools[{index}].{field}");
     validate_name(&key("name"), &raw.name)?;
-    let description = raw.description.clone().unwrap_or_default();
+    let built = |e: String| ConfigError::new(format!("tools[{index}]"), e);
     let config = match raw.kind {
-        ToolType::Client => {
-            only_fields(
-                &key,
-                &raw,
-                &["parameters", "consent_message", "categories", "description"],
-            )?;
-            let parameters = raw.parameters.unwrap_or_else(empty_object_schema);
-            ArgumentSchema::compile(&parameters)
-                .map_err(|e| ConfigError::new(key("parameters"), e))?;
-            ToolConfig::Client {
-                spec: ToolSpec {
-                    name: raw.name.clone(),
-                    description,
-                    parameters,
-                },
-                consent_message: raw.consent_message,
-                categories: raw.categories.unwrap_or_default(),
-            }
-        }
-        ToolType::Http => {
-            only_fields(
-                &key,
-                &raw,
-                &["parameters", "request", "timeout", "description"],
-            )?;
-            let request = raw
-                .request
-                .ok_or_else(|| ConfigError::new(key("request"), "required for `type: http`"))?;
-            let mut settings = HttpToolSettings::new(raw.name.clone(), request.method, request.url);
-            settings.description = description;
-            settings.parameters = raw.parameters.unwrap_or_else(empty_object_schema);
-            settings.headers = request.headers.into_iter().collect();
-            settings.body = request.body;
-            if let Some(t) = raw.timeout {
-                settings.timeout = t.0;
-            }
-            agentwire_tools::http_tool(settings.clone())
-                .map_err(|e| ConfigError::new(format!("tools[{index}]"), e))?;
-            ToolConfig::Http(HttpToolSettingsDebug(settings))
-        }
-        ToolType::Mcp => {
-            only_fields(
-                &key,
-                &raw,
-                &[
-                    "command",
-                    "args",
-                    "env",
-                    "url",
-                    "headers",
-                    "timeout",
-                    "description",
-                ],
-            )?;
-            let transport = match (raw.command, raw.url) {
-                (Some(command), None) => McpTransport::Stdio {
-                    command,
-                    args: raw.args.unwrap_or_default(),
-                    env: raw.env.unwrap_or_default().into_iter().collect(),
-                },
-                (None, Some(url)) => McpTransport::Http {
-                    url,
-                    headers: raw.headers.unwrap_or_default().into_iter().collect(),
-                },
-                _ => {
-                    return Err(ConfigError::new(
-                        key("command"),
-                        "an mcp tool needs exactly one of `command` (stdio) or `url` (streamable HTTP)",
-                    ));
-                }
-            };
-            let mut settings = McpSettings::new(raw.name.clone(), transport);
-            if let Some(t) = raw.timeout {
-                settings.timeout = t.0;
-            }
-            agentwire_tools::mcp_server(settings.clone())
-                .map_err(|e| ConfigError::new(format!("tools[{index}]"), e))?;
-            ToolConfig::Mcp(settings)
-        }
+        ToolType::Client => client_tool(&key, &raw)?,
+        ToolType::Http => http_tool(&key, &raw).map_err(|e| e.into_config_error(built))?,
+        ToolType::Mcp => mcp_tool(&key, &raw).map_err(|e| e.into_config_error(built))?,
     };
     Ok(NamedTool {
         name: raw.name,
         config,
     })
+}
+
+/// Why a tool is refused: a field of it, or the tool as built.
+enum ToolError {
+    Field(ConfigError),
+    Built(String),
+}
+
+impl ToolError {
+    fn into_config_error(self, built: impl Fn(String) -> ConfigError) -> ConfigError {
+        match self {
+            ToolError::Field(e) => e,
+            ToolError::Built(e) => built(e),
+        }
+    }
+}
+
+impl From<ConfigError> for ToolError {
+    fn from(e: ConfigError) -> ToolError {
+        ToolError::Field(e)
+    }
+}
+
+/// `type: client`: run by the client through the dialect.
+fn client_tool(key: &dyn Fn(&str) -> String, raw: &RawTool) -> Result<ToolConfig, ConfigError> {
+    only_fields(
+        key,
+        raw,
+        &["parameters", "consent_message", "categories", "description"],
+    )?;
+    let parameters = raw.parameters.clone().unwrap_or_else(empty_object_schema);
+    ArgumentSchema::compile(&parameters).map_err(|e| ConfigError::new(key("parameters"), e))?;
+    Ok(ToolConfig::Client {
+        spec: ToolSpec {
+            name: raw.name.clone(),
+            description: raw.description.clone().unwrap_or_default(),
+            parameters,
+        },
+        consent_message: raw.consent_message.clone(),
+        categories: raw.categories.clone().unwrap_or_default(),
+    })
+}
+
+/// `type: http`: a request the server makes.
+fn http_tool(key: &dyn Fn(&str) -> String, raw: &RawTool) -> Result<ToolConfig, ToolError> {
+    only_fields(
+        key,
+        raw,
+        &["parameters", "request", "timeout", "description"],
+    )?;
+    let request = raw
+        .request
+        .as_ref()
+        .ok_or_else(|| ConfigError::new(key("request"), "required for `type: http`"))?;
+    let mut settings = HttpToolSettings::new(
+        raw.name.clone(),
+        request.method.clone(),
+        request.url.clone(),
+    );
+    settings.description = raw.description.clone().unwrap_or_default();
+    settings.parameters = raw.parameters.clone().unwrap_or_else(empty_object_schema);
+    settings.headers = request.headers.clone().into_iter().collect();
+    settings.body = request.body.clone();
+    if let Some(t) = raw.timeout {
+        settings.timeout = t.0;
+    }
+    agentwire_tools::http_tool(settings.clone()).map_err(ToolError::Built)?;
+    Ok(ToolConfig::Http(HttpToolSettingsDebug(settings)))
+}
+
+/// `type: mcp`: an MCP server's tools, over stdio or streamable HTTP.
+fn mcp_tool(key: &dyn Fn(&str) -> String, raw: &RawTool) -> Result<ToolConfig, ToolError> {
+    let allowed = [
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "timeout",
+        "description",
+    ];
+    only_fields(key, raw, &allowed)?;
+    let transport = match (&raw.command, &raw.url) {
+        (Some(command), None) => McpTransport::Stdio {
+            command: command.clone(),
+            args: raw.args.clone().unwrap_or_default(),
+            env: raw.env.clone().unwrap_or_default().into_iter().collect(),
+        },
+        (None, Some(url)) => McpTransport::Http {
+            url: url.clone(),
+            headers: raw
+                .headers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        },
+        _ => {
+            return Err(ConfigError::new(
+                key("command"),
+                "an mcp tool needs exactly one of `command` (stdio) or `url` (streamable HTTP)",
+            )
+            .into());
+        }
+    };
+    let mut settings = McpSettings::new(raw.name.clone(), transport);
+    if let Some(t) = raw.timeout {
+        settings.timeout = t.0;
+    }
+    agentwire_tools::mcp_server(settings.clone()).map_err(ToolError::Built)?;
+    Ok(ToolConfig::Mcp(settings))
 }
 
 /// Fails naming the first field given that `allowed` does not list.
@@ -418,17 +442,9 @@ fn only_fields(
         ("env", raw.env.is_some()),
         ("url", raw.url.is_some()),
         ("headers", raw.headers.is_some()),
-    ];
-    match given
-        .iter()
-        .find(|(field, present)| *present && !allowed.contains(field))
-    {
-        Some((field, _)) => Err(ConfigError::new(
-            key(field),
-            "does not apply to this tool type",
-        )),
-        None => Ok(()),
-    }
+    ]
+    .map(|(field, given)| (field, given && !allowed.contains(&field)));
+    refuse_given(key, &given, "does not apply to this tool type")
 }
 
 fn empty_object_schema() -> serde_json::Value {
@@ -455,14 +471,21 @@ fn validate_name(key: &str, name: &str) -> Result<(), ConfigError> {
 /// providers and tools.
 pub(super) fn validate_agent_runtime(
     index: usize,
-    is_runtime: bool,
-    raw: RawAgentRuntime,
+    raw: &super::raw::Agent,
     providers: &[ProviderSettings],
     tools: &[NamedTool],
 ) -> Result<Option<RuntimeAgentConfig>, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
-    if !is_runtime {
-        if raw.is_empty() {
+    if raw.handler != super::HandlerKind::Runtime {
+        let given = raw.instructions.is_some()
+            || raw.provider.is_some()
+            || raw.tools.is_some()
+            || raw.max_rounds.is_some()
+            || raw.context_messages.is_some()
+            || raw.message_metadata_template.is_some()
+            || raw.delegations.is_some()
+            || raw.handoffs.is_some();
+        if !given {
             return Ok(None);
         }
         return Err(ConfigError::new(
@@ -472,6 +495,7 @@ pub(super) fn validate_agent_runtime(
     }
     let provider = raw
         .provider
+        .clone()
         .ok_or_else(|| ConfigError::new(key("provider"), "required for `handler: runtime`"))?;
     if !providers.iter().any(|p| p.name == provider) {
         return Err(ConfigError::new(
@@ -479,7 +503,7 @@ pub(super) fn validate_agent_runtime(
             format!("no provider named {provider:?} in providers[]"),
         ));
     }
-    let names = raw.tools.unwrap_or_default();
+    let names = raw.tools.clone().unwrap_or_default();
     for (i, name) in names.iter().enumerate() {
         if !tools.iter().any(|t| &t.name == name) {
             return Err(ConfigError::new(
@@ -493,30 +517,25 @@ pub(super) fn validate_agent_runtime(
             .map_err(|e| ConfigError::new(key("message_metadata_template"), e))?;
     }
     let max_rounds = raw.max_rounds.unwrap_or(10);
-    if max_rounds == 0 {
-        return Err(ConfigError::new(
-            key("max_rounds"),
-            "must be greater than 0",
-        ));
-    }
     let context_messages = raw
         .context_messages
         .unwrap_or(agentwire_runtime::DEFAULT_CONTEXT_MESSAGES);
-    if context_messages == 0 {
-        return Err(ConfigError::new(
-            key("context_messages"),
-            "must be greater than 0",
-        ));
+    let zero = [
+        ("max_rounds", max_rounds == 0),
+        ("context_messages", context_messages == 0),
+    ];
+    if let Some((field, _)) = zero.iter().find(|(_, zero)| *zero) {
+        return Err(ConfigError::new(key(field), "must be greater than 0"));
     }
     Ok(Some(RuntimeAgentConfig {
-        instructions: raw.instructions,
+        instructions: raw.instructions.clone(),
         provider,
         tools: names,
         max_rounds,
         context_messages,
-        message_metadata_template: raw.message_metadata_template,
-        delegations: raw.delegations.unwrap_or_default(),
-        handoffs: raw.handoffs.unwrap_or_default(),
+        message_metadata_template: raw.message_metadata_template.clone(),
+        delegations: raw.delegations.clone().unwrap_or_default(),
+        handoffs: raw.handoffs.clone().unwrap_or_default(),
     }))
 }
 

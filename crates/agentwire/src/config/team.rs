@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::RawAccessLevel;
 use super::runtime::NamedTool;
-use super::{AgentConfig, ConfigError, team_file};
+use super::{AgentConfig, ConfigError, refuse_given, team_file};
 
 /// Longest tool name the model providers accept.
 const MAX_TOOL_NAME: usize = 64;
@@ -124,17 +124,16 @@ pub(super) fn validate_teams(
     allow_unauthenticated: bool,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<TeamConfig>, ConfigError> {
+    let known = Known {
+        agents,
+        providers,
+        tools,
+        allow_unauthenticated,
+        lookup,
+    };
     let mut teams: Vec<TeamConfig> = Vec::with_capacity(raw.len());
     for (index, raw) in raw.into_iter().enumerate() {
-        let team = validate_team(
-            index,
-            raw,
-            agents,
-            providers,
-            tools,
-            allow_unauthenticated,
-            lookup,
-        )?;
+        let team = validate_team(index, raw, &known)?;
         if teams.iter().any(|t| t.name == team.name) {
             return Err(ConfigError::new(
                 format!("teams[{index}].name"),
@@ -146,107 +145,36 @@ pub(super) fn validate_teams(
     Ok(teams)
 }
 
+/// What a team is checked against, and how its file's `${VAR}` are read.
+struct Known<'a> {
+    agents: &'a [AgentConfig],
+    providers: &'a [ProviderSettings],
+    tools: &'a [NamedTool],
+    allow_unauthenticated: bool,
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
 fn validate_team(
     index: usize,
-    raw: RawTeam,
-    agents: &[AgentConfig],
-    providers: &[ProviderSettings],
-    tools: &[NamedTool],
-    allow_unauthenticated: bool,
-    lookup: &dyn Fn(&str) -> Option<String>,
+    mut raw: RawTeam,
+    known: &Known<'_>,
 ) -> Result<TeamConfig, ConfigError> {
     let key = |field: &str| format!("teams[{index}].{field}");
-    if let Some(phc) = &raw.password_argon2 {
+    let password_argon2 = raw.password_argon2.take();
+    if let Some(phc) = &password_argon2 {
         agentwire_auth::check_password_hash(phc)
             .map_err(|e| ConfigError::new(key("password_argon2"), e))?;
     }
     let access_level = match raw.access_level {
         Some(RawAccessLevel::Public) => AccessLevel::Public,
         Some(RawAccessLevel::Private) => AccessLevel::Private,
-        None if raw.password_argon2.is_some() => AccessLevel::Private,
-        None if allow_unauthenticated => AccessLevel::Public,
+        None if password_argon2.is_some() => AccessLevel::Private,
+        None if known.allow_unauthenticated => AccessLevel::Public,
         None => AccessLevel::Private,
     };
-    let (name, members) = match raw.file {
-        Some(file) => {
-            let names_them = "a team with `file` takes its agents from the file";
-            refuse(key("orchestrator"), &raw.orchestrator, names_them)?;
-            refuse(key("agents"), &raw.agents, names_them)?;
-            let provider_name = raw.provider.ok_or_else(|| {
-                ConfigError::new(
-                    key("provider"),
-                    "required with `file`: the providers[] entry the file's agents run on",
-                )
-            })?;
-            let provider = providers
-                .iter()
-                .find(|p| p.name == provider_name)
-                .ok_or_else(|| {
-                    ConfigError::new(
-                        key("provider"),
-                        format!("no provider named {provider_name:?} in providers[]"),
-                    )
-                })?;
-            let loaded = team_file::load(&key("file"), &file, provider, tools, lookup)?;
-            let name = match (raw.name, loaded.id) {
-                (Some(name), _) => name,
-                (None, Some(id)) => id,
-                (None, None) => {
-                    return Err(ConfigError::new(
-                        key("name"),
-                        format!("required: the team file {file} has no `id`"),
-                    ));
-                }
-            };
-            let members = TeamMembers::File(TeamFile {
-                path: PathBuf::from(file),
-                provider: provider_name,
-                agents: loaded.agents,
-                orchestrator: loaded.orchestrator,
-            });
-            (name, members)
-        }
-        None => {
-            refuse(key("provider"), &raw.provider, "only with `file`")?;
-            let name = raw
-                .name
-                .ok_or_else(|| ConfigError::new(key("name"), "required"))?;
-            let orchestrator = raw.orchestrator.ok_or_else(|| {
-                ConfigError::new(
-                    key("orchestrator"),
-                    "required: the agent that answers on the team's endpoint (or give `file`)",
-                )
-            })?;
-            if !agents.iter().any(|a| a.name == orchestrator) {
-                return Err(ConfigError::new(
-                    key("orchestrator"),
-                    format!("no agent named {orchestrator:?} in agents[]"),
-                ));
-            }
-            let mut members = vec![orchestrator.clone()];
-            for (i, member) in raw.agents.unwrap_or_default().into_iter().enumerate() {
-                if !agents.iter().any(|a| a.name == member) {
-                    return Err(ConfigError::new(
-                        key(&format!("agents[{i}]")),
-                        format!("no agent named {member:?} in agents[]"),
-                    ));
-                }
-                if members[1..].contains(&member) {
-                    return Err(ConfigError::new(
-                        key(&format!("agents[{i}]")),
-                        format!("{member:?} is listed twice"),
-                    ));
-                }
-                if member != orchestrator {
-                    members.push(member);
-                }
-            }
-            let members = TeamMembers::Agents {
-                orchestrator,
-                agents: members,
-            };
-            (name, members)
-        }
+    let (name, members) = match raw.file.take() {
+        Some(file) => file_team(&key, file, raw, known)?,
+        None => agents_team(&key, raw, known.agents)?,
     };
     if !super::valid_agent_name(&name) {
         return Err(ConfigError::new(
@@ -257,16 +185,114 @@ fn validate_team(
     Ok(TeamConfig {
         name,
         access_level,
-        password_argon2: raw.password_argon2,
+        password_argon2,
         members,
     })
 }
 
-fn refuse<T>(key: String, value: &Option<T>, why: &str) -> Result<(), ConfigError> {
-    match value {
-        Some(_) => Err(ConfigError::new(key, why.to_owned())),
-        None => Ok(()),
+/// A team of a Gnosari team file: its name (default: the file's `id`) and
+/// its agents, on the `providers[]` entry `provider`.
+fn file_team(
+    key: &dyn Fn(&str) -> String,
+    file: String,
+    raw: RawTeam,
+    known: &Known<'_>,
+) -> Result<(String, TeamMembers), ConfigError> {
+    let configured = [
+        ("orchestrator", raw.orchestrator.is_some()),
+        ("agents", raw.agents.is_some()),
+    ];
+    refuse_given(
+        key,
+        &configured,
+        "a team with `file` takes its agents from the file",
+    )?;
+    let provider_name = raw.provider.ok_or_else(|| {
+        ConfigError::new(
+            key("provider"),
+            "required with `file`: the providers[] entry the file's agents run on",
+        )
+    })?;
+    let provider = known
+        .providers
+        .iter()
+        .find(|p| p.name == provider_name)
+        .ok_or_else(|| {
+            ConfigError::new(
+                key("provider"),
+                format!("no provider named {provider_name:?} in providers[]"),
+            )
+        })?;
+    let loaded = team_file::load(&key("file"), &file, provider, known.tools, known.lookup)?;
+    let name = match (raw.name, loaded.id) {
+        (Some(name), _) => name,
+        (None, Some(id)) => id,
+        (None, None) => {
+            return Err(ConfigError::new(
+                key("name"),
+                format!("required: the team file {file} has no `id`"),
+            ));
+        }
+    };
+    let members = TeamMembers::File(TeamFile {
+        path: PathBuf::from(file),
+        provider: provider_name,
+        agents: loaded.agents,
+        orchestrator: loaded.orchestrator,
+    });
+    Ok((name, members))
+}
+
+/// A team of configured agents: its name, its `orchestrator` and its other
+/// `agents`, each named once.
+fn agents_team(
+    key: &dyn Fn(&str) -> String,
+    raw: RawTeam,
+    agents: &[AgentConfig],
+) -> Result<(String, TeamMembers), ConfigError> {
+    refuse_given(
+        key,
+        &[("provider", raw.provider.is_some())],
+        "only with `file`",
+    )?;
+    let name = raw
+        .name
+        .ok_or_else(|| ConfigError::new(key("name"), "required"))?;
+    let orchestrator = raw.orchestrator.ok_or_else(|| {
+        ConfigError::new(
+            key("orchestrator"),
+            "required: the agent that answers on the team's endpoint (or give `file`)",
+        )
+    })?;
+    if !agents.iter().any(|a| a.name == orchestrator) {
+        return Err(ConfigError::new(
+            key("orchestrator"),
+            format!("no agent named {orchestrator:?} in agents[]"),
+        ));
     }
+    let mut members = vec![orchestrator.clone()];
+    for (i, member) in raw.agents.unwrap_or_default().into_iter().enumerate() {
+        if !agents.iter().any(|a| a.name == member) {
+            return Err(ConfigError::new(
+                key(&format!("agents[{i}]")),
+                format!("no agent named {member:?} in agents[]"),
+            ));
+        }
+        if members[1..].contains(&member) {
+            return Err(ConfigError::new(
+                key(&format!("agents[{i}]")),
+                format!("{member:?} is listed twice"),
+            ));
+        }
+        if member != orchestrator {
+            members.push(member);
+        }
+    }
+    let members = TeamMembers::Agents {
+        orchestrator,
+        agents: members,
+    };
+    Ok((name, members))
 }
 
 /// Checks `agents[].delegations` and `agents[].handoffs` against the other

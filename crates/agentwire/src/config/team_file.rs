@@ -78,69 +78,170 @@ fn map(
     if raw.agents.is_empty() {
         return Err(("agents".into(), "at least one agent is required".into()));
     }
-    let file_tools = map_tools(&raw.tools)?;
-    // Identifiers and names first: targets may come later in the list.
-    let mut idents: Vec<(String, String)> = Vec::with_capacity(raw.agents.len());
-    for (i, agent) in raw.agents.iter().enumerate() {
-        let (id, name) = match (&agent.id, &agent.name) {
-            (Some(id), Some(name)) => (id.clone(), name.clone()),
-            (Some(id), None) => (id.clone(), id.clone()),
-            (None, Some(name)) => (name.clone(), name.clone()),
-            (None, None) => {
-                return Err((
-                    format!("agents[{i}].id"),
-                    "an agent needs an `id` or a `name`".into(),
-                ));
-            }
-        };
-        if id.trim().is_empty() || name.trim().is_empty() {
-            return Err((format!("agents[{i}].id"), "must not be empty".into()));
-        }
-        if let Some(j) = idents.iter().position(|(other, _)| *other == id) {
-            return Err((
-                format!("agents[{i}].id"),
-                format!("{id:?} is also agents[{j}]'s"),
-            ));
-        }
-        if let Some(j) = idents.iter().position(|(_, other)| *other == name) {
-            return Err((
-                format!("agents[{i}].name"),
-                format!("{name:?} is also agents[{j}]'s"),
-            ));
-        }
-        idents.push((id, name));
-    }
-    let find = |target: &str| {
-        idents
-            .iter()
-            .position(|(id, _)| id == target)
-            .or_else(|| idents.iter().position(|(_, name)| name == target))
+    let team = Team {
+        // Identifiers and names first: targets may come later in the list.
+        members: Members::identify(&raw.agents)?,
+        file_tools: map_tools(&raw.tools)?,
+        traits: &raw.traits,
+        max_turns: raw.config.max_turns,
+        provider,
+        tools,
     };
     let mut orchestrator = None;
     let mut agents = Vec::with_capacity(raw.agents.len());
     for (i, agent) in raw.agents.into_iter().enumerate() {
-        let key = |field: &str| format!("agents[{i}].{field}");
-        let marked = agent.is_orchestrator == Some(true) || agent.orchestrator == Some(true);
-        if marked {
+        if let Some(field) = orchestrator_mark(&agent) {
             if let Some(first) = orchestrator {
-                let field = if agent.is_orchestrator == Some(true) {
-                    "is_orchestrator"
-                } else {
-                    "orchestrator"
-                };
                 return Err((
-                    key(field),
+                    format!("agents[{i}].{field}"),
                     format!("agents[{first}] is the orchestrator already; a team has one"),
                 ));
             }
             orchestrator = Some(i);
         }
-        let mut instructions = agent
-            .instructions
+        agents.push(team.agent(i, agent)?);
+    }
+    Ok(LoadedTeam {
+        id: raw.id,
+        agents,
+        orchestrator: orchestrator.unwrap_or(0),
+    })
+}
+
+/// The field that marks `agent` as the orchestrator, if one does.
+fn orchestrator_mark(agent: &RawFileAgent) -> Option<&'static str> {
+    match (agent.is_orchestrator, agent.orchestrator) {
+        (Some(true), _) => Some("is_orchestrator"),
+        (_, Some(true)) => Some("orchestrator"),
+        _ => None,
+    }
+}
+
+/// The agents' identifiers and names (`id` then `name`), by position.
+struct Members(Vec<(String, String)>);
+
+impl Members {
+    /// Each agent's `id` (default: its `name`) and `name` (default: its
+    /// `id`), both unique.
+    fn identify(agents: &[RawFileAgent]) -> Result<Members, MapError> {
+        let mut idents: Vec<(String, String)> = Vec::with_capacity(agents.len());
+        for (i, agent) in agents.iter().enumerate() {
+            let key = |field: &str| format!("agents[{i}].{field}");
+            let (id, name) = match (&agent.id, &agent.name) {
+                (Some(id), Some(name)) => (id.clone(), name.clone()),
+                (Some(id), None) => (id.clone(), id.clone()),
+                (None, Some(name)) => (name.clone(), name.clone()),
+                (None, None) => {
+                    return Err((key("id"), "an agent needs an `id` or a `name`".into()));
+                }
+            };
+            if id.trim().is_empty() || name.trim().is_empty() {
+                return Err((key("id"), "must not be empty".into()));
+            }
+            if let Some(j) = idents.iter().position(|(other, _)| *other == id) {
+                return Err((key("id"), format!("{id:?} is also agents[{j}]'s")));
+            }
+            if let Some(j) = idents.iter().position(|(_, other)| *other == name) {
+                return Err((key("name"), format!("{name:?} is also agents[{j}]'s")));
+            }
+            idents.push((id, name));
+        }
+        Ok(Members(idents))
+    }
+
+    /// The agent `target` names, by id, then by name.
+    fn find(&self, target: &str) -> Option<usize> {
+        let idents = &self.0;
+        idents
+            .iter()
+            .position(|(id, _)| id == target)
+            .or_else(|| idents.iter().position(|(_, name)| name == target))
+    }
+
+    /// The `id` of the agent `target` names; not `from` itself.
+    fn link(&self, key: &str, target: &str, from: usize) -> Result<String, MapError> {
+        match self.find(target) {
+            None => Err((
+                key.to_owned(),
+                format!("no agent with id or name {target:?} in the file"),
+            )),
+            Some(i) if i == from => Err((key.to_owned(), "an agent cannot name itself".into())),
+            Some(i) => Ok(self.0[i].0.clone()),
+        }
+    }
+
+    /// The links of agent `from`, each `(field, target, text)`, as
+    /// `(target's id, text)`; a target listed twice (in one generation's
+    /// list or across both) is an error at `list`.
+    fn links(
+        &self,
+        from: usize,
+        list: &str,
+        entries: impl Iterator<Item = (String, String, Option<String>)>,
+    ) -> Result<Vec<(String, Option<String>)>, MapError> {
+        let key = |field: &str| format!("agents[{from}].{field}");
+        let links = entries
+            .map(|(field, target, text)| Ok((self.link(&key(&field), &target, from)?, text)))
+            .collect::<Result<Vec<_>, MapError>>()?;
+        for (i, (id, _)) in links.iter().enumerate() {
+            if links[..i].iter().any(|(other, _)| other == id) {
+                return Err((key(list), format!("{id:?} is listed twice")));
+            }
+        }
+        Ok(links)
+    }
+}
+
+/// What every agent of a file is mapped against.
+struct Team<'a> {
+    members: Members,
+    file_tools: Vec<(String, FileEntry)>,
+    traits: &'a [RawTrait],
+    /// `config.max_turns`.
+    max_turns: Option<u32>,
+    provider: &'a ProviderSettings,
+    tools: &'a [NamedTool],
+}
+
+impl Team<'_> {
+    /// `agents[i]` as a runtime agent.
+    fn agent(&self, i: usize, agent: RawFileAgent) -> Result<FileAgent, MapError> {
+        let key = |field: &str| format!("agents[{i}].{field}");
+        let instructions = self.instructions(i, agent.instructions, agent.traits)?;
+        let max_rounds = agent.max_turns.or(self.max_turns).unwrap_or(10);
+        if max_rounds == 0 {
+            return Err((key("max_turns"), "must be greater than 0".into()));
+        }
+        let (id, name) = self.members.0[i].clone();
+        Ok(FileAgent {
+            id,
+            name,
+            instructions,
+            model: agent
+                .model
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| self.provider.model.clone()),
+            max_rounds,
+            tools: self.agent_tools(i, agent.tools)?,
+            delegations: self.delegations(i, agent.delegations, agent.delegation)?,
+            handoffs: self.handoffs(i, agent.handoffs, agent.can_transfer_to)?,
+            access_level: access_level(i, agent.access_level)?,
+        })
+    }
+
+    /// `instructions` (required), then those of the agent's `traits`.
+    fn instructions(
+        &self,
+        i: usize,
+        own: Option<String>,
+        traits: Option<Vec<String>>,
+    ) -> Result<String, MapError> {
+        let key = |field: &str| format!("agents[{i}].{field}");
+        let mut instructions = own
             .filter(|text| !text.trim().is_empty())
             .ok_or_else(|| (key("instructions"), "required".to_owned()))?;
-        for (j, wanted) in agent.traits.unwrap_or_default().iter().enumerate() {
-            let found = raw
+        for (j, wanted) in traits.unwrap_or_default().iter().enumerate() {
+            let found = self
                 .traits
                 .iter()
                 .find(|t| t.id.as_ref().or(t.name.as_ref()) == Some(wanted))
@@ -159,150 +260,108 @@ fn map(
                 instructions.push_str(text.trim());
             }
         }
-        let max_rounds = agent.max_turns.or(raw.config.max_turns).unwrap_or(10);
-        if max_rounds == 0 {
-            return Err((key("max_turns"), "must be greater than 0".into()));
-        }
+        Ok(instructions)
+    }
+
+    /// `tools`: each a `tools[]` entry or the file's.
+    fn agent_tools(
+        &self,
+        i: usize,
+        wanted: Option<Vec<String>>,
+    ) -> Result<Vec<FileTool>, MapError> {
         let mut agent_tools = Vec::new();
-        for (j, wanted) in agent.tools.unwrap_or_default().iter().enumerate() {
-            let tool_key = key(&format!("tools[{j}]"));
-            if let Some(tool) = resolve_tool(&tool_key, wanted, &file_tools, tools)? {
+        for (j, wanted) in wanted.unwrap_or_default().iter().enumerate() {
+            let key = format!("agents[{i}].tools[{j}]");
+            if let Some(tool) = resolve_tool(&key, wanted, &self.file_tools, self.tools)? {
                 agent_tools.push(tool);
             }
         }
-        let mut delegations: Vec<(String, Option<String>)> = agent
-            .delegations
-            .unwrap_or_default()
-            .into_iter()
-            .enumerate()
-            .map(|(j, d)| {
-                (
-                    format!("delegations[{j}].target_agent_id"),
-                    d.target_agent_id,
-                    d.instructions,
-                )
-            })
-            .chain(
-                agent
-                    .delegation
-                    .unwrap_or_default()
-                    .into_iter()
-                    .enumerate()
-                    .map(|(j, d)| (format!("delegation[{j}].agent"), d.agent, d.instructions)),
-            )
-            .map(|(field, target, text)| {
-                link(&key(&field), &target, i, &find, &idents).map(|id| (id, text))
-            })
-            .collect::<Result<_, _>>()?;
-        dedup(&key("delegations"), &mut delegations)?;
-        let mut handoffs: Vec<(String, Option<String>)> = agent
-            .handoffs
-            .unwrap_or_default()
-            .into_iter()
-            .enumerate()
-            .map(|(j, h)| {
-                (
-                    format!("handoffs[{j}].target_agent_id"),
-                    h.target_agent_id,
-                    h.condition.or(h.message),
-                )
-            })
-            .chain(
-                agent
-                    .can_transfer_to
-                    .unwrap_or_default()
-                    .into_iter()
-                    .enumerate()
-                    .map(|(j, t)| match t {
-                        RawTransfer::Name(name) => (format!("can_transfer_to[{j}]"), name, None),
-                        RawTransfer::Agent {
-                            agent,
-                            instructions,
-                        } => (format!("can_transfer_to[{j}].agent"), agent, instructions),
-                    }),
-            )
-            .map(|(field, target, text)| {
-                link(&key(&field), &target, i, &find, &idents).map(|id| (id, text))
-            })
-            .collect::<Result<_, _>>()?;
-        dedup(&key("handoffs"), &mut handoffs)?;
-        let handoff_names: Vec<String> = handoffs
-            .iter()
-            .map(|(id, _)| idents[find(id).unwrap_or(0)].1.clone())
-            .collect();
-        check_transfer_names(&key("handoffs"), &handoff_names).map_err(|e| (e.key, e.message))?;
-        let access_level = match agent.access_level.as_deref().map(str::to_ascii_lowercase) {
-            None => None,
-            Some(level) if level == "public" => Some(AccessLevel::Public),
-            Some(level) if level == "private" || level == "password" => Some(AccessLevel::Private),
-            Some(other) => {
-                return Err((
-                    key("access_level"),
-                    format!("{other:?}: expected PUBLIC, PRIVATE or PASSWORD"),
-                ));
-            }
-        };
-        let (id, name) = idents[i].clone();
-        agents.push(FileAgent {
-            id,
-            name,
-            instructions,
-            model: agent
-                .model
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| provider.model.clone()),
-            max_rounds,
-            tools: agent_tools,
-            delegations: delegations
-                .into_iter()
-                .map(|(target, instructions)| Delegation {
-                    target,
-                    instructions,
-                })
-                .collect(),
-            handoffs: handoffs
-                .into_iter()
-                .map(|(target, description)| Handoff {
-                    target,
-                    description,
-                })
-                .collect(),
-            access_level,
+        Ok(agent_tools)
+    }
+
+    /// `delegations` (new) and `delegation` (old).
+    fn delegations(
+        &self,
+        i: usize,
+        new: Option<Vec<RawDelegation>>,
+        old: Option<Vec<RawOldDelegation>>,
+    ) -> Result<Vec<Delegation>, MapError> {
+        let new = numbered(new, |j, d| {
+            let field = format!("delegations[{j}].target_agent_id");
+            (field, d.target_agent_id, d.instructions)
         });
+        let old = numbered(old, |j, d| {
+            (format!("delegation[{j}].agent"), d.agent, d.instructions)
+        });
+        let links = self.members.links(i, "delegations", new.chain(old))?;
+        Ok(links
+            .into_iter()
+            .map(|(target, instructions)| Delegation {
+                target,
+                instructions,
+            })
+            .collect())
     }
-    Ok(LoadedTeam {
-        id: raw.id,
-        agents,
-        orchestrator: orchestrator.unwrap_or(0),
-    })
+
+    /// `handoffs` (new) and `can_transfer_to` (old), whose transfer tools'
+    /// names must be distinct.
+    fn handoffs(
+        &self,
+        i: usize,
+        new: Option<Vec<RawHandoff>>,
+        old: Option<Vec<RawTransfer>>,
+    ) -> Result<Vec<Handoff>, MapError> {
+        let new = numbered(new, |j, h| {
+            let field = format!("handoffs[{j}].target_agent_id");
+            (field, h.target_agent_id, h.condition.or(h.message))
+        });
+        let old = numbered(old, |j, transfer| match transfer {
+            RawTransfer::Name(name) => (format!("can_transfer_to[{j}]"), name, None),
+            RawTransfer::Agent {
+                agent,
+                instructions,
+            } => (format!("can_transfer_to[{j}].agent"), agent, instructions),
+        });
+        let links = self.members.links(i, "handoffs", new.chain(old))?;
+        let names: Vec<String> = links
+            .iter()
+            .map(|(id, _)| self.members.0[self.members.find(id).unwrap_or(0)].1.clone())
+            .collect();
+        check_transfer_names(&format!("agents[{i}].handoffs"), &names)
+            .map_err(|e| (e.key, e.message))?;
+        Ok(links
+            .into_iter()
+            .map(|(target, description)| Handoff {
+                target,
+                description,
+            })
+            .collect())
+    }
 }
 
-/// The `id` of the agent `target` names (by id, then name); not `from` itself.
-fn link(
-    key: &str,
-    target: &str,
-    from: usize,
-    find: &dyn Fn(&str) -> Option<usize>,
-    idents: &[(String, String)],
-) -> Result<String, MapError> {
-    match find(target) {
-        None => Err((
-            key.to_owned(),
-            format!("no agent with id or name {target:?} in the file"),
+/// The entries of an agent's list of links as `(field, target, text)`.
+fn numbered<T>(
+    list: Option<Vec<T>>,
+    entry: impl Fn(usize, T) -> (String, String, Option<String>),
+) -> impl Iterator<Item = (String, String, Option<String>)> {
+    let list = list.unwrap_or_default().into_iter().enumerate();
+    list.map(move |(j, item)| entry(j, item))
+}
+
+/// `access_level` (our extension): `PUBLIC`, `PRIVATE` or `PASSWORD` (a
+/// private member), in any case.
+fn access_level(i: usize, level: Option<String>) -> Result<Option<AccessLevel>, MapError> {
+    let Some(level) = level else {
+        return Ok(None);
+    };
+    match level.to_ascii_lowercase().as_str() {
+        "public" => Ok(Some(AccessLevel::Public)),
+        "private" | "password" => Ok(Some(AccessLevel::Private)),
+        _ => Err((
+            format!("agents[{i}].access_level"),
+            format!("{level:?}: expected PUBLIC, PRIVATE or PASSWORD"),
         )),
-        Some(i) if i == from => Err((key.to_owned(), "an agent cannot name itself".into())),
-        Some(i) => Ok(idents[i].0.clone()),
     }
-}
-
-/// A target listed twice (in one generation's list or across both) is an error.
-fn dedup(key: &str, links: &mut [(String, Option<String>)]) -> Result<(), MapError> {
-    for i in 1..links.len() {
-        if links[..i].iter().any(|(id, _)| *id == links[i].0) {
-            return Err((key.to_owned(), format!("{:?} is listed twice", links[i].0)));
-        }
-    }
-    Ok(())
 }
 
 /// A file tool entry, by the id agents name it by.
@@ -376,11 +435,14 @@ fn mcp_settings(
                     .into_iter()
                     .collect(),
             },
-            Some(other) => {
+            Some(_) => {
+                // As written, not lowercased: a substituted value is hidden
+                // only in the form it was given.
+                let given = tool.connection_type.as_deref().unwrap_or_default();
                 return Err((
                     key("connection_type"),
                     format!(
-                        "{other:?} is not supported; MCP servers with a url are reached over streamable_http"
+                        "{given:?} is not supported; MCP servers with a url are reached over streamable_http"
                     ),
                 ));
             }

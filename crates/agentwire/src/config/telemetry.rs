@@ -74,10 +74,14 @@ pub(super) fn validate(
     let protocol = match protocol.trim() {
         "http/protobuf" => OtlpProtocol::HttpProtobuf,
         "grpc" => OtlpProtocol::Grpc,
-        other => {
+        _ => {
+            // As given, not trimmed: a substituted value is hidden only in
+            // the form it was given.
             return Err(ConfigError::new(
                 key,
-                format!("unsupported OTLP protocol {other:?}: use \"http/protobuf\" or \"grpc\""),
+                format!(
+                    "unsupported OTLP protocol {protocol:?}: use \"http/protobuf\" or \"grpc\""
+                ),
             ));
         }
     };

@@ -291,10 +291,7 @@ fn refuse(
     kind: &str,
     fields: &[(&'static str, bool)],
 ) -> Result<(), ConfigError> {
-    match fields.iter().find(|(_, set)| *set) {
-        Some((field, _)) => Err(ConfigError::new(key(field), format!("not for `{kind}`"))),
-        None => Ok(()),
-    }
+    super::refuse_given(key, fields, &format!("not for `{kind}`"))
 }
 
 fn openai(

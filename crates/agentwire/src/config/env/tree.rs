@@ -244,6 +244,19 @@ fn boolean(text: &str) -> Option<bool> {
     }
 }
 
+/// The number requests, each answered by [`Scalar::integer`] or
+/// [`Scalar::float`].
+macro_rules! numbers {
+    (integer: [$($integer:ident)*] float: [$($float:ident)*]) => {
+        $(fn $integer<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+            self.integer(visitor)
+        })*
+        $(fn $float<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+            self.float(visitor)
+        })*
+    };
+}
+
 impl<'de> Deserializer<'de> for Scalar<'_> {
     type Error = DeError;
 
@@ -259,44 +272,12 @@ impl<'de> Deserializer<'de> for Scalar<'_> {
         self.finish(result)
     }
 
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.integer(visitor)
-    }
-
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.float(visitor)
-    }
-
-    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.float(visitor)
+    numbers! {
+        integer: [
+            deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
+            deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
+        ]
+        float: [deserialize_f32 deserialize_f64]
     }
 
     /// An empty plain value is no value, as YAML reads one.
@@ -349,8 +330,8 @@ impl<'de> Deserializer<'de> for Scalar<'_> {
     }
 
     forward_to_deserialize_any! {
-        i128 u128 char str string bytes byte_buf seq tuple tuple_struct map
-        struct identifier
+        char str string bytes byte_buf seq tuple tuple_struct map struct
+        identifier
     }
 }
 

@@ -221,73 +221,76 @@ fn no_orchestrator_marked_is_the_first_agent() {
     assert_eq!(team.orchestrator, 0);
 }
 
+/// Files with one fault each: the key the error names and a fragment of
+/// its message.
+const FAULTY_FILES: &[(&str, &str, &str)] = &[
+    (
+        NEW,
+        "FILE: agents[1].tools[0]",
+        "APIRequestTool cannot run here",
+    ),
+    (
+        "agents:\n  - id: a\n    instructions: x\n    delegations: [{target_agent_id: zed}]\n",
+        "FILE: agents[0].delegations[0].target_agent_id",
+        "no agent with id or name \"zed\"",
+    ),
+    (
+        "agents:\n  - id: a\n    instructions: x\n    can_transfer_to: [a]\n",
+        "FILE: agents[0].can_transfer_to[0]",
+        "cannot name itself",
+    ),
+    (
+        "agents:\n  - {id: a, instructions: x, is_orchestrator: true}\n  - {id: b, instructions: other, orchestrator: true}\n",
+        "FILE: agents[1].orchestrator",
+        "agents[0] is the orchestrator already",
+    ),
+    (
+        "agents:\n  - id: a\n",
+        "FILE: agents[0].instructions",
+        "required",
+    ),
+    (
+        "agents:\n  - {id: a, instructions: x}\n  - {name: a, instructions: other}\n",
+        "FILE: agents[1].id",
+        "also agents[0]'s",
+    ),
+    (
+        "agents:\n  - {id: a, instructions: x, max_turns: many}\n",
+        "FILE: agents[0].max_turns",
+        "invalid type",
+    ),
+    (
+        "tools:\n  - {id: t, url: 'http://x/sse', connection_type: sse}\nagents:\n  - {id: a, instructions: x, tools: [t]}\n",
+        "FILE: tools[0].connection_type",
+        "not supported",
+    ),
+    (
+        "agents:\n  - {id: a, instructions: x, tools: [nope]}\n",
+        "FILE: agents[0].tools[0]",
+        "no tool with id \"nope\"",
+    ),
+    (
+        "agents:\n  - {id: a, instructions: '${NOT_SET_ANYWHERE}'}\n",
+        "FILE: agents[0].instructions",
+        "${NOT_SET_ANYWHERE}: environment variable is not set and has no default (line 2)",
+    ),
+    (
+        "# model: ${NOT_SET_ANYWHERE}\nagents:\n  - {id: a, instructions: x, can_transfer_to: [7]}\n",
+        "FILE: agents[0].can_transfer_to[0]",
+        "expected an agent's id or name, or a mapping with `agent`",
+    ),
+    (
+        "agents:\n  - {id: a, instructions: x, can_transfer_to: [{instructions: help}]}\n",
+        "FILE: agents[0].can_transfer_to[0]",
+        "missing field `agent`",
+    ),
+    ("agents: []\n", "FILE: agents", "at least one agent"),
+    ("agents: [1, 2\n", "teams[0].file", "FILE: invalid YAML"),
+];
+
 #[test]
 fn errors_name_the_file_and_the_key() {
-    let cases: &[(&str, &str, &str)] = &[
-        (
-            NEW,
-            "FILE: agents[1].tools[0]",
-            "APIRequestTool cannot run here",
-        ),
-        (
-            "agents:\n  - id: a\n    instructions: x\n    delegations: [{target_agent_id: zed}]\n",
-            "FILE: agents[0].delegations[0].target_agent_id",
-            "no agent with id or name \"zed\"",
-        ),
-        (
-            "agents:\n  - id: a\n    instructions: x\n    can_transfer_to: [a]\n",
-            "FILE: agents[0].can_transfer_to[0]",
-            "cannot name itself",
-        ),
-        (
-            "agents:\n  - {id: a, instructions: x, is_orchestrator: true}\n  - {id: b, instructions: other, orchestrator: true}\n",
-            "FILE: agents[1].orchestrator",
-            "agents[0] is the orchestrator already",
-        ),
-        (
-            "agents:\n  - id: a\n",
-            "FILE: agents[0].instructions",
-            "required",
-        ),
-        (
-            "agents:\n  - {id: a, instructions: x}\n  - {name: a, instructions: other}\n",
-            "FILE: agents[1].id",
-            "also agents[0]'s",
-        ),
-        (
-            "agents:\n  - {id: a, instructions: x, max_turns: many}\n",
-            "FILE: agents[0].max_turns",
-            "invalid type",
-        ),
-        (
-            "tools:\n  - {id: t, url: 'http://x/sse', connection_type: sse}\nagents:\n  - {id: a, instructions: x, tools: [t]}\n",
-            "FILE: tools[0].connection_type",
-            "not supported",
-        ),
-        (
-            "agents:\n  - {id: a, instructions: x, tools: [nope]}\n",
-            "FILE: agents[0].tools[0]",
-            "no tool with id \"nope\"",
-        ),
-        (
-            "agents:\n  - {id: a, instructions: '${NOT_SET_ANYWHERE}'}\n",
-            "FILE: agents[0].instructions",
-            "${NOT_SET_ANYWHERE}: environment variable is not set and has no default (line 2)",
-        ),
-        (
-            "# model: ${NOT_SET_ANYWHERE}\nagents:\n  - {id: a, instructions: x, can_transfer_to: [7]}\n",
-            "FILE: agents[0].can_transfer_to[0]",
-            "expected an agent's id or name, or a mapping with `agent`",
-        ),
-        (
-            "agents:\n  - {id: a, instructions: x, can_transfer_to: [{instructions: help}]}\n",
-            "FILE: agents[0].can_transfer_to[0]",
-            "missing field `agent`",
-        ),
-        ("agents: []\n", "FILE: agents", "at least one agent"),
-        ("agents: [1, 2\n", "teams[0].file", "FILE: invalid YAML"),
-    ];
-    for (yaml, key, fragment) in cases {
+    for (yaml, key, fragment) in FAULTY_FILES {
         let (got_key, message) = match load_text(yaml, &[]) {
             Err(e) => e,
             Ok(_) => panic!("{key}: accepted"),
@@ -295,6 +298,10 @@ fn errors_name_the_file_and_the_key() {
         assert_eq!(&got_key, key, "{message}");
         assert!(message.contains(fragment), "{key}: {message}");
     }
+}
+
+#[test]
+fn an_unreadable_file_is_named_by_its_teams_key() {
     let missing = load(
         "teams[3].file",
         "/nonexistent/team.yaml",
@@ -310,4 +317,35 @@ fn errors_name_the_file_and_the_key() {
             .message
             .starts_with("cannot read /nonexistent/team.yaml")
     );
+}
+
+/// A substituted value a check refuses is named by its reference, in the
+/// form it was given (not lowercased).
+#[test]
+fn a_refused_substituted_value_is_not_shown() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("team.yaml");
+    let yaml = concat!(
+        "tools:\n  - {id: t, url: 'http://x/mcp', connection_type: ${KIND}}\n",
+        "agents:\n  - {id: a, instructions: x, access_level: ${LEVEL}, tools: [t]}\n",
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let path = path.display().to_string();
+    for (level, kind) in [("Hunter2", "http"), ("public", "Hunter2-SSE")] {
+        let lookup = |name: &str| match name {
+            "LEVEL" => Some(level.to_owned()),
+            "KIND" => Some(kind.to_owned()),
+            _ => None,
+        };
+        let error = load("teams[0].file", &path, &provider(), &[], &lookup)
+            .err()
+            .expect("refused");
+        let message = error.message.to_ascii_lowercase();
+        assert!(!message.contains("hunter2"), "{error}");
+        assert!(
+            error.message.contains("${LEVEL}") || error.message.contains("${KIND}"),
+            "{error}"
+        );
+    }
 }
