@@ -110,196 +110,260 @@ impl Metrics {
         self.abuse_refusals_total[index].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Renders every metric; `gauges` are sampled by the caller.
+    /// Renders every metric of [`METRICS`], in its order; `gauges` are
+    /// sampled by the caller.
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::with_capacity(2048);
-        gauge(
-            &mut out,
-            "agentwire_connections_active",
-            "Open WebSocket connections.",
-            gauges.connections_active,
-        );
-        gauge(
-            &mut out,
-            "agentwire_sessions_live",
-            "Sessions held in memory.",
-            gauges.sessions_live,
-        );
-        gauge(
-            &mut out,
-            "agentwire_draining",
-            "1 while the server drains.",
-            u64::from(gauges.draining),
-        );
-        counter(
-            &mut out,
-            "agentwire_connections_total",
-            "WebSocket connections accepted.",
-            &self.connections_total,
-        );
-        counter(
-            &mut out,
-            "agentwire_turns_total",
-            "Turns started.",
-            &self.turns_total,
-        );
-        counter(
-            &mut out,
-            "agentwire_messages_received_total",
-            "Frames received from clients.",
-            &self.messages_received_total,
-        );
-        counter(
-            &mut out,
-            "agentwire_messages_sent_total",
-            "Frames sent to clients.",
-            &self.messages_sent_total,
-        );
-        gauge(
-            &mut out,
-            "agentwire_inbound_bytes_in_flight",
-            "Bytes of client frames read and not yet released (server.limits.inbound_bytes_in_flight).",
-            gauges.inbound_bytes_in_flight,
-        );
-        counter(
-            &mut out,
-            "agentwire_inbound_refused_total",
-            "Client frames refused because the inbound byte budget was spent.",
-            &self.inbound_refused_total,
-        );
-        let readers = self.log_readers.load(Ordering::Relaxed);
-        gauge(
-            &mut out,
-            "agentwire_log_readers",
-            "Connections following a running turn in their session's log.",
-            readers,
-        );
-        counter(
-            &mut out,
-            "agentwire_slow_consumer_closes_total",
-            "Connections closed with 4008 because they fell too far behind their session's log.",
-            &self.slow_consumer_closes_total,
-        );
-        counter(
-            &mut out,
-            "agentwire_coalesced_deltas_total",
-            "Text deltas merged into one frame for readers far behind the log.",
-            &self.coalesced_deltas_total,
-        );
-        let _ = writeln!(
-            out,
-            "# HELP agentwire_replays_total Rejoins, by whether what the client missed followed.\n# TYPE agentwire_replays_total counter"
-        );
-        for (outcome, value) in [
-            ("served", &self.replays_served_total),
-            ("refused", &self.replays_refused_total),
-        ] {
-            let _ = writeln!(
-                out,
-                "agentwire_replays_total{{outcome=\"{outcome}\"}} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP agentwire_cancels_total Cancels, by what they found.\n# TYPE agentwire_cancels_total counter"
-        );
-        let outcomes = ["cancelled", "nothing_running", "not_yours"];
-        for (outcome, value) in outcomes.iter().zip(&self.cancels_total) {
-            let _ = writeln!(
-                out,
-                "agentwire_cancels_total{{outcome=\"{outcome}\"}} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        counter(
-            &mut out,
-            "agentwire_auth_failures_total",
-            "Credentials that did not validate (refused, or a wrong password).",
-            &self.auth_failures_total,
-        );
-        let _ = writeln!(
-            out,
-            "# HELP agentwire_abuse_refusals_total Requests and turns refused by an abuse limit, by limit."
-        );
-        let _ = writeln!(out, "# TYPE agentwire_abuse_refusals_total counter");
-        for (limit, value) in Limit::ALL.iter().zip(&self.abuse_refusals_total) {
-            let _ = writeln!(
-                out,
-                "agentwire_abuse_refusals_total{{limit=\"{}\"}} {}",
-                limit.as_str(),
-                value.load(Ordering::Relaxed)
-            );
-        }
-        gauge(
-            &mut out,
-            "agentwire_calls_active",
-            "Voice calls open now (server.limits.max_calls).",
-            gauges.calls_active,
-        );
-        gauge(
-            &mut out,
-            "agentwire_calls_parked",
-            "Voice calls parked for a resume= (server.limits.call_park_window).",
-            gauges.calls_parked,
-        );
-        let _ = writeln!(
-            out,
-            "# HELP agentwire_call_failures_total Voice calls that failed, at open or later, by code."
-        );
-        let _ = writeln!(out, "# TYPE agentwire_call_failures_total counter");
-        for (code, value) in CALL_FAILURE_CODES.iter().zip(&self.call_failures) {
-            let _ = writeln!(
-                out,
-                "agentwire_call_failures_total{{code=\"{code}\"}} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        for (name, help, value) in [
-            (
-                "agentwire_calls_total",
-                "Voice calls opened.",
-                &self.calls_opened,
-            ),
-            (
-                "agentwire_call_audio_in_bytes_total",
-                "Bytes of caller audio handed to voice providers.",
-                &self.call_audio_in_bytes,
-            ),
-            (
-                "agentwire_call_audio_out_bytes_total",
-                "Bytes of voice provider audio queued for callers.",
-                &self.call_audio_out_bytes,
-            ),
-            (
-                "agentwire_call_audio_dropped_total",
-                "Voice provider audio frames dropped as late (a full queue, or older than 300 ms).",
-                &self.call_audio_dropped,
-            ),
-            (
-                "agentwire_call_barge_ins_total",
-                "Spoken responses the caller interrupted.",
-                &self.call_barge_ins,
-            ),
-        ] {
-            counter(&mut out, name, help, value);
-        }
-        let _ = writeln!(
-            out,
-            "# HELP agentwire_errors_total Error frames sent to clients, by code."
-        );
-        let _ = writeln!(out, "# TYPE agentwire_errors_total counter");
-        let codes = ErrorCode::KNOWN.iter().map(|c| c.as_str()).chain(["OTHER"]);
-        for (code, value) in codes.zip(&self.errors_total) {
-            let _ = writeln!(
-                out,
-                "agentwire_errors_total{{code=\"{code}\"}} {}",
-                value.load(Ordering::Relaxed)
-            );
+        for metric in &METRICS {
+            metric.render(self, gauges, &mut out);
         }
         out
     }
+
+    /// The values of a family labelled by `names`, one per counter.
+    fn labelled(
+        names: impl IntoIterator<Item = &'static str>,
+        counters: &[AtomicU64],
+    ) -> Vec<(&'static str, u64)> {
+        names
+            .into_iter()
+            .zip(counters)
+            .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
+            .collect()
+    }
 }
+
+/// A metric's Prometheus type.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// Where a metric's value is read at render time.
+enum Read {
+    /// One of [`Metrics`]' atomics.
+    Atomic(fn(&Metrics) -> &AtomicU64),
+    /// Sampled by the caller.
+    Sampled(fn(&Gauges) -> u64),
+    /// A family, a sample per value of `label`.
+    Labelled {
+        label: &'static str,
+        values: fn(&Metrics) -> Vec<(&'static str, u64)>,
+    },
+}
+
+/// One metric: its name, its help line, its type and where its value is.
+struct Metric {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+    read: Read,
+}
+
+impl Metric {
+    const fn counter(name: &'static str, help: &'static str, read: Read) -> Metric {
+        Metric {
+            name,
+            help,
+            kind: Kind::Counter,
+            read,
+        }
+    }
+
+    const fn gauge(name: &'static str, help: &'static str, read: Read) -> Metric {
+        Metric {
+            name,
+            help,
+            kind: Kind::Gauge,
+            read,
+        }
+    }
+
+    /// `# HELP`, `# TYPE` and its samples.
+    fn render(&self, metrics: &Metrics, gauges: &Gauges, out: &mut String) {
+        let Metric {
+            name, help, kind, ..
+        } = self;
+        let kind = match kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        };
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        match &self.read {
+            Read::Atomic(read) => {
+                let _ = writeln!(out, "{name} {}", read(metrics).load(Ordering::Relaxed));
+            }
+            Read::Sampled(read) => {
+                let _ = writeln!(out, "{name} {}", read(gauges));
+            }
+            Read::Labelled { label, values } => {
+                for (value, sample) in values(metrics) {
+                    let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {sample}");
+                }
+            }
+        }
+    }
+}
+
+/// Every metric `/metrics` shows, in the order it shows them.
+static METRICS: [Metric; 25] = [
+    Metric::gauge(
+        "agentwire_connections_active",
+        "Open WebSocket connections.",
+        Read::Sampled(|g| g.connections_active),
+    ),
+    Metric::gauge(
+        "agentwire_sessions_live",
+        "Sessions held in memory.",
+        Read::Sampled(|g| g.sessions_live),
+    ),
+    Metric::gauge(
+        "agentwire_draining",
+        "1 while the server drains.",
+        Read::Sampled(|g| u64::from(g.draining)),
+    ),
+    Metric::counter(
+        "agentwire_connections_total",
+        "WebSocket connections accepted.",
+        Read::Atomic(|m| &m.connections_total),
+    ),
+    Metric::counter(
+        "agentwire_turns_total",
+        "Turns started.",
+        Read::Atomic(|m| &m.turns_total),
+    ),
+    Metric::counter(
+        "agentwire_messages_received_total",
+        "Frames received from clients.",
+        Read::Atomic(|m| &m.messages_received_total),
+    ),
+    Metric::counter(
+        "agentwire_messages_sent_total",
+        "Frames sent to clients.",
+        Read::Atomic(|m| &m.messages_sent_total),
+    ),
+    Metric::gauge(
+        "agentwire_inbound_bytes_in_flight",
+        "Bytes of client frames read and not yet released (server.limits.inbound_bytes_in_flight).",
+        Read::Sampled(|g| g.inbound_bytes_in_flight),
+    ),
+    Metric::counter(
+        "agentwire_inbound_refused_total",
+        "Client frames refused because the inbound byte budget was spent.",
+        Read::Atomic(|m| &m.inbound_refused_total),
+    ),
+    Metric::gauge(
+        "agentwire_log_readers",
+        "Connections following a running turn in their session's log.",
+        Read::Atomic(|m| &m.log_readers),
+    ),
+    Metric::counter(
+        "agentwire_slow_consumer_closes_total",
+        "Connections closed with 4008 because they fell too far behind their session's log.",
+        Read::Atomic(|m| &m.slow_consumer_closes_total),
+    ),
+    Metric::counter(
+        "agentwire_coalesced_deltas_total",
+        "Text deltas merged into one frame for readers far behind the log.",
+        Read::Atomic(|m| &m.coalesced_deltas_total),
+    ),
+    Metric::counter(
+        "agentwire_replays_total",
+        "Rejoins, by whether what the client missed followed.",
+        Read::Labelled {
+            label: "outcome",
+            values: |m| {
+                let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+                vec![
+                    ("served", load(&m.replays_served_total)),
+                    ("refused", load(&m.replays_refused_total)),
+                ]
+            },
+        },
+    ),
+    Metric::counter(
+        "agentwire_cancels_total",
+        "Cancels, by what they found.",
+        Read::Labelled {
+            label: "outcome",
+            values: |m| {
+                let outcomes = ["cancelled", "nothing_running", "not_yours"];
+                Metrics::labelled(outcomes, &m.cancels_total)
+            },
+        },
+    ),
+    Metric::counter(
+        "agentwire_auth_failures_total",
+        "Credentials that did not validate (refused, or a wrong password).",
+        Read::Atomic(|m| &m.auth_failures_total),
+    ),
+    Metric::counter(
+        "agentwire_abuse_refusals_total",
+        "Requests and turns refused by an abuse limit, by limit.",
+        Read::Labelled {
+            label: "limit",
+            values: |m| {
+                let limits = Limit::ALL.iter().map(|limit| limit.as_str());
+                Metrics::labelled(limits, &m.abuse_refusals_total)
+            },
+        },
+    ),
+    Metric::gauge(
+        "agentwire_calls_active",
+        "Voice calls open now (server.limits.max_calls).",
+        Read::Sampled(|g| g.calls_active),
+    ),
+    Metric::gauge(
+        "agentwire_calls_parked",
+        "Voice calls parked for a resume= (server.limits.call_park_window).",
+        Read::Sampled(|g| g.calls_parked),
+    ),
+    Metric::counter(
+        "agentwire_call_failures_total",
+        "Voice calls that failed, at open or later, by code.",
+        Read::Labelled {
+            label: "code",
+            values: |m| Metrics::labelled(CALL_FAILURE_CODES, &m.call_failures),
+        },
+    ),
+    Metric::counter(
+        "agentwire_calls_total",
+        "Voice calls opened.",
+        Read::Atomic(|m| &m.calls_opened),
+    ),
+    Metric::counter(
+        "agentwire_call_audio_in_bytes_total",
+        "Bytes of caller audio handed to voice providers.",
+        Read::Atomic(|m| &m.call_audio_in_bytes),
+    ),
+    Metric::counter(
+        "agentwire_call_audio_out_bytes_total",
+        "Bytes of voice provider audio queued for callers.",
+        Read::Atomic(|m| &m.call_audio_out_bytes),
+    ),
+    Metric::counter(
+        "agentwire_call_audio_dropped_total",
+        "Voice provider audio frames dropped as late (a full queue, or older than 300 ms).",
+        Read::Atomic(|m| &m.call_audio_dropped),
+    ),
+    Metric::counter(
+        "agentwire_call_barge_ins_total",
+        "Spoken responses the caller interrupted.",
+        Read::Atomic(|m| &m.call_barge_ins),
+    ),
+    Metric::counter(
+        "agentwire_errors_total",
+        "Error frames sent to clients, by code.",
+        Read::Labelled {
+            label: "code",
+            values: |m| {
+                let codes = ErrorCode::KNOWN.iter().map(|c| c.as_str()).chain(["OTHER"]);
+                Metrics::labelled(codes, &m.errors_total)
+            },
+        },
+    ),
+];
 
 /// The engine's live-state counters (`agentwire_live_*`): leases, shared
 /// log batches, mirrored entries, controls between replicas, Redis errors.
@@ -322,17 +386,51 @@ pub struct Gauges {
     pub calls_parked: u64,
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-    );
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn counter(out: &mut String, name: &str, help: &str, value: &AtomicU64) {
-    let value = value.load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-    );
+    /// Each metric once, in the table's order: its help and type lines,
+    /// then its samples, each read from its own counter or gauge.
+    #[test]
+    fn every_metric_renders_its_help_type_and_samples() {
+        let metrics = Metrics::default();
+        metrics.turns_total.store(7, Ordering::Relaxed);
+        metrics.log_readers.store(2, Ordering::Relaxed);
+        metrics.count_cancel(CancelOutcome::NotYours);
+        metrics.count_error(ErrorCode::KNOWN[0]);
+        let gauges = Gauges {
+            connections_active: 3,
+            sessions_live: 0,
+            draining: true,
+            inbound_bytes_in_flight: 0,
+            calls_active: 0,
+            calls_parked: 5,
+        };
+        let out = metrics.render(&gauges);
+        let types: Vec<&str> = out
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .collect();
+        let names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        let typed: Vec<&str> = types.iter().filter_map(|t| t.split(' ').next()).collect();
+        assert_eq!(typed, names);
+        for expected in [
+            "# HELP agentwire_turns_total Turns started.\n# TYPE agentwire_turns_total counter\nagentwire_turns_total 7\n",
+            "# TYPE agentwire_log_readers gauge\nagentwire_log_readers 2\n",
+            "agentwire_connections_active 3\n",
+            "agentwire_draining 1\n",
+            "agentwire_calls_parked 5\n",
+            "agentwire_cancels_total{outcome=\"cancelled\"} 0\nagentwire_cancels_total{outcome=\"nothing_running\"} 0\nagentwire_cancels_total{outcome=\"not_yours\"} 1\n",
+            "agentwire_call_failures_total{code=\"input_overflow\"} 0\n",
+            "agentwire_errors_total{code=\"OTHER\"} 0\n",
+        ] {
+            assert!(out.contains(expected), "{expected:?} missing from\n{out}");
+        }
+        let first_error = format!(
+            "agentwire_errors_total{{code=\"{}\"}} 1\n",
+            ErrorCode::KNOWN[0].as_str()
+        );
+        assert!(out.contains(&first_error), "{out}");
+    }
 }
