@@ -37,15 +37,22 @@ mod team;
 pub struct App {
     state: AppState,
     public_url: Option<String>,
+    /// The SQLite session store, closed by [`crate::serve`] after the drain.
+    sqlite: Option<SqliteStore>,
 }
 
 impl App {
+    /// The SQLite session store, if the sessions are in one: closed on a
+    /// clean shutdown, so its file alone holds every row.
+    pub fn sqlite(&self) -> Option<SqliteStore> {
+        self.sqlite.clone()
+    }
+
     /// The state to serve from the listener bound at `local_addr`: the base of
     /// upload URLs when `server.public_url` is unset.
     pub fn into_state(mut self, local_addr: SocketAddr) -> Arc<AppState> {
-        if let Some(media) = &mut self.state.media {
-            media.public_base_url = public_base_url(self.public_url.as_deref(), local_addr);
-        }
+        let url = public_base_url(self.public_url.as_deref(), local_addr);
+        self.state.set_public_base_url(url);
         Arc::new(self.state)
     }
 }
@@ -112,7 +119,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         .collect::<anyhow::Result<HashMap<_, _>>>()?;
     roster.fill(peers);
     let teams = team::build(&config, &agents, &runtime_parts)?;
-    let store = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
+    let (store, sqlite) = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
     let store = match wrappers.sessions {
         Some(wrap) => wrap(store),
         None => store,
@@ -155,9 +162,12 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         screening: config.screening.screen(),
         console: config.console,
     };
-    let mut state = AppState::new(engine, agents, settings, media, identity);
-    state.teams = teams;
-    Ok(App { state, public_url })
+    let state = AppState::new(engine, agents, settings, media, identity).with_teams(teams);
+    Ok(App {
+        state,
+        public_url,
+        sqlite,
+    })
 }
 
 /// Where clients reach this server: `server.public_url`, else the bound
@@ -251,17 +261,17 @@ fn identity_settings(
     })
 }
 
-/// The session store. A memory store is bounded by
-/// `storage.memory_max_sessions` and drops sessions past their agent's
-/// `context_ttl`, for every engine agent: the configured ones and each team
-/// endpoint's.
+/// The session store, and the SQLite one again to close on shutdown. A
+/// memory store is bounded by `storage.memory_max_sessions` and drops
+/// sessions past their agent's `context_ttl`, for every engine agent: the
+/// configured ones and each team endpoint's.
 async fn open_store(
     storage: &SessionStorage,
     agents: &HashMap<String, Arc<AgentEntry>>,
     teams: &HashMap<String, Arc<TeamEntry>>,
     clock: Arc<dyn Clock>,
-) -> anyhow::Result<Arc<dyn SessionStore>> {
-    Ok(match storage {
+) -> anyhow::Result<(Arc<dyn SessionStore>, Option<SqliteStore>)> {
+    let store: Arc<dyn SessionStore> = match storage {
         SessionStorage::Memory { max_sessions } => {
             let team_agents = teams
                 .values()
@@ -280,12 +290,13 @@ async fn open_store(
             Arc::new(MemoryStore::with_limits(limits, clock))
         }
         SessionStorage::Sqlite(path) => {
-            Arc::new(SqliteStore::open(path).await.with_context(|| {
+            let store = SqliteStore::open(path).await.with_context(|| {
                 format!(
                     "storage.sessions: cannot open SQLite database {}",
                     path.display()
                 )
-            })?)
+            })?;
+            return Ok((Arc::new(store.clone()), Some(store)));
         }
         // The error names the database by its redacted URL, and the
         // store's errors never carry the password.
@@ -298,7 +309,8 @@ async fn open_store(
                 )
             })?)
         }
-    })
+    };
+    Ok((store, None))
 }
 
 /// `agentwire migrate`: applies the session database's missing migrations;

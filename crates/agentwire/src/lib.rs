@@ -34,11 +34,17 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let sqlite = app.sqlite();
     let state = app.into_state(listener.local_addr()?);
     let served = agentwire_server::serve(listener, state.clone(), shutdown).await;
     // After the drain: summaries not written yet keep their due time in the
     // store and are written after the next start.
-    state.engine.shutdown().await;
+    state.engine().shutdown().await;
+    // Last: the database file alone then holds every row (the store logs a
+    // failure to checkpoint).
+    if let Some(store) = sqlite {
+        let _ = store.close().await;
+    }
     served?;
     Ok(())
 }

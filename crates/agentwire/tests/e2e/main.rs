@@ -44,6 +44,7 @@ mod replicas;
 mod runtime;
 mod sessions;
 mod sessions_api;
+mod sqlite_stop;
 mod teams;
 mod traces;
 mod turn_log;
