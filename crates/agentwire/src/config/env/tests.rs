@@ -252,8 +252,15 @@ fn references_in_keys_are_refused() {
     let err = load("tools:\n  - env:\n      ${NAME}: x\n").unwrap_err();
     assert_eq!(err.key, "tools[0].env.${NAME}");
     assert!(err.message.contains("values only"), "{}", err.message);
-    // An escaped `$${` in a key is no reference.
-    assert!(load("env:\n  $${NAME}: x\n").is_ok());
+    // An escaped `$${` in a key is no reference: the key is a literal `${`.
+    assert_eq!(
+        load("env:\n  $${NAME}: x\n  other: ${PORT}\n").unwrap(),
+        json!({"env": {"${NAME}": "x", "other": "9000"}})
+    );
+    assert_eq!(
+        load("env:\n  $${NAME}: x\n").unwrap(),
+        json!({"env": {"${NAME}": "x"}})
+    );
 }
 
 #[test]
