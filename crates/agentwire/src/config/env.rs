@@ -89,10 +89,15 @@ fn related(path: &str, key: &str) -> bool {
     inside(path, key) || inside(key, path)
 }
 
+/// Values this long are replaced wherever they stand; a shorter one inside
+/// a longer word is taken for the message's own text (`30` in "such as
+/// 30s").
+const LONG_VALUE: usize = 8;
+
 /// `message` with `value` replaced by `written`, the reference it came
-/// from: quoted as `{:?}` quotes it, and as a word of its own as it is, as
-/// `{:?}` escapes it and as a URL with its password hidden. Inside a longer
-/// word it is the message's own text (`30` in "such as 30s").
+/// from: quoted as `{:?}` quotes it, and as it is, as `{:?}` escapes it and
+/// as a URL with its password hidden (a short value only as a word of its
+/// own, see [`LONG_VALUE`]).
 pub(super) fn hide_value(message: &str, value: &str, written: &str) -> String {
     if value.is_empty() {
         return message.to_owned();
@@ -103,7 +108,11 @@ pub(super) fn hide_value(message: &str, value: &str, written: &str) -> String {
         value.to_owned(),
         debug_escaped(value),
     ] {
-        message = replace_words(&message, &form, written);
+        message = if form.chars().count() >= LONG_VALUE {
+            message.replace(&form, written)
+        } else {
+            replace_words(&message, &form, written)
+        };
     }
     message
 }

@@ -383,3 +383,17 @@ fn an_error_about_an_entry_hides_the_values_inside_it() {
     let other = ConfigError::new("providers[1]", "ftp://hunter2.example");
     assert_eq!(written.redact(other).message, "ftp://hunter2.example");
 }
+
+/// A short value inside a longer word is the message's own text; a long
+/// one is hidden wherever it stands.
+#[test]
+fn a_long_value_is_hidden_even_inside_a_word() {
+    assert_eq!(
+        hide_value("bad \"30\": such as 30s or 30", "30", "${P}"),
+        "bad \"${P}\": such as 30s or ${P}"
+    );
+    assert_eq!(
+        hide_value("token xsk-0123456789y", "sk-0123456789", "${KEY}"),
+        "token x${KEY}y"
+    );
+}
