@@ -51,8 +51,9 @@ impl App {
     /// The state to serve from the listener bound at `local_addr`: the base of
     /// upload URLs when `server.public_url` is unset.
     pub fn into_state(mut self, local_addr: SocketAddr) -> Arc<AppState> {
-        let url = public_base_url(self.public_url.as_deref(), local_addr);
-        self.state.set_public_base_url(url);
+        if let Some(media) = &mut self.state.media {
+            media.public_base_url = public_base_url(self.public_url.as_deref(), local_addr);
+        }
         Arc::new(self.state)
     }
 }
@@ -162,7 +163,8 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         screening: config.screening.screen(),
         console: config.console,
     };
-    let state = AppState::new(engine, agents, settings, media, identity).with_teams(teams);
+    let mut state = AppState::new(engine, agents, settings, media, identity);
+    state.teams = teams;
     Ok(App {
         state,
         public_url,
