@@ -72,7 +72,7 @@ const state = {
   epoch: null,
   lastSeq: 0,
   canCancel: false,
-  /** The assistant reply being built: {el, tools, body, media, note, streamed}. */
+  /** The assistant reply being built: {el, body, note, streamed, run} (assistantBubble). */
   turn: null,
   running: false,
   rejoinAttempt: 0,
@@ -262,7 +262,7 @@ function onFrame(raw, opts) {
       ensureTurn();
       return;
     case "chunk":
-      if (frame.role !== "user") appendChunk(frame.content ?? "");
+      if (frame.role !== "user") appendText(ensureTurn(), frame.content ?? "");
       return;
     case "tool_call":
       return onToolCall(frame.tool_call ?? {});
@@ -270,7 +270,7 @@ function onFrame(raw, opts) {
       return onToolResult(frame.tool_result ?? {});
     case "media_chunk": {
       const media = state.mediaStreams.push(frame.media_chunk ?? {});
-      if (media) ensureTurn().media.append(media);
+      if (media) appendItem(ensureTurn(), media);
       return;
     }
     case "done":
@@ -351,7 +351,7 @@ function onBinary(buffer) {
     is_last: isLast,
     bytes: frame.payload,
   });
-  if (media) ensureTurn().media.append(media);
+  if (media) appendItem(ensureTurn(), media);
 }
 
 /** Whether an error (not from the log) means the server's side of the call is over. */
@@ -412,10 +412,7 @@ function appendCallChunk(text) {
     state.callTurn.el.classList.add("voice");
     state.callTurn.el.dataset.via = "voice";
   }
-  const turn = state.callTurn;
-  turn.streamed += text;
-  turn.body.replaceChildren(renderMarkdown(turn.streamed));
-  scrollDown();
+  appendText(state.callTurn, text);
 }
 
 function finishCallTurn(why) {
@@ -500,17 +497,95 @@ function userBubble(text, attachments = []) {
   return bubble;
 }
 
+/**
+ * An assistant bubble. Its body holds the turn in the order its events
+ * came: runs of text (`msg-text`), each ended by a tool card or a media
+ * element that arrived after it. `streamed` is all the text; `run` is the
+ * text run still open (none once something else came after it).
+ */
 function assistantBubble(stateName) {
   const el = element("article", "msg assistant", "msg-assistant");
   el.dataset.state = stateName;
-  const tools = element("div", "tools");
   const body = element("div", "body", "msg-body");
-  const media = element("div", "media-box");
   const note = element("span", "note", "msg-note");
   note.hidden = true;
-  el.append(tools, body, media, note);
+  el.append(body, note);
   ui.transcript.append(el);
-  return { el, tools, body, media, note, streamed: "" };
+  return { el, body, note, streamed: "", run: null };
+}
+
+/** The bubble's open text run, started at the end of its body if none is open. */
+function textRun(bubble) {
+  if (!bubble.run) {
+    bubble.run = { el: element("div", "text", "msg-text"), text: "" };
+    bubble.body.append(bubble.run.el);
+  }
+  return bubble.run;
+}
+
+/** Streamed text, at the end of the bubble's open text run. */
+function appendText(bubble, text) {
+  setRunText(bubble, textRun(bubble).text + text);
+}
+
+/** The open text run's text becomes `text`. */
+function setRunText(bubble, text) {
+  const before = shownBefore(bubble);
+  const run = textRun(bubble);
+  run.text = text;
+  bubble.streamed = before + text;
+  run.el.replaceChildren(renderMarkdown(text));
+  scrollDown();
+}
+
+/** The text the bubble shows before its open text run. */
+function shownBefore(bubble) {
+  return bubble.streamed.slice(0, bubble.streamed.length - (bubble.run?.text.length ?? 0));
+}
+
+/** A tool card or a media element, after what came before it; text after it starts a new run. */
+function appendItem(bubble, item) {
+  bubble.body.append(item);
+  bubble.run = null;
+  scrollDown();
+}
+
+/**
+ * A whole reply (a `done`, a stored message) in the open text run: where it
+ * starts with the text shown before that run (a reply that repeats what
+ * preceded its tool cards), the rest of it; else all of it (a model's last
+ * answer, after its tools).
+ */
+function showReply(bubble, reply) {
+  const before = shownBefore(bubble);
+  if (Array.isArray(reply.parts) && reply.parts.length) {
+    textRun(bubble).el.replaceChildren(renderParts(withoutLead(reply.parts, before)));
+  } else if (typeof reply.content === "string" && reply.content) {
+    const rest = reply.content.startsWith(before) ? reply.content.slice(before.length) : reply.content;
+    if (rest) setRunText(bubble, rest);
+  }
+}
+
+/** `parts` without `lead` at the start of their text, when their text starts with it. */
+function withoutLead(parts, lead) {
+  let rest = lead;
+  const kept = [];
+  for (const part of parts) {
+    if (rest && part?.type === "text" && typeof part.text === "string") {
+      if (part.text.startsWith(rest)) {
+        if (part.text.length > rest.length) kept.push({ ...part, text: part.text.slice(rest.length) });
+        rest = "";
+      } else if (rest.startsWith(part.text)) {
+        rest = rest.slice(part.text.length);
+      } else {
+        return parts;
+      }
+      continue;
+    }
+    if (rest) return parts;
+    kept.push(part);
+  }
+  return rest ? parts : kept;
 }
 
 function ensureTurn() {
@@ -520,13 +595,6 @@ function ensureTurn() {
     scrollDown();
   }
   return state.turn;
-}
-
-function appendChunk(text) {
-  const turn = ensureTurn();
-  turn.streamed += text;
-  turn.body.replaceChildren(renderMarkdown(turn.streamed));
-  scrollDown();
 }
 
 function settleOpenCalls(reason) {
@@ -541,11 +609,7 @@ function settleOpenCalls(reason) {
 function finishTurn(done) {
   const turn = ensureTurn();
   settleOpenCalls("the turn ended");
-  if (Array.isArray(done.parts) && done.parts.length) {
-    turn.body.replaceChildren(renderParts(done.parts));
-  } else if (typeof done.content === "string" && done.content) {
-    turn.body.replaceChildren(renderMarkdown(done.content));
-  }
+  showReply(turn, done);
   if (done.cancelled) {
     turn.el.dataset.state = "cancelled";
     turn.note.textContent = "stopped";
@@ -610,22 +674,25 @@ function onToolCall(call) {
     return;
   }
   const card = toolCard(call, "server");
-  turn.tools.append(card.element);
+  appendItem(turn, card.element);
   const timer = setTimeout(() => {
     // No result came: the client is expected to run it.
-    card.element.remove();
     state.calls.delete(call.id);
-    askConsent(call);
+    askConsent(call, card.element);
   }, SERVER_RESULT_GRACE_MS);
   state.calls.set(call.id, { card, timer, call });
-  scrollDown();
 }
 
-function askConsent(call) {
+/** A consent card for `call`: in the place of `replacing` (its card), else after what came so far. */
+function askConsent(call, replacing) {
   const card = consentCard(call, (approved) => answerCall(call, approved, card));
-  ensureTurn().tools.append(card.element);
+  if (replacing) {
+    replacing.replaceWith(card.element);
+    scrollDown();
+  } else {
+    appendItem(ensureTurn(), card.element);
+  }
   state.calls.set(call.id, { consent: card, call });
-  scrollDown();
 }
 
 async function answerCall(call, approved, card) {
@@ -894,7 +961,7 @@ function renderHistory(messages) {
         bubble.el.classList.add("voice");
         bubble.el.dataset.via = "voice";
       }
-      bubble.body.replaceChildren(renderMarkdown(String(message.content ?? "")));
+      showReply(bubble, { content: String(message.content ?? "") });
       if (message.metadata?.cancelled === "true") {
         bubble.el.dataset.state = "cancelled";
         bubble.note.textContent = "stopped";
@@ -910,7 +977,7 @@ function renderHistory(messages) {
       const call = message.content.call;
       open = open ?? assistantBubble("done");
       const card = toolCard(call, call.side === "client" ? "client" : "server");
-      open.tools.append(card.element);
+      appendItem(open, card.element);
       cards.set(call.id, card);
     } else if (message.role === "tool" && message.content?.result) {
       const result = message.content.result;

@@ -116,6 +116,11 @@ async function send(page, text) {
   await page.click("[data-testid=send]");
 }
 
+/** The text of a reply: its runs of text, without the tool cards between them. */
+async function replyText(bubble) {
+  return (await bubble.locator("[data-testid=msg-text]").allTextContents()).join("").trim();
+}
+
 /** Waits for the last reply to end in `state` and returns its text. */
 async function reply(page, state = "done") {
   await page.waitForFunction(
@@ -125,7 +130,30 @@ async function reply(page, state = "done") {
     },
     [page.repliesBefore ?? 0, state],
   );
-  return (await lastAssistant(page).locator("[data-testid=msg-body]").innerText()).trim();
+  return replyText(lastAssistant(page));
+}
+
+/** What a reply's body shows, in order: `text:…` for a run of text, `tool-card:NAME` for a tool card. */
+function bodyOrder(bubble) {
+  return bubble.locator("[data-testid=msg-body]").evaluate((body) =>
+    [...body.children].map((child) =>
+      child.dataset.testid === "msg-text"
+        ? `text:${child.innerText.trim()}`
+        : `${child.dataset.testid}:${child.dataset.toolName ?? ""}`,
+    ),
+  );
+}
+
+/** A turn's text, its tool card, then the text after it, in that order. */
+function assertNarratedOrder(order, what) {
+  const shown = JSON.stringify(order);
+  assertEq(order.length, 3, `${what}: three pieces: ${shown}`);
+  assertEq(order[0], "text:Let me look up your time zone.", `${what}: the text before the call first: ${shown}`);
+  assertEq(order[1], "tool-card:get_timezone", `${what}: then the tool card: ${shown}`);
+  assert(
+    order[2].startsWith("text:Your time zone is ") && order[2].includes("America/Denver"),
+    `${what}: then the answer after the tool: ${shown}`,
+  );
 }
 
 /** Records the text of the last reply and its state at every change. */
@@ -137,7 +165,8 @@ async function recordSnapshots(page) {
       const bubbles = transcript.querySelectorAll("[data-testid=msg-assistant]");
       const last = bubbles[bubbles.length - 1];
       if (!last) return;
-      const text = last.querySelector("[data-testid=msg-body]").textContent;
+      const runs = last.querySelectorAll("[data-testid=msg-text]");
+      const text = [...runs].map((run) => run.textContent).join("");
       const previous = window.__snapshots[window.__snapshots.length - 1];
       if (!previous || previous.text !== text || previous.state !== last.dataset.state) {
         window.__snapshots.push({ text, state: last.dataset.state });
@@ -453,6 +482,38 @@ scenario("a session is listed, and resumed with its history after a reload", asy
     document.querySelector("details.metadata").open = false;
   });
   await screenshot(page, "sessions");
+});
+
+scenario("a turn is drawn in the order it came: text, the tool card, the text after it", async () => {
+  // With a credential (set above), so the session is listed and its
+  // history can be drawn again.
+  await fresh(page, "assistant");
+  await setMetadata(page, { mock_scenario: "narrated" });
+  await send(page, "what's my time zone?");
+  const consent = page.locator("[data-testid=consent]").last();
+  await consent.waitFor();
+  const bubble = lastAssistant(page);
+  const asking = await bodyOrder(bubble);
+  assertEq(
+    JSON.stringify(asking),
+    JSON.stringify(["text:Let me look up your time zone.", "tool-card:get_timezone"]),
+    "while the tool waits: the text streamed before it, then its card",
+  );
+  await consent.locator("[data-testid=approve]").click();
+  const text = await reply(page);
+  assert(text.startsWith("Let me look up your time zone."), `the reply's text starts with what came first: ${text}`);
+  assertNarratedOrder(await bodyOrder(bubble), "live");
+  assertEq(await page.locator("[data-testid=msg-assistant]").count(), 1, "one reply bubble");
+
+  // The stored turn is drawn the same way from the session's history.
+  const session = await page.locator("[data-testid=session-id]").innerText();
+  await setMetadata(page, null);
+  const item = page.locator(`[data-testid=session-item][data-session-id="${session}"]`);
+  await item.waitFor();
+  await item.click();
+  await page.waitForSelector("[data-testid=notice] >> text=resumed session");
+  await waitOpen(page);
+  assertNarratedOrder(await bodyOrder(lastAssistant(page)), "from the history");
 });
 
 scenario("a turn's streamed media comes as a binary frame and is shown", async () => {

@@ -4,6 +4,7 @@
 //! real server, a voice call included (Chromium's fake microphone plays a
 //! WAV the test writes).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -209,21 +210,9 @@ const CALL_REPLY: &str = "Sunny and mild.";
 const LONG_REPLY: &str =
     "This reply is long enough to be interrupted: it goes on and on for a good eight seconds.";
 
-/// The browser scenarios' server: the demo and test agents, a runtime agent
-/// on a scripted model with two client tools, a private agent, a voice agent
-/// on the mock voice provider, media on a local directory, and API keys.
-fn browser_config(db: &Path, media: &Path) -> String {
-    format!(
-        r#"
-server:
-  listen: 127.0.0.1:0
-  allow_unauthenticated: true
-storage:
-  sessions: sqlite://{db}
-  media:
-    backend: local
-    path: {media}
-{auth}
+/// The scripted model of the runtime agent (its scenarios by name) and the
+/// two client tools it calls.
+const SCRIPTED_MODEL: &str = r#"
 providers:
   - name: scripted
     type: mock
@@ -235,33 +224,33 @@ providers:
           1: 'Here: <script>window.__pwned = 1; alert("xss")</script> and <img src=x onerror="alert(2)"> **bold** and [a link](javascript:alert(3)) and [docs](https://example.com/docs)'
       locate:
         turns:
-          1: {{tool_calls: [{{name: get_location, arguments: {{precision: high}}}}]}}
-          2: "You are at {{{{last_tool_result}}}}."
+          1: {tool_calls: [{name: get_location, arguments: {precision: high}}]}
+          2: "You are at {{last_tool_result}}."
       timezone:
         turns:
-          1: {{tool_calls: [{{name: get_timezone, arguments: {{}}}}]}}
-          2: "Time zone: {{{{last_tool_result}}}}"
+          1: {tool_calls: [{name: get_timezone, arguments: {}}]}
+          2: "Time zone: {{last_tool_result}}"
+      narrated:
+        turns:
+          1: {content: "Let me look up your time zone.", tool_calls: [{name: get_timezone, arguments: {}}]}
+          2: "Your time zone is {{last_tool_result}}."
 tools:
   - name: get_location
     type: client
     description: The user's location
-    parameters: {{type: object, properties: {{precision: {{type: string}}}}}}
+    parameters: {type: object, properties: {precision: {type: string}}}
     consent_message: Share your location?
     categories: [location]
   - name: get_timezone
     type: client
     description: The user's time zone
-    parameters: {{type: object, properties: {{}}}}
+    parameters: {type: object, properties: {}}
     consent_message: Share your time zone?
-voice_providers:
-  - name: console-voice
-    type: mock
-    output: tone
-    reply: "{reply}"
-  - name: console-long-voice
-    type: mock
-    output: tone
-    reply: "{long_reply}"
+"#;
+
+/// The demo and test agents, a runtime agent on the scripted model, a
+/// private agent, and two voice agents.
+const BROWSER_AGENTS: &str = r#"
 agents:
   - name: demo
     handler: demo
@@ -287,12 +276,41 @@ agents:
     handler: echo
     voice: console-long-voice
     access_level: public
-"#,
+"#;
+
+/// The browser scenarios' server: [`SCRIPTED_MODEL`], the voice agents'
+/// mock providers, [`BROWSER_AGENTS`], media on a local directory, and API
+/// keys.
+fn browser_config(db: &Path, media: &Path) -> String {
+    format!(
+        r#"
+server:
+  listen: 127.0.0.1:0
+  allow_unauthenticated: true
+storage:
+  sessions: sqlite://{db}
+  media:
+    backend: local
+    path: {media}
+{auth}
+{model}
+voice_providers:
+  - name: console-voice
+    type: mock
+    output: tone
+    reply: "{reply}"
+  - name: console-long-voice
+    type: mock
+    output: tone
+    reply: "{long_reply}"
+{agents}"#,
         db = db.display(),
         media = media.display(),
         auth = auth_yaml(),
+        model = SCRIPTED_MODEL,
         reply = CALL_REPLY,
         long_reply = LONG_REPLY,
+        agents = BROWSER_AGENTS,
     )
 }
 
@@ -368,6 +386,34 @@ async fn the_console_in_a_browser() {
         let _ = stopped.await;
     }));
 
+    let output = run_browser_scenarios(addr, &wav, &chromium, &playwright).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "browser scenarios failed: {}",
+        output.status
+    );
+    the_upload_reached_the_agent(&stdout, &db);
+    the_call_went_both_ways_and_is_stored(addr, &stdout, &db).await;
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(40), server)
+        .await
+        .expect("server stopped in time")
+        .expect("server task did not panic")
+        .expect("server returned Ok");
+}
+
+/// `tests/console/console.test.mjs` in node, against the server at `addr`,
+/// with the fake microphone playing `wav`.
+async fn run_browser_scenarios(
+    addr: SocketAddr,
+    wav: &Path,
+    chromium: &Path,
+    playwright: &Path,
+) -> std::process::Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = root.join("tests/console/console.test.mjs");
     // The README's screenshots are rewritten only when asked: every run
@@ -377,46 +423,42 @@ async fn the_console_in_a_browser() {
         Some(_) => root.join("../../docs/screenshots"),
         None => root.join("../../target/console-screenshots"),
     };
-    let output = tokio::time::timeout(
+    tokio::time::timeout(
         BROWSER_TIMEOUT,
         tokio::process::Command::new("node")
             .arg(&script)
             .env("CONSOLE_URL", format!("http://{addr}"))
             .env("CONSOLE_API_KEY", ALICE_KEY)
             .env("SCREENSHOT_DIR", &screenshots)
-            .env("CALL_WAV", &wav)
+            .env("CALL_WAV", wav)
             .env("CALL_REPLY", CALL_REPLY)
             .env("LONG_REPLY", LONG_REPLY)
-            .env("AGENTWIRE_TEST_CHROMIUM", &chromium)
-            .env("AGENTWIRE_TEST_PLAYWRIGHT", &playwright)
+            .env("AGENTWIRE_TEST_CHROMIUM", chromium)
+            .env("AGENTWIRE_TEST_PLAYWRIGHT", playwright)
             .kill_on_drop(true)
             .output(),
     )
     .await
     .expect("the browser scenarios finished in time")
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(
-        output.status.success(),
-        "browser scenarios failed: {}",
-        output.status
-    );
+    .expect("node runs")
+}
 
-    // The uploaded image's storage_ref is in the message the agent got.
+/// The uploaded image's storage_ref is in the message the agent got.
+fn the_upload_reached_the_agent(stdout: &str, db: &Path) {
     let storage_ref = stdout
         .lines()
         .find_map(|line| line.strip_prefix("STORAGE_REF="))
         .expect("the upload scenario printed its storage_ref");
-    let parts = user_parts(&db);
+    let parts = user_parts(db);
     assert!(
         parts.iter().any(|p| p.contains(storage_ref)),
         "a stored user message's parts name {storage_ref}: {parts:?}"
     );
+}
 
-    // The call: over (the hang-up parked nothing), its audio went both
-    // ways, and the exchange is in the session's history.
+/// The call: over (the hang-up parked nothing), its audio went both ways,
+/// and the exchange is in the session's history.
+async fn the_call_went_both_ways_and_is_stored(addr: SocketAddr, stdout: &str, db: &Path) {
     let (status, metrics) = http_get(addr, "/metrics").await;
     assert_eq!(status, 200);
     assert_eq!(metric(&metrics, "agentwire_calls_active"), 0.0);
@@ -429,7 +471,7 @@ async fn the_console_in_a_browser() {
         .lines()
         .find_map(|line| line.strip_prefix("CALL_SESSION="))
         .expect("the call scenario printed its session");
-    let stored = session_messages(&db, session);
+    let stored = session_messages(db, session);
     let voice = |role: &str, content: &dyn Fn(&str) -> bool| {
         stored.iter().any(|(r, c, metadata)| {
             r == role
@@ -447,11 +489,4 @@ async fn the_console_in_a_browser() {
         voice("assistant", &|c| c == CALL_REPLY),
         "the reply is stored: {stored:?}"
     );
-
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(40), server)
-        .await
-        .expect("server stopped in time")
-        .expect("server task did not panic")
-        .expect("server returned Ok");
 }
