@@ -87,10 +87,10 @@ impl InboundBudget {
 /// do not fit, counted in `agentwire_inbound_refused_total`: the frame is
 /// then refused undecoded.
 pub(crate) fn take(state: &AppState, len: usize) -> Option<InboundPermit> {
-    let permit = state.inbound.try_take(len);
+    let permit = state.inbound().try_take(len);
     if permit.is_none() {
         state
-            .metrics
+            .metrics()
             .inbound_refused_total
             .fetch_add(1, Ordering::Relaxed);
     }

@@ -130,9 +130,9 @@ impl Calls {
     }
 
     fn try_take(state: &Arc<AppState>) -> Option<CallSlot> {
-        let max = state.settings.limits.max_calls;
+        let max = state.settings().limits.max_calls;
         state
-            .calls
+            .calls()
             .active
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
@@ -147,7 +147,7 @@ struct CallSlot(Arc<AppState>);
 
 impl Drop for CallSlot {
     fn drop(&mut self) {
-        self.0.calls.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.calls().active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -221,7 +221,7 @@ pub(crate) async fn open(
         Err(e) => {
             let code = e.failure.as_str();
             tracing::warn!(error = %e, code, "a voice call could not open");
-            state.metrics.count_call_failure(e.failure);
+            state.metrics().count_call_failure(e.failure);
             return Err((ErrorCode::DuplexError, CALL_FAILED));
         }
     };
@@ -305,9 +305,9 @@ impl CallTask {
         mut attach: mpsc::Receiver<mpsc::Sender<CallOutput>>,
         mut from_tools: mpsc::Receiver<CallOutput>,
     ) {
-        let metrics = &self.state.metrics;
+        let metrics = &self.state.metrics();
         metrics.calls_opened.fetch_add(1, Ordering::Relaxed);
-        let force_close = self.state.lifecycle.force_close.clone();
+        let force_close = self.state.lifecycle().force_close.clone();
         let mut park: Option<Park> = None;
         loop {
             let detached = tokio::select! {
@@ -358,7 +358,7 @@ impl CallTask {
         if self.ended.load(Ordering::Acquire) {
             return None;
         }
-        let calls = &self.state.calls;
+        let calls = self.state.calls();
         let id = calls.parks.fetch_add(1, Ordering::Relaxed);
         let parked = Parked {
             owner,
@@ -374,7 +374,7 @@ impl CallTask {
             .parked
             .lock()
             .insert(self.owner.session.clone(), parked);
-        let window = self.state.settings.limits.call_park_window;
+        let window = self.state.settings().limits.call_park_window;
         Some(Park {
             id,
             until: Instant::now() + window,
@@ -386,7 +386,7 @@ impl CallTask {
     /// is in `attach`), or the call is not parked.
     fn expire(&self, park: Option<&Park>) -> bool {
         let Some(park) = park else { return false };
-        let mut parked = self.state.calls.parked.lock();
+        let mut parked = self.state.calls().parked.lock();
         match parked.get(&self.owner.session) {
             Some(entry) if entry.park == park.id => {
                 parked.remove(&self.owner.session);
@@ -467,7 +467,7 @@ impl CallTask {
                 if let Some(response) = self.speaking.take() {
                     self.interrupted = Some(response);
                     self.state
-                        .metrics
+                        .metrics()
                         .call_barge_ins
                         .fetch_add(1, Ordering::Relaxed);
                     self.send(CallOutput::Interrupt).await?;
@@ -508,7 +508,7 @@ impl CallTask {
             CallEvent::Failed(e) => {
                 let code = e.failure.as_str();
                 tracing::warn!(error = %e, code, "a voice call failed");
-                self.state.metrics.count_call_failure(e.failure);
+                self.state.metrics().count_call_failure(e.failure);
                 let (code, message) = (ErrorCode::DuplexError, CALL_FAILED.to_owned());
                 self.send(CallOutput::Failed { code, message }).await?;
                 return Ok(false);
@@ -528,7 +528,7 @@ impl CallTask {
             // The provider stopped it before we saw the speech.
             self.speaking = None;
             self.state
-                .metrics
+                .metrics()
                 .call_barge_ins
                 .fetch_add(1, Ordering::Relaxed);
             self.send(CallOutput::Interrupt).await?;
@@ -552,7 +552,7 @@ impl CallTask {
         self.sequence = self.sequence.wrapping_add(1);
         let Some(sink) = &self.sink else {
             // Parked: audio nobody can hear is stale by the resume.
-            let metrics = &self.state.metrics;
+            let metrics = &self.state.metrics();
             metrics.call_audio_dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         };
@@ -564,7 +564,7 @@ impl CallTask {
         };
         match sink.try_send(audio) {
             Ok(()) => {
-                let metrics = &self.state.metrics;
+                let metrics = &self.state.metrics();
                 metrics
                     .call_audio_out_bytes
                     .fetch_add(bytes, Ordering::Relaxed);
@@ -572,7 +572,7 @@ impl CallTask {
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.state
-                    .metrics
+                    .metrics()
                     .call_audio_dropped
                     .fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -590,7 +590,7 @@ impl CallTask {
         let owner = &self.owner;
         let stored = self
             .state
-            .engine
+            .engine()
             .record_voice_exchange(
                 &owner.agent,
                 &owner.namespace,

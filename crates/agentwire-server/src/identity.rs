@@ -134,20 +134,20 @@ async fn admit(
     let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
     let forbidden = Refusal::new(StatusCode::FORBIDDEN, "forbidden");
     if !credentials.is_empty()
-        && let Err(refused) = state.abuse.check_auth(address, gate.name).await
+        && let Err(refused) = state.abuse().check_auth(address, gate.name).await
     {
-        state.metrics.count_abuse_refusal(refused.limit);
+        state.metrics().count_abuse_refusal(refused.limit);
         tracing::info!(agent = %gate.name, limit = refused.limit.as_str(), "authentication throttled");
         return Err(Refusal::throttled(refused));
     }
     let failed = || async {
         state
-            .metrics
+            .metrics()
             .auth_failures_total
             .fetch_add(1, Ordering::Relaxed);
-        state.abuse.auth_failed(address, gate.name).await;
+        state.abuse().auth_failed(address, gate.name).await;
     };
-    let verdict = match &state.identity.authenticator {
+    let verdict = match &state.identity().authenticator {
         Some(authenticator) => {
             let agent_auth = AgentAuth {
                 name: gate.name,
@@ -189,7 +189,7 @@ async fn admit(
         Ok(None) => Err(unauthorized),
         Ok(Some(identity)) if !identity.may_use(gate.name) => Err(forbidden),
         Ok(Some(identity)) => Ok(Caller {
-            owner: Some(pseudonym(&state.identity, &identity)),
+            owner: Some(pseudonym(state.identity(), &identity)),
             identity: Some(identity),
             address,
         }),
@@ -230,25 +230,25 @@ pub(crate) async fn identify_owner(
 ) -> Result<Option<String>, Refusal> {
     let unauthorized = Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized");
     if credentials.is_empty() {
-        return if state.settings.allow_unauthenticated {
+        return if state.settings().allow_unauthenticated {
             Ok(None)
         } else {
             Err(unauthorized)
         };
     }
-    if let Err(refused) = state.abuse.check_address_auth(address).await {
-        state.metrics.count_abuse_refusal(refused.limit);
+    if let Err(refused) = state.abuse().check_address_auth(address).await {
+        state.metrics().count_abuse_refusal(refused.limit);
         tracing::info!(limit = refused.limit.as_str(), "authentication throttled");
         return Err(Refusal::throttled(refused));
     }
-    let Some(authenticator) = &state.identity.authenticator else {
+    let Some(authenticator) = &state.identity().authenticator else {
         return Err(unauthorized);
     };
     match authenticator
         .authenticate(credentials, &AgentAuth::default())
         .await
     {
-        Ok(Some(identity)) => Ok(Some(pseudonym(&state.identity, &identity))),
+        Ok(Some(identity)) => Ok(Some(pseudonym(state.identity(), &identity))),
         Ok(None) => Err(unauthorized),
         Err(AuthError::Unavailable) => {
             tracing::info!("credential could not be checked");
@@ -257,10 +257,10 @@ pub(crate) async fn identify_owner(
         Err(reason) => {
             tracing::info!(%reason, "credential refused");
             state
-                .metrics
+                .metrics()
                 .auth_failures_total
                 .fetch_add(1, Ordering::Relaxed);
-            state.abuse.address_auth_failed(address).await;
+            state.abuse().address_auth_failed(address).await;
             Err(unauthorized)
         }
     }

@@ -62,9 +62,9 @@ impl Lifecycle {
 /// Counts a new connection unless `server.limits.max_connections` are open;
 /// `address` is its share of its address's limit.
 pub(crate) fn try_open(state: &Arc<AppState>, address: AddressHold) -> Option<ConnectionSlot> {
-    let max = state.settings.limits.max_connections;
+    let max = state.settings().limits.max_connections;
     state
-        .lifecycle
+        .lifecycle()
         .open
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
             (n < max).then_some(n + 1)
@@ -84,7 +84,7 @@ impl ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let lifecycle = &self.state.lifecycle;
+        let lifecycle = &self.state.lifecycle();
         if lifecycle.open.fetch_sub(1, Ordering::AcqRel) == 1 {
             lifecycle.all_closed.notify_waiters();
         }
@@ -94,8 +94,8 @@ impl Drop for ConnectionSlot {
 /// The SIGTERM path: refuse new sockets, let turns and calls finish, close
 /// everything.
 pub(crate) async fn drain(state: &AppState) {
-    let lifecycle = &state.lifecycle;
-    let timeout = state.settings.limits.drain_timeout;
+    let lifecycle = &state.lifecycle();
+    let timeout = state.settings().limits.drain_timeout;
     let _ = lifecycle.drain_deadline.set(Instant::now() + timeout);
     lifecycle.draining.store(true, Ordering::Release);
     lifecycle.drain.cancel();
@@ -108,7 +108,7 @@ pub(crate) async fn drain(state: &AppState) {
             open = lifecycle.open_connections(),
             "drain timed out; cancelling turns"
         );
-        state.engine.cancel_all_turns();
+        state.engine().cancel_all_turns();
         lifecycle.force_close.cancel();
         let _ = tokio::time::timeout(
             std::time::Duration::from_secs(5),
@@ -123,12 +123,12 @@ pub(crate) async fn drain(state: &AppState) {
 /// Every socket closed and every voice call over: a parked call waits for
 /// its resume (which a draining server still admits) or its window.
 async fn wait_drained(state: &AppState) {
-    wait_all_closed(&state.lifecycle).await;
-    while state.calls.active() > 0 {
+    wait_all_closed(state.lifecycle()).await;
+    while state.calls().active() > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A resume during the wait opened a socket again.
-    wait_all_closed(&state.lifecycle).await;
+    wait_all_closed(state.lifecycle()).await;
 }
 
 async fn wait_all_closed(lifecycle: &Lifecycle) {

@@ -54,7 +54,7 @@ pub(crate) struct SendFailed;
 /// Counts a new connection in the metrics.
 pub(crate) fn count_connection(state: &AppState) {
     state
-        .metrics
+        .metrics()
         .connections_total
         .fetch_add(1, Ordering::Relaxed);
 }
@@ -62,7 +62,7 @@ pub(crate) fn count_connection(state: &AppState) {
 /// Counts a client frame (text or binary) in the metrics.
 pub(crate) fn count_received(state: &AppState) {
     state
-        .metrics
+        .metrics()
         .messages_received_total
         .fetch_add(1, Ordering::Relaxed);
 }
@@ -86,7 +86,7 @@ pub(crate) async fn queue_raw<T: Transport>(
     message: Message,
 ) -> Result<(), SendFailed> {
     state
-        .metrics
+        .metrics()
         .messages_sent_total
         .fetch_add(1, Ordering::Relaxed);
     match tokio::time::timeout(WRITE_TIMEOUT, socket.feed(message)).await {
@@ -228,7 +228,7 @@ pub(crate) fn credential_deadline(state: &AppState, identity: &Identity) -> Opti
     let expires_at = identity.expires_at?;
     let remaining_nanos = expires_at
         .unix_nanos()
-        .saturating_sub(state.engine.clock().now().unix_nanos());
+        .saturating_sub(state.engine().clock().now().unix_nanos());
     let remaining = Duration::from_nanos(u64::try_from(remaining_nanos).unwrap_or(0));
     let margin = CREDENTIAL_MARGIN.min(remaining / 2);
     Some(Instant::now() + (remaining - margin))

@@ -44,10 +44,10 @@ where
     let Ok(upgrade) = upgrade else {
         return Refusal::new(StatusCode::BAD_REQUEST, "Bad Request").into_response();
     };
-    let hold = match state.abuse.open_connection(address.0) {
+    let hold = match state.abuse().open_connection(address.0) {
         Ok(hold) => hold,
         Err(refused) => {
-            state.metrics.count_abuse_refusal(refused.limit);
+            state.metrics().count_abuse_refusal(refused.limit);
             return Refusal::throttled(refused).into_response();
         }
     };
@@ -55,7 +55,7 @@ where
         return Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "connection limit reached")
             .into_response();
     };
-    let max_payload = state.settings.limits.max_payload_bytes;
+    let max_payload = state.settings().limits.max_payload_bytes;
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
         // Frames are queued and flushed once per wake-up of the connection
@@ -70,14 +70,14 @@ where
 /// The first checks of every upgrade: a server that has shut down, or one
 /// at its connection limit, refuses with 503.
 pub(crate) fn check_capacity(state: &AppState) -> Result<(), Refusal> {
-    let lifecycle = &state.lifecycle;
+    let lifecycle = &state.lifecycle();
     if lifecycle.is_shut_down() {
         return Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "server is shutting down",
         ));
     }
-    if lifecycle.open_connections() >= state.settings.limits.max_connections {
+    if lifecycle.open_connections() >= state.settings().limits.max_connections {
         return Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "connection limit reached",

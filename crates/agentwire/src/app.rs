@@ -51,9 +51,8 @@ impl App {
     /// The state to serve from the listener bound at `local_addr`: the base of
     /// upload URLs when `server.public_url` is unset.
     pub fn into_state(mut self, local_addr: SocketAddr) -> Arc<AppState> {
-        if let Some(media) = &mut self.state.media {
-            media.public_base_url = public_base_url(self.public_url.as_deref(), local_addr);
-        }
+        let url = public_base_url(self.public_url.as_deref(), local_addr);
+        self.state.set_public_base_url(url);
         Arc::new(self.state)
     }
 }
@@ -163,8 +162,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         screening: config.screening.screen(),
         console: config.console,
     };
-    let mut state = AppState::new(engine, agents, settings, media, identity);
-    state.teams = teams;
+    let state = AppState::new(engine, agents, settings, media, identity).with_teams(teams);
     Ok(App {
         state,
         public_url,

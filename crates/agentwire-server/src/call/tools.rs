@@ -105,7 +105,7 @@ impl CallTools {
             } = call;
             let (id, side, outcome) = match tools.client.iter().find(|c| c.spec.name == name) {
                 Some(decl) => {
-                    let id = state.engine.new_call_id();
+                    let id = state.engine().new_call_id();
                     let outcome = tools
                         .ask_client(decl, &id, arguments.clone(), &to_client)
                         .await;

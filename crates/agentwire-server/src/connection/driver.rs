@@ -161,9 +161,9 @@ async fn serve<T: Transport, D: Dialect>(link: &mut Link<T>, dialect: &mut D) ->
     {
         return Exit::Gone;
     }
-    let lifecycle = &link.state.lifecycle;
+    let lifecycle = &link.state.lifecycle();
     let (drain, force_close) = (lifecycle.drain.clone(), lifecycle.force_close.clone());
-    let mut keepalive = Keepalive::new(&link.state.settings.limits);
+    let mut keepalive = Keepalive::new(&link.state.settings().limits);
     let mut drain_noticed = false;
     let mut following = Following::new(link.state.clone());
     loop {
@@ -263,7 +263,7 @@ impl Following {
             return;
         }
         self.counted = following;
-        let gauge = &self.state.metrics.log_readers;
+        let gauge = &self.state.metrics().log_readers;
         match following {
             true => gauge.fetch_add(1, Ordering::Relaxed),
             false => gauge.fetch_sub(1, Ordering::Relaxed),
@@ -290,7 +290,7 @@ fn send_failed<T: Transport, D: Dialect>(link: &Link<T>, dialect: &mut D) -> Exi
 /// The exit of a reader that fell too far behind, counted.
 fn slow_consumer<T>(link: &Link<T>) -> Exit {
     link.state
-        .metrics
+        .metrics()
         .slow_consumer_closes_total
         .fetch_add(1, Ordering::Relaxed);
     Exit::SlowConsumer
@@ -333,7 +333,7 @@ async fn on_turn_events<T: Transport, D: Dialect>(
             && merged > 0
         {
             link.state
-                .metrics
+                .metrics()
                 .coalesced_deltas_total
                 .fetch_add(merged, Ordering::Relaxed);
         }
@@ -388,7 +388,7 @@ const RETRY_JITTER_MS: u64 = 2_000;
 impl DrainNotice {
     fn now(state: &AppState) -> DrainNotice {
         use std::hash::{BuildHasher, Hasher};
-        let time_left = state.lifecycle.drain_time_left().unwrap_or_default();
+        let time_left = state.lifecycle().drain_time_left().unwrap_or_default();
         // Randomly keyed per call by the standard library: jitter, not
         // secrecy.
         let random = std::collections::hash_map::RandomState::new()

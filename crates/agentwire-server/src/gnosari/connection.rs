@@ -145,14 +145,14 @@ pub(crate) fn run<T: Transport>(
     params: GnosariParams,
 ) -> impl Future<Output = ()> + Send {
     let state = slot.state();
-    let limits = &state.settings.limits;
+    let limits = &state.settings().limits;
     // Past the deadline no new turn starts, and the socket closes with 1008
     // once the running turn and the queue are done.
     let credential = CredentialClock::new(state, params.caller.identity.as_ref());
     let gnosari = Gnosari {
         admission: Admission::new(limits),
         scope: ConnectionScope::new(),
-        current: state.engine.mint_session_id(),
+        current: state.engine().mint_session_id(),
         lease: None,
         turn: None,
         queue: VecDeque::new(),
@@ -243,7 +243,7 @@ impl Dialect for Gnosari {
         if let TurnEvent::Failed(failure) = event
             && !replaying
         {
-            link.state.metrics.count_error(failure.code);
+            link.state.metrics().count_error(failure.code);
         }
         // A client that cannot cancel saw a server-side one (the drain gave
         // up on the turn): an internal error, as before.
@@ -252,7 +252,7 @@ impl Dialect for Gnosari {
             TurnEvent::Cancelled(_) if !self.params.positions => {
                 internal = TurnEvent::Failed(TurnFailure::internal());
                 if !replaying {
-                    link.state.metrics.count_error(ErrorCode::Internal);
+                    link.state.metrics().count_error(ErrorCode::Internal);
                 }
                 &internal
             }
@@ -356,7 +356,7 @@ impl Dialect for Gnosari {
         }
         if let Some(mut turn) = self.turn.take() {
             let failure = TurnFailure::new(ErrorCode::Internal, TURN_CUT_SHORT);
-            link.state.metrics.count_error(failure.code);
+            link.state.metrics().count_error(failure.code);
             for frame in turn.encoder.encode(&TurnEvent::Failed(failure)) {
                 link.send(frame).await?;
             }
@@ -388,7 +388,7 @@ impl Gnosari {
             }
             _ => CancelOutcome::NothingRunning,
         };
-        link.state.metrics.count_cancel(outcome);
+        link.state.metrics().count_cancel(outcome);
     }
 
     /// Attaches to the session a rejoin names, if the engine lets this
@@ -408,14 +408,14 @@ impl Gnosari {
             session: &at.session,
             position: at.position,
         };
-        let rejoined = match link.state.engine.rejoin(request).await {
+        let rejoined = match link.state.engine().rejoin(request).await {
             Ok(rejoined) => rejoined,
             Err(e) => {
                 let reply = self.refusal_reply(&Refusal::of_engine(e), None, None);
                 return self.send_reply(link, reply).await;
             }
         };
-        link.state.metrics.count_replay(rejoined.replayed);
+        link.state.metrics().count_replay(rejoined.replayed);
         let session = rejoined.session.id().clone();
         let info = gnosari::encode_stream_info(&gnosari::StreamInfo {
             session_id: session.as_str(),
@@ -463,7 +463,7 @@ impl Gnosari {
                 ));
             }
         };
-        if let Some(screen) = &state.settings.screening
+        if let Some(screen) = &state.settings().screening
             && let Some(phrase) = screen.find(&message.message)
         {
             tracing::info!(agent = %self.agent_name(), phrase, "message rejected: prompt injection");
@@ -471,7 +471,7 @@ impl Gnosari {
                 RejectReason::PromptInjection,
                 message.client_message_id.as_deref(),
                 message.session_id.as_deref(),
-                state.engine.clock().now(),
+                state.engine().clock().now(),
             );
             return Pending::Reply(Reply { frame, code: None });
         }
@@ -532,14 +532,14 @@ impl Gnosari {
         reply: Reply,
     ) -> Result<(), SendFailed> {
         if let Some(code) = reply.code {
-            link.state.metrics.count_error(code);
+            link.state.metrics().count_error(code);
         }
         link.send(reply.frame).await
     }
 
     /// Answers queued frames until one starts a turn.
     async fn advance<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
-        while self.turn.is_none() && !link.state.lifecycle.drain.is_cancelled() {
+        while self.turn.is_none() && !link.state.lifecycle().drain.is_cancelled() {
             let Some(pending) = self.queue.pop_front() else {
                 break;
             };
@@ -584,7 +584,7 @@ impl Gnosari {
         let fresh;
         let current = match session_id {
             None => {
-                fresh = link.state.engine.mint_session_id();
+                fresh = link.state.engine().mint_session_id();
                 &fresh
             }
             Some(_) => &self.current,
@@ -666,3 +666,4 @@ impl Gnosari {
         }
     }
 }
+

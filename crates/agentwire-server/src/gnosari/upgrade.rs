@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agentwire_core::{AccessLevel, Credentials};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{MatchedPath, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
@@ -29,64 +29,42 @@ use crate::{AgentEntry, AppState, TeamEntry, TeamMember};
 const API_KEY_HEADER: &str = "x-auth-token";
 const PASSWORD_HEADER: &str = "x-access-password";
 
-/// `/ws/agent/{agent}`.
+/// The Gnosari routes; one handler, [`ws_upgrade`], serves all three.
+pub(crate) const AGENT_ROUTE: &str = "/ws/agent/{agent}";
+/// The team's orchestrator answers.
+pub(crate) const TEAM_ROUTE: &str = "/ws/team/{team}";
+/// One member of the team answers.
+pub(crate) const MEMBER_ROUTE: &str = "/ws/team/{team}/agent/{agent}";
+
+/// The names a Gnosari route's path carries.
+#[derive(Default, serde::Deserialize)]
+pub(crate) struct PathNames {
+    #[serde(default)]
+    team: String,
+    #[serde(default)]
+    agent: String,
+}
+
+/// The upgrade of every Gnosari route ([`AGENT_ROUTE`], [`TEAM_ROUTE`],
+/// [`MEMBER_ROUTE`]): the route it matched says what the path names.
 pub(crate) async fn ws_upgrade(
     State(state): State<Arc<AppState>>,
-    agent: Result<Path<String>, PathRejection>,
+    route: MatchedPath,
+    names: Result<Path<PathNames>, PathRejection>,
     RawQuery(raw_query): RawQuery,
     headers: HeaderMap,
     address: ClientAddress,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    // A path segment that does not decode names no agent.
-    let agent = agent.map(|Path(agent)| agent).unwrap_or_default();
-    let target = Target::Agent(&agent);
-    upgrade_to(
-        &state,
-        target,
-        raw_query.as_deref(),
-        &headers,
-        address,
-        upgrade,
-    )
-    .await
-}
-
-/// `/ws/team/{team}`: the team's orchestrator answers.
-pub(crate) async fn team_upgrade(
-    State(state): State<Arc<AppState>>,
-    team: Result<Path<String>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
-    headers: HeaderMap,
-    address: ClientAddress,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    let team = team.map(|Path(team)| team).unwrap_or_default();
-    let target = Target::Team(&team);
-    upgrade_to(
-        &state,
-        target,
-        raw_query.as_deref(),
-        &headers,
-        address,
-        upgrade,
-    )
-    .await
-}
-
-/// `/ws/team/{team}/agent/{agent}`: one member of the team answers.
-pub(crate) async fn team_member_upgrade(
-    State(state): State<Arc<AppState>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    RawQuery(raw_query): RawQuery,
-    headers: HeaderMap,
-    address: ClientAddress,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    let (team, agent) = path.map(|Path(pair)| pair).unwrap_or_default();
-    let target = Target::Member {
-        team: &team,
-        agent: &agent,
+    // A path segment that does not decode names nothing: 404.
+    let names = names.map(|Path(names)| names).unwrap_or_default();
+    let target = match route.as_str() {
+        TEAM_ROUTE => Target::Team(&names.team),
+        MEMBER_ROUTE => Target::Member {
+            team: &names.team,
+            agent: &names.agent,
+        },
+        _ => Target::Agent(&names.agent),
     };
     upgrade_to(
         &state,
@@ -111,9 +89,9 @@ impl Target<'_> {
     /// The route that names it, for the upgrade's span.
     fn route(self) -> &'static str {
         match self {
-            Target::Agent(_) => "/ws/agent/{agent}",
-            Target::Team(_) => "/ws/team/{team}",
-            Target::Member { .. } => "/ws/team/{team}/agent/{agent}",
+            Target::Agent(_) => AGENT_ROUTE,
+            Target::Team(_) => TEAM_ROUTE,
+            Target::Member { .. } => MEMBER_ROUTE,
         }
     }
 }
@@ -148,7 +126,7 @@ async fn admit(
     address: ClientAddress,
 ) -> Result<GnosariParams, Refusal> {
     check_capacity(state)?;
-    if state.lifecycle.is_draining() {
+    if state.lifecycle().is_draining() {
         return Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "server draining",
@@ -159,14 +137,13 @@ async fn admit(
     let agent_entry: Arc<AgentEntry>;
     let (agent, agent_name, gate) = match target {
         Target::Agent(name) => {
-            agent_entry = state.agents.get(name).cloned().ok_or(agent_not_found)?;
+            agent_entry = state.agent(name).cloned().ok_or(agent_not_found)?;
             let agent = agent_entry.agent.clone();
             (agent.clone(), agent.name.clone(), Gate::agent(&agent_entry))
         }
         Target::Team(team) | Target::Member { team, .. } => {
             team_entry = state
-                .teams
-                .get(team)
+                .team(team)
                 .cloned()
                 .ok_or(Refusal::new(StatusCode::NOT_FOUND, "team not found"))?;
             let member = match target {
@@ -180,7 +157,7 @@ async fn admit(
     let query = QueryParams::parse(raw_query);
     let credentials = credentials(headers, &query);
     let caller = identity::identify_at(state, &credentials, &gate, address).await?;
-    if !origin_allowed(&state.settings.allowed_origins, headers) {
+    if !origin_allowed(&state.settings().allowed_origins, headers) {
         return Err(Refusal::new(StatusCode::FORBIDDEN, "Forbidden"));
     }
     let positions = query.wants_positions();

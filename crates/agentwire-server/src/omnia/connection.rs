@@ -107,8 +107,8 @@ pub(crate) fn run<T: Transport>(
     params: ConnectionParams,
 ) -> impl Future<Output = ()> + Send {
     let state = slot.state();
-    let minted = state.engine.mint_session_id();
-    let limits = &state.settings.limits;
+    let minted = state.engine().mint_session_id();
+    let limits = &state.settings().limits;
     let credential = CredentialClock::new(state, params.caller.identity.as_ref());
     let omnia = Omnia {
         admission: Admission::new(limits),
@@ -212,13 +212,13 @@ impl Dialect for Omnia {
             return Ok(());
         }
         if let Some(code) = self.encoder.error_code(&entry.event) {
-            link.state.metrics.count_error(code);
+            link.state.metrics().count_error(code);
         }
         let epoch = match &*entry.event {
             TurnEvent::TurnStarted { .. } => self.turn.as_ref().map(|r| r.epoch().to_string()),
             _ => None,
         };
-        let now = link.state.engine.clock().now();
+        let now = link.state.engine().clock().now();
         let session = self.current.as_str();
         match self
             .encoder
@@ -261,7 +261,7 @@ impl Dialect for Omnia {
                 epoch: &epoch,
                 after: reader.cursor(),
             },
-            link.state.engine.clock().now(),
+            link.state.engine().clock().now(),
         );
         link.send(frame).await
     }
@@ -345,7 +345,7 @@ impl Omnia {
             Some(lease) => lease.cancel_turn(self.params.caller.owner.as_deref(), None),
             None => CancelOutcome::NothingRunning,
         };
-        link.state.metrics.count_cancel(outcome);
+        link.state.metrics().count_cancel(outcome);
     }
 
     /// Attaches to the session a rejoin names, if the engine lets this
@@ -359,7 +359,7 @@ impl Omnia {
             session: &at.session,
             position: at.position,
         };
-        let rejoined = match link.state.engine.rejoin(request).await {
+        let rejoined = match link.state.engine().rejoin(request).await {
             Ok(rejoined) => rejoined,
             Err(SubmitError::Store(e)) => {
                 tracing::error!(error = %e, "a rejoin failed");
@@ -367,7 +367,7 @@ impl Omnia {
             }
             Err(_) => return None,
         };
-        link.state.metrics.count_replay(rejoined.replayed);
+        link.state.metrics().count_replay(rejoined.replayed);
         self.current = rejoined.session.id().clone();
         self.lease = Some(rejoined.session);
         if rejoined.reader.is_live() {
@@ -389,7 +389,7 @@ impl Omnia {
         rejoined: Option<Position>,
         call_resumed: bool,
     ) -> String {
-        let limits = &link.state.settings.limits;
+        let limits = &link.state.settings().limits;
         let epoch = rejoined.as_ref().map(|p| p.epoch.to_string());
         let event_log = match &rejoined {
             _ if !self.params.positions => None,
@@ -420,7 +420,7 @@ impl Omnia {
                 ai_disclosure: self.params.agent.requires_ai_disclosure,
                 event_log,
             },
-            link.state.engine.clock().now(),
+            link.state.engine().clock().now(),
         )
     }
 
@@ -598,7 +598,7 @@ impl Omnia {
     /// ignored, silently, as the contract says.
     async fn refresh_credential<T: Transport>(&mut self, link: &mut Link<T>, token: &str) {
         let (Some(authenticator), Some(current)) = (
-            link.state.identity.authenticator.clone(),
+            link.state.identity().authenticator.clone(),
             self.params.caller.identity.as_ref(),
         ) else {
             return;
@@ -607,7 +607,7 @@ impl Omnia {
             tracing::info!("credential_refresh ignored: token refused");
             return;
         };
-        let same_owner = Some(pseudonym(&link.state.identity, &fresh)) == self.params.caller.owner;
+        let same_owner = Some(pseudonym(link.state.identity(), &fresh)) == self.params.caller.owner;
         let later = match (fresh.expires_at, current.expires_at) {
             (Some(fresh), Some(current)) => fresh > current,
             _ => false,
@@ -627,7 +627,7 @@ impl Omnia {
             .collect();
         let recorded = link
             .state
-            .engine
+            .engine()
             .record_event(
                 &self.params.agent.agent,
                 &self.params.namespace,
@@ -649,8 +649,8 @@ async fn send_error<T: Transport>(
     code: ErrorCode,
     message: &str,
 ) -> Result<(), SendFailed> {
-    link.state.metrics.count_error(code);
-    let now = link.state.engine.clock().now();
+    link.state.metrics().count_error(code);
+    let now = link.state.engine().clock().now();
     let frame = omnia::encode_error(session.map(SessionId::as_str), code, message, now);
     link.send(frame).await
 }

@@ -71,15 +71,15 @@ pub(crate) async fn answer_upload_request(
     request: Option<UploadRequest>,
 ) -> String {
     let error = |code: ErrorCode, message: &str| {
-        state.metrics.count_error(code);
+        state.metrics().count_error(code);
         omnia::encode_error(
             Some(session.as_str()),
             code,
             message,
-            state.engine.clock().now(),
+            state.engine().clock().now(),
         )
     };
-    let Some(media) = &state.media else {
+    let Some(media) = state.media() else {
         return error(ErrorCode::MediaNotEnabled, "media storage is not enabled");
     };
     let Some(request) = request else {
@@ -110,7 +110,7 @@ pub(crate) async fn answer_upload_request(
             omnia::encode_upload_ready(
                 session.as_str(),
                 &ready(&ticket, &url, &storage_ref),
-                state.engine.clock().now(),
+                state.engine().clock().now(),
             )
         }
         Err(e) => {

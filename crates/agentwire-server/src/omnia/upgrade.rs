@@ -48,7 +48,7 @@ async fn admit(
     address: ClientAddress,
 ) -> Result<ConnectionParams, Refusal> {
     check_capacity(state)?;
-    let lifecycle = &state.lifecycle;
+    let lifecycle = &state.lifecycle();
     let query = QueryParams::parse(raw_query);
     let agent_name = query.first("agent").filter(|a| !a.is_empty());
     let Some(agent_name) = agent_name else {
@@ -65,8 +65,7 @@ async fn admit(
         ));
     }
     let agent: Arc<AgentEntry> = state
-        .agents
-        .get(agent_name)
+        .agent(agent_name)
         .cloned()
         .ok_or(Refusal::new(StatusCode::NOT_FOUND, "agent not found"))?;
     let credentials = Credentials {
@@ -74,7 +73,7 @@ async fn admit(
         ..Credentials::default()
     };
     let caller = identity::identify(state, &credentials, &agent, address).await?;
-    if !origin_allowed(&state.settings.allowed_origins, headers) {
+    if !origin_allowed(&state.settings().allowed_origins, headers) {
         return Err(Refusal::new(StatusCode::FORBIDDEN, "Forbidden"));
     }
     let memory_facet = memory_facet(&query, agent.memory_facet.as_deref())?;

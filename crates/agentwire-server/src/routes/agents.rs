@@ -57,9 +57,8 @@ struct AgentInfo<'a> {
 
 async fn list(State(state): State<Arc<AppState>>) -> Response {
     let mut agents: Vec<AgentInfo<'_>> = state
-        .agents
-        .values()
-        .map(|entry| AgentInfo {
+        .agents()
+        .map(|(_, entry)| AgentInfo {
             name: &entry.agent.name,
             access_level: match entry.access_level {
                 AccessLevel::Public => "public",
@@ -73,7 +72,7 @@ async fn list(State(state): State<Arc<AppState>>) -> Response {
     agents.sort_by(|a, b| a.name.cmp(b.name));
     let body = serde_json::to_string(&Listing {
         agents,
-        media: state.media.is_some(),
+        media: state.media().is_some(),
     })
     .expect("the listing serializes");
     (

@@ -82,7 +82,7 @@ pub(crate) const UNSUPPORTED_TYPE: Refusal =
 
 /// The media service, if it is on.
 pub(crate) fn service(state: &AppState) -> Result<&MediaService, Refusal> {
-    state.media.as_ref().ok_or(NOT_ENABLED)
+    state.media().ok_or(NOT_ENABLED)
 }
 
 /// Admits the caller to `session`'s media: its credential (if any) must be
@@ -111,7 +111,7 @@ pub(crate) async fn check_session_owner(
     session: &SessionId,
     owner: Option<&str>,
 ) -> Result<(), Refusal> {
-    match state.engine.store().load_session(session).await {
+    match state.engine().store().load_session(session).await {
         Ok(Some(record)) if record.owner.as_deref() != owner => {
             Err(Refusal::new(StatusCode::NOT_FOUND, "not found"))
         }

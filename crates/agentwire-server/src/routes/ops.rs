@@ -16,10 +16,13 @@ pub(crate) async fn healthz() -> &'static str {
 /// 503 while draining, or while the session store or the shared live
 /// state does not answer.
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.lifecycle.is_draining() {
+    if state.lifecycle().is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
     }
-    let (store, live) = tokio::join!(state.engine.store().ping(), state.engine.ping_live_state());
+    let (store, live) = tokio::join!(
+        state.engine().store().ping(),
+        state.engine().ping_live_state()
+    );
     if let Err(e) = store {
         tracing::warn!(error = %e, "readiness check: session store down");
         return (
@@ -37,15 +40,15 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let gauges = Gauges {
-        connections_active: state.lifecycle.open_connections() as u64,
-        sessions_live: state.engine.live_sessions() as u64,
-        draining: state.lifecycle.is_draining(),
-        inbound_bytes_in_flight: state.inbound.in_flight() as u64,
-        calls_active: state.calls.active() as u64,
-        calls_parked: state.calls.parked() as u64,
+        connections_active: state.lifecycle().open_connections() as u64,
+        sessions_live: state.engine().live_sessions() as u64,
+        draining: state.lifecycle().is_draining(),
+        inbound_bytes_in_flight: state.inbound().in_flight() as u64,
+        calls_active: state.calls().active() as u64,
+        calls_parked: state.calls().parked() as u64,
     };
-    let mut body = state.metrics.render(&gauges);
-    crate::metrics::render_live(&mut body, state.engine.live_counters());
+    let mut body = state.metrics().render(&gauges);
+    crate::metrics::render_live(&mut body, state.engine().live_counters());
     (
         [(
             header::CONTENT_TYPE,

@@ -232,7 +232,7 @@ impl FromRequestParts<Arc<AppState>> for Owned {
         let Ok(id) = SessionId::parse(&id) else {
             return Err(NOT_FOUND);
         };
-        match state.engine.store().load_session(&id).await {
+        match state.engine().store().load_session(&id).await {
             Ok(Some(record)) if record.owner == owner => Ok(Owned(record)),
             Ok(_) => Err(NOT_FOUND),
             Err(e) => Err(store_failed(e)),
@@ -256,7 +256,7 @@ async fn list(
         return Ok(json(StatusCode::OK, &page_body(&[], None)));
     };
     let mut page = state
-        .engine
+        .engine()
         .store()
         .list_sessions(&owner, after.as_ref(), limit + 1)
         .await
@@ -276,7 +276,7 @@ async fn show(
     Owned(record): Owned,
 ) -> Result<Response, ApiError> {
     let summary = state
-        .engine
+        .engine()
         .store()
         .load_summary(&record.id)
         .await
@@ -314,7 +314,7 @@ async fn messages(
     };
     // One more than the page: whether another page follows.
     let mut stored = state
-        .engine
+        .engine()
         .store()
         .load_messages_after(&record.id, after, limit + 1)
         .await
@@ -339,7 +339,7 @@ async fn delete(
     State(state): State<Arc<AppState>>,
     Owned(record): Owned,
 ) -> Result<Response, ApiError> {
-    match state.engine.delete_session(&record).await {
+    match state.engine().delete_session(&record).await {
         // Deleted meanwhile by another request: gone all the same.
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
         Err(DeleteError::TurnInProgress) => Err(ApiError::new(

@@ -64,8 +64,9 @@ async fn a_client_that_stops_reading_is_closed_4008_while_others_stay_fast() {
 }
 
 /// A reader that keeps reading is never closed as slow, however far the
-/// turn runs ahead: the `flood` script's 40 MiB all arrive, the turn ends
-/// `done`, and far behind the deltas came merged.
+/// turn runs ahead: the `flood` script's 40 MiB all arrive and the turn
+/// ends `done` (whether deltas came merged depends on how far behind the
+/// reader fell: the log's unit tests hold that).
 #[tokio::test]
 async fn a_client_that_keeps_reading_gets_the_whole_flood_and_its_done() {
     let server = TestServer::start().await;
@@ -87,7 +88,6 @@ async fn a_client_that_keeps_reading_gets_the_whole_flood_and_its_done() {
         metric(&metrics, "agentwire_slow_consumer_closes_total"),
         0.0
     );
-    assert!(metric(&metrics, "agentwire_coalesced_deltas_total") > 0.0);
     server.stop().await;
 }
 

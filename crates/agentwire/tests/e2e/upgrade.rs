@@ -50,7 +50,7 @@ async fn resume_of_an_unknown_session_says_resumed_false() {
     let unknown = "0b7f7a2e-3c1d-4f5e-9a8b-1c2d3e4f5a6b";
     for query in [
         format!("agent=echo&resume={unknown}"),
-        format!("agent=echo&resume=not-a-session-id"),
+        "agent=echo&resume=not-a-session-id".to_owned(),
         format!("agent=echo&stream=2&resume={unknown}&after=3&epoch=00000000000000ab"),
     ] {
         let (_client, connected) = server.connect(&query).await;

@@ -52,7 +52,7 @@ impl Omnia {
         ) else {
             return false;
         };
-        let Some(handle) = link.state.calls.resume(&session, owner) else {
+        let Some(handle) = link.state.calls().resume(&session, owner) else {
             return false;
         };
         self.current = session;
@@ -156,7 +156,7 @@ impl Omnia {
             let bytes = frame.payload.len() as u64;
             call.input
                 .try_send(CallInput::Audio(frame.payload.to_vec()))?;
-            let metrics = &link.state.metrics;
+            let metrics = &link.state.metrics();
             metrics
                 .call_audio_in_bytes
                 .fetch_add(bytes, Ordering::Relaxed);
@@ -189,7 +189,7 @@ impl Omnia {
                 self.call = None;
                 self.call_output = None;
                 self.call_tools = None;
-                link.state.metrics.count_call_input_overflow();
+                link.state.metrics().count_call_input_overflow();
                 send_error(
                     link,
                     Some(current),
@@ -216,13 +216,13 @@ impl Omnia {
         queued: tokio::time::Instant,
     ) -> Result<(), SendFailed> {
         if queued.elapsed() > call::LATE_AUDIO {
-            let metrics = &link.state.metrics;
+            let metrics = &link.state.metrics();
             metrics.call_audio_dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
         let session = self.current.as_str();
         if !self.params.binary {
-            let now = link.state.engine.clock().now();
+            let now = link.state.engine().clock().now();
             let frame =
                 omnia::encode_media_chunk(session, "", sequence, false, pcm, AUDIO_PCM, now);
             return link.send(frame).await;
@@ -240,7 +240,7 @@ impl Omnia {
         link: &mut Link<T>,
         output: CallOutput,
     ) -> Result<(), SendFailed> {
-        let now = link.state.engine.clock().now();
+        let now = link.state.engine().clock().now();
         let session = self.current.as_str();
         let frame = match output {
             CallOutput::Config(format) => {

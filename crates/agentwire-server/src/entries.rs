@@ -1,0 +1,68 @@
+//! Agents and teams as the server shows them on the wire: what the engine
+//! runs, and who may use it.
+
+use std::sync::Arc;
+
+use agentwire_core::{AccessLevel, Agent};
+
+use crate::call;
+
+/// How an agent is shown on the wire.
+pub struct AgentEntry {
+    pub agent: Arc<Agent>,
+    /// Show server-side tool calls and results to Omnia clients. Only the
+    /// scripted demo and test handlers do: the runtime keeps server tools to
+    /// itself. Gnosari clients always see server tools, as that contract says.
+    pub shows_server_tools: bool,
+    /// Whether callers without a credential may use the agent.
+    pub access_level: AccessLevel,
+    /// Argon2id PHC string: the agent's password (Gnosari password access).
+    pub password_argon2: Option<String>,
+    /// The memory container the agent is scoped to: a connection naming
+    /// another is refused with 403.
+    pub memory_facet: Option<String>,
+    /// Announced as `connected.ai_disclosure`; `None` says nothing.
+    pub requires_ai_disclosure: Option<bool>,
+    /// Voice calls on the Omnia endpoint; `None`: audio frames are answered
+    /// `MEDIA_NOT_ENABLED`.
+    pub voice: Option<call::Voice>,
+}
+
+/// A team on the Gnosari endpoints: `/ws/team/{name}` (its orchestrator
+/// answers) and `/ws/team/{name}/agent/{member}`.
+pub struct TeamEntry {
+    pub name: String,
+    /// Whether callers without a credential may use the team. A private
+    /// member makes its own endpoint (and, as orchestrator, the team's)
+    /// private as well.
+    pub access_level: AccessLevel,
+    /// Argon2id PHC string: the team's password, for both endpoints.
+    pub password_argon2: Option<String>,
+    /// Answers on `/ws/team/{name}`; its agent's name keys the team's sessions.
+    pub orchestrator: TeamMember,
+    /// Each answers on `/ws/team/{name}/agent/{id or name}`.
+    pub members: Vec<TeamMember>,
+}
+
+/// One agent of a team, as an endpoint serves it.
+pub struct TeamMember {
+    /// Matched first in the path.
+    pub id: String,
+    /// Matched second in the path; the `agent_name` of its events.
+    pub name: String,
+    /// The member's own level, applied on top of the team's.
+    pub access_level: AccessLevel,
+    /// What the engine runs. Its name keys the sessions, so a session opened
+    /// on one endpoint resumes on that endpoint only.
+    pub agent: Arc<Agent>,
+}
+
+impl TeamEntry {
+    /// The member `identifier` names: by id, then by name.
+    pub fn member(&self, identifier: &str) -> Option<&TeamMember> {
+        self.members
+            .iter()
+            .find(|m| m.id == identifier)
+            .or_else(|| self.members.iter().find(|m| m.name == identifier))
+    }
+}
