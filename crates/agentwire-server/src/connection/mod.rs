@@ -10,6 +10,8 @@
 pub(crate) mod admission;
 pub(crate) mod driver;
 pub(crate) mod link;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub(crate) use admission::{Admission, Busy, DialectWords, Refusal, TurnIntent};
 pub(crate) use driver::{Dialect, DrainNotice, RejoinAt};

@@ -667,3 +667,5 @@ impl Gnosari {
     }
 }
 
+#[cfg(test)]
+mod tests;

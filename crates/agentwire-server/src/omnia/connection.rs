@@ -8,6 +8,8 @@ use agentwire_core::{
     CancelOutcome, ClientAnswer, ClientToolBroker, ConnectionScope, Epoch, ErrorCode, LogEntry,
     LogReader, MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, TurnEvent,
 };
+#[cfg(test)]
+mod tests;
 mod voice;
 
 use agentwire_omnia::{
