@@ -2,18 +2,24 @@
 //! (`server.limits.inbound_bytes_in_flight`).
 //!
 //! A client frame is held in memory, in several shapes (the frame, the
-//! decoded message, the turn's input, the live history, the store's write),
-//! from the moment it has been read until the turn it started has ended.
-//! Per-connection limits bound one socket; this bounds the sum, so a burst
-//! of large messages across many sockets cannot take the process's memory
-//! with it. A frame whose bytes would exceed the budget is refused at once
-//! (before it is decoded, so the refusal costs no copy) with `RATE_LIMITED`
-//! [`BUSY`]; nothing is stored and the socket stays open.
+//! decoded message, the turn's input, the live history, the store's write,
+//! the reply and its frame), from the moment it has been read until the turn
+//! it started has ended. Per-connection limits bound one socket; this bounds
+//! the sum, so a burst of large messages across many sockets cannot take the
+//! process's memory with it. The limit is memory, not frame bytes: a frame
+//! counts [`InboundBudget::COST_PER_BYTE`] times its size, what a message
+//! costs at the peak of its turn. A frame whose cost would exceed the budget
+//! is refused at once (before it is decoded, so the refusal costs no copy)
+//! with `RATE_LIMITED` [`BUSY`]; nothing is stored and the socket stays open.
 //!
 //! Bytes count from when the frame has been read (tungstenite hands it over
 //! whole) and are released when their [`InboundPermit`] drops: when the
 //! frame was answered without a turn, or when the turn it started has
-//! ended.
+//! ended. `in_flight` (the metric `agentwire_inbound_bytes_in_flight`) is
+//! the frames' own bytes, not their cost. Not counted: what stays after
+//! the turn (tungstenite keeps a socket's read and write buffers at the
+//! size of the largest frame until the socket closes; a live session keeps
+//! its window of messages and its turn log).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,6 +51,26 @@ pub(crate) struct InboundPermit {
 }
 
 impl InboundBudget {
+    /// What one byte of a message costs the server's memory at the peak of
+    /// its turn: the budget counts a message at its size times this.
+    ///
+    /// Measured over the real binary (debug build, jemalloc, SQLite store,
+    /// default limits): the server's VmHWM before and after one 15 MiB
+    /// message on a new session, the socket left open (`docs/src/
+    /// configuration.md`, "Large messages and memory", says how). Peak
+    /// growth per byte of the message: Omnia to the test handler's `echo`
+    /// 6.2-6.3, to a runtime agent on the mock provider 5.2; Gnosari to the
+    /// `echo` agent 6.3-7.3, to the test handler's `echo` 8.3 (before the
+    /// engine stopped copying a write's messages beside the live history,
+    /// and a reply beside its record: 8.2-8.3 on every path). What remains,
+    /// each as large as the message: the frame (tungstenite's read buffer),
+    /// the turn's input, the live history's user message and reply, the
+    /// reply in the turn's log, the store's row and SQLite's two (the bound
+    /// value and the record), then the reply's frame and tungstenite's
+    /// write buffer; Gnosari's encoder adds two copies of the reply, and a
+    /// second frame (its `token` and `agent_completed` both carry it).
+    pub const COST_PER_BYTE: usize = 9;
+
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> InboundBudget {
         InboundBudget {
@@ -55,17 +81,22 @@ impl InboundBudget {
         }
     }
 
-    /// Takes `bytes` if they fit beside what is in flight; `None` if they
-    /// do not (the caller refuses the frame and counts the refusal).
+    /// Takes a frame of `bytes` if its cost ([`Self::COST_PER_BYTE`] a
+    /// byte) fits beside the cost of what is in flight; `None` if it does
+    /// not (the caller refuses the frame and counts the refusal). A frame
+    /// whose cost alone is over the limit, but not its bytes, is taken when
+    /// nothing else is in flight, and nothing beside it: a frame the payload
+    /// limit allows (never more than the budget) is not always refused.
     pub(crate) fn try_take(&self, bytes: usize) -> Option<InboundPermit> {
         let inner = &self.inner;
         let taken =
             inner
                 .in_flight
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_flight| {
-                    in_flight
-                        .checked_add(bytes)
-                        .filter(|&total| total <= inner.limit)
+                    let total = in_flight.checked_add(bytes)?;
+                    let cost = total.saturating_mul(Self::COST_PER_BYTE);
+                    let alone = in_flight == 0 && total <= inner.limit;
+                    (cost <= inner.limit || alone).then_some(total)
                 });
         taken.ok().map(|_| InboundPermit {
             inner: inner.clone(),
@@ -73,11 +104,14 @@ impl InboundBudget {
         })
     }
 
+    /// The limit on the cost of what is in flight: [`Self::COST_PER_BYTE`]
+    /// times its bytes.
     pub fn limit(&self) -> usize {
         self.inner.limit
     }
 
-    /// Bytes of frames read and not yet released.
+    /// Bytes of frames read and not yet released (their own size, not
+    /// their cost).
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Acquire)
     }
@@ -107,11 +141,16 @@ impl Drop for InboundPermit {
 mod tests {
     use super::*;
 
+    /// A budget for `bytes` of messages at their cost.
+    fn budget_for(bytes: usize) -> InboundBudget {
+        InboundBudget::new(bytes * InboundBudget::COST_PER_BYTE)
+    }
+
     #[test]
-    fn takes_what_fits_and_releases_on_drop() {
-        let budget = InboundBudget::new(100);
+    fn takes_what_fits_at_its_cost_and_releases_on_drop() {
+        let budget = budget_for(100);
         let first = budget.try_take(60).expect("fits");
-        assert_eq!(budget.in_flight(), 60);
+        assert_eq!(budget.in_flight(), 60, "the frame's own bytes");
         assert!(budget.try_take(41).is_none(), "60 + 41 > 100");
         let second = budget.try_take(40).expect("exactly the limit fits");
         assert_eq!(budget.in_flight(), 100);
@@ -126,10 +165,24 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_whose_cost_alone_is_over_the_limit_is_taken_only_alone() {
+        let budget = InboundBudget::new(100);
+        let small = budget.try_take(1).expect("fits at its cost");
+        assert!(budget.try_take(50).is_none(), "not beside another");
+        drop(small);
+        let large = budget.try_take(50).expect("alone");
+        assert!(budget.try_take(1).is_none(), "nothing beside it");
+        drop(large);
+        assert_eq!(budget.in_flight(), 0);
+    }
+
+    #[test]
     fn a_frame_larger_than_the_budget_is_refused_even_when_idle() {
         let budget = InboundBudget::new(10);
         assert!(budget.try_take(11).is_none());
         assert!(budget.try_take(usize::MAX).is_none(), "no overflow");
-        assert_eq!(budget.in_flight(), 0);
+        let _one = budget.try_take(1).expect("its cost fits");
+        assert!(budget.try_take(usize::MAX - 1).is_none(), "no overflow");
+        assert_eq!(budget.in_flight(), 1);
     }
 }

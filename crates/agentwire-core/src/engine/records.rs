@@ -45,30 +45,50 @@ pub(super) enum Ending {
 /// so the next turn's context and the sessions API show what the user saw.
 pub const CANCELLED_KEY: &str = "cancelled";
 
+/// How a turn ended, once its reply (if any) has moved into its record.
+pub(super) enum Ended {
+    Completed,
+    Failed(TurnFailure),
+    Cancelled,
+}
+
+/// The record of how the turn ended. A reply moves into it rather than
+/// being copied: a large reply is then one copy while it is stored, and
+/// the terminal event takes it back afterwards ([`reply_of`]).
 pub(super) fn terminal_record(
     session: &SessionId,
-    ending: &Ending,
+    ending: Ending,
     at: Timestamp,
-) -> StoredMessage {
-    let reply = |reply: &Reply| MessageBody::Reply {
-        text: reply.text.clone(),
-        parts: reply.parts.clone(),
+) -> (StoredMessage, Ended) {
+    let reply = |reply: Reply| MessageBody::Reply {
+        text: reply.text,
+        parts: reply.parts,
     };
-    let (body, metadata) = match ending {
-        Ending::Ran(Ok(done)) => (reply(done), Metadata::new()),
+    let (body, metadata, ended) = match ending {
+        Ending::Ran(Ok(done)) => (reply(done), Metadata::new(), Ended::Completed),
         Ending::Ran(Err(failure)) => (
             MessageBody::Failure {
                 code: failure.code.as_str().to_owned(),
                 message: failure.message.clone(),
             },
             Metadata::new(),
+            Ended::Failed(failure),
         ),
         Ending::Cancelled(partial) => (
             reply(partial),
             Metadata::from([(CANCELLED_KEY.to_owned(), "true".to_owned())]),
+            Ended::Cancelled,
         ),
     };
-    record(session, body, metadata, at)
+    (record(session, body, metadata, at), ended)
+}
+
+/// The reply a stored terminal record holds (see [`terminal_record`]).
+pub(super) fn reply_of(record: Option<StoredMessage>) -> Reply {
+    match record.map(|record| record.body) {
+        Some(MessageBody::Reply { text, parts }) => Reply { text, parts },
+        _ => Reply::text(String::new()),
+    }
 }
 
 pub(super) fn record(

@@ -396,7 +396,8 @@ impl SessionLease {
         tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
         let failure = TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED);
         let ending = super::records::Ending::Ran(Err(failure.clone()));
-        let record = super::records::terminal_record(self.id(), &ending, self.inner.clock.now());
+        let (record, _) =
+            super::records::terminal_record(self.id(), ending, self.inner.clock.now());
         if let Err(e) = self.store_messages(vec![record], None).await {
             // The turn ends all the same: its clients must not wait on it.
             tracing::warn!(session = %self.id(), error = %e, "storing an orphaned turn's end failed");

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::cancel::withdraw_client_calls;
 use super::leases::TURN_INTERRUPTED;
-use super::records::{Ending, terminal_record, tool_records};
+use super::records::{Ended, Ending, reply_of, terminal_record, tool_records};
 use super::write::QuestionWrite;
 use super::{Fence, SessionLease};
 use crate::time::Timestamp;
@@ -92,21 +92,24 @@ pub(super) async fn run_turn(
         std::mem::take(&mut *events.tool_log.lock()),
         now,
     );
-    records.push(terminal_record(lease.id(), &ending, now));
-    let summary_due = match &ending {
-        Ending::Ran(Ok(_)) => lease.summary_due_after_turn(),
+    let (record, ended) = terminal_record(lease.id(), ending, now);
+    records.push(record);
+    let summary_due = match &ended {
+        Ended::Completed => lease.summary_due_after_turn(),
         _ => None,
     };
+    // The reply is in its record alone while it is stored, and comes back
+    // from it for the terminal event.
     let stored = question_write.finish(&lease, records, summary_due).await;
-    let terminal = match (stored, ending) {
-        (Ok(_), Ending::Ran(Ok(reply))) => {
+    let terminal = match (stored, ended) {
+        (Ok(record), Ended::Completed) => {
             if let Some(due) = summary_due {
                 lease.queue_summary(due, summary);
             }
-            TurnEvent::Completed(reply)
+            TurnEvent::Completed(reply_of(record))
         }
-        (Ok(_), Ending::Ran(Err(failure))) => TurnEvent::Failed(failure),
-        (Ok(_), Ending::Cancelled(partial)) => TurnEvent::Cancelled(partial),
+        (Ok(_), Ended::Failed(failure)) => TurnEvent::Failed(failure),
+        (Ok(record), Ended::Cancelled) => TurnEvent::Cancelled(reply_of(record)),
         (Err(e), _) => {
             tracing::error!(session = %lease.id(), error = %e, "storing the turn failed");
             TurnEvent::Failed(TurnFailure::internal())

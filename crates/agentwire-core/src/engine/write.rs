@@ -12,6 +12,12 @@
 //! waits for everything, so `done` still means stored; what a crash can lose
 //! is a question asked less than the delay before it, whose answer never
 //! came.
+//!
+//! A pending write holds no messages of its own: they are in the live
+//! history, held there once, and the write reads them from it. A large
+//! message is copied enough on its way to the store (the turn's input, the
+//! store's row, the database's own) without a copy here beside the
+//! history's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +42,12 @@ pub(super) struct PendingWrite {
     _appending: OwnedMutexGuard<()>,
     session: Arc<LiveSession>,
     store: Arc<dyn SessionStore>,
-    messages: Vec<StoredMessage>,
+    /// The write's messages: the live history's `count` from `first_seq`
+    /// on. Nothing takes them out before the write: only a write trims
+    /// the history, and every other write waits for the append lock held
+    /// here.
     first_seq: u64,
+    count: usize,
     was_persisted: bool,
     fence: Option<crate::live::Fence>,
 }
@@ -49,8 +59,9 @@ impl SessionLease {
     /// it (its own end trims then).
     pub(super) async fn begin_append(
         &self,
-        mut messages: Vec<StoredMessage>,
+        messages: Vec<StoredMessage>,
     ) -> Result<(Arc<Vec<StoredMessage>>, PendingWrite), StoreError> {
+        let count = messages.len();
         let appending = self.session.appending.clone().lock_owned().await;
         let (first_seq, was_persisted, history, fence) = {
             let mut state = self.session.state.lock();
@@ -60,7 +71,7 @@ impl SessionLease {
                     self.id()
                 )));
             }
-            let first_seq = admit(&mut state, &mut messages);
+            let first_seq = admit(&mut state, messages);
             let was_persisted = std::mem::replace(&mut state.persisted, true);
             (
                 first_seq,
@@ -73,8 +84,8 @@ impl SessionLease {
             _appending: appending,
             session: self.session.clone(),
             store: self.inner.store.clone(),
-            messages,
             first_seq,
+            count,
             was_persisted,
             fence,
         };
@@ -88,17 +99,46 @@ impl SessionLease {
         messages: Vec<StoredMessage>,
         summary_due: Option<Timestamp>,
     ) -> Result<(), StoreError> {
+        self.store_messages_then(messages, summary_due, Last::Leave)
+            .await
+            .map(drop)
+    }
+
+    /// [`SessionLease::store_messages`], giving back the last message once
+    /// stored ([`PendingWrite::commit_giving_back_last`]).
+    pub(super) async fn store_messages_giving_back_last(
+        &self,
+        messages: Vec<StoredMessage>,
+        summary_due: Option<Timestamp>,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        self.store_messages_then(messages, summary_due, Last::GiveBack)
+            .await
+    }
+
+    async fn store_messages_then(
+        &self,
+        messages: Vec<StoredMessage>,
+        summary_due: Option<Timestamp>,
+        last: Last,
+    ) -> Result<Option<StoredMessage>, StoreError> {
         let (history, write) = self.begin_append(messages).await?;
         // Not kept across the write: a snapshot alive then keeps the history
         // from being trimmed.
         drop(history);
-        write.commit(summary_due).await
+        write.write(summary_due, last).await
     }
 }
 
-/// Gives `messages` the session's next seqs and puts them in the live
+/// Whether a write gives its last message back once stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Last {
+    Leave,
+    GiveBack,
+}
+
+/// Gives `messages` the session's next seqs and moves them into the live
 /// history; returns the first seq.
-fn admit(state: &mut LiveState, messages: &mut [StoredMessage]) -> u64 {
+fn admit(state: &mut LiveState, mut messages: Vec<StoredMessage>) -> u64 {
     let first_seq = state.next_seq;
     for (message, seq) in messages.iter_mut().zip(first_seq..) {
         message.seq = seq;
@@ -107,28 +147,56 @@ fn admit(state: &mut LiveState, messages: &mut [StoredMessage]) -> u64 {
     if let Some(last) = messages.last() {
         state.last_active_at = state.last_active_at.max(last.created_at);
     }
-    Arc::make_mut(&mut state.history).extend(messages.iter().cloned());
+    Arc::make_mut(&mut state.history).append(&mut messages);
     first_seq
+}
+
+/// The `count` messages of `history` from `first_seq` on.
+fn pending(history: &[StoredMessage], first_seq: u64, count: usize) -> &[StoredMessage] {
+    let start = history
+        .iter()
+        .position(|m| m.seq >= first_seq)
+        .unwrap_or(history.len());
+    &history[start..history.len().min(start + count)]
 }
 
 impl PendingWrite {
     /// Adds `more` after the pending messages, in the live history now and
     /// in the store with them.
-    pub(super) fn extend(&mut self, mut more: Vec<StoredMessage>) {
-        admit(&mut self.session.state.lock(), &mut more);
-        self.messages.append(&mut more);
+    pub(super) fn extend(&mut self, more: Vec<StoredMessage>) {
+        self.count += more.len();
+        admit(&mut self.session.state.lock(), more);
     }
 
     /// Stores the messages (creating the session's record first if this is
     /// its first write), with the summary's due time when given.
     pub(super) async fn commit(self, summary_due: Option<Timestamp>) -> Result<(), StoreError> {
-        let span = write_span(self.was_persisted, self.messages.len());
+        self.write(summary_due, Last::Leave).await.map(drop)
+    }
+
+    /// [`PendingWrite::commit`], and the last message back once it is
+    /// stored: moved out of the history if the trim let it go, else a copy
+    /// of the history's. Taken after the store's write, not before, so a
+    /// large reply is not copied while the store holds copies of its own.
+    pub(super) async fn commit_giving_back_last(
+        self,
+        summary_due: Option<Timestamp>,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        self.write(summary_due, Last::GiveBack).await
+    }
+
+    async fn write(
+        self,
+        summary_due: Option<Timestamp>,
+        last: Last,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        let span = write_span(self.was_persisted, self.count);
         let PendingWrite {
             _appending,
             session,
             store,
-            messages,
             first_seq,
+            count,
             was_persisted,
             fence,
         } = self;
@@ -137,24 +205,26 @@ impl PendingWrite {
                 true => Ok(()),
                 false => store.create_session(&session.record).await,
             };
-            let result = match (created, fence) {
-                (Err(e), _) => Err(e),
-                (Ok(()), Some(fence)) => {
-                    store
-                        .append_turn_fenced(&messages, summary_due, fence)
-                        .await
-                }
-                (Ok(()), None) => store.append_turn(&messages, summary_due).await,
-            };
-            let mut state = session.state.lock();
-            match &result {
+            let result = match created {
+                Err(e) => Err(e),
                 Ok(()) => {
-                    if let Some(history) = Arc::get_mut(&mut state.history) {
-                        let start = retained_start(history, session.window);
-                        history.drain(..start);
+                    // Dropped before the trim below, which it would stop.
+                    let history = session.state.lock().history.clone();
+                    let messages = pending(&history, first_seq, count);
+                    match fence {
+                        Some(fence) => store.append_turn_fenced(messages, summary_due, fence).await,
+                        None => store.append_turn(messages, summary_due).await,
                     }
                 }
-                Err(_) => {
+            };
+            let mut state = session.state.lock();
+            match result {
+                Ok(()) => {
+                    let last_seq =
+                        (last == Last::GiveBack && count > 0).then(|| first_seq + count as u64 - 1);
+                    Ok(trim(&mut state, session.window, last_seq))
+                }
+                Err(e) => {
                     tracing::Span::current().record("error.type", "store_error");
                     let history = Arc::make_mut(&mut state.history);
                     let ours = history
@@ -164,13 +234,26 @@ impl PendingWrite {
                     history.truncate(ours);
                     state.next_seq = first_seq;
                     state.persisted = was_persisted;
+                    Err(e)
                 }
             }
-            result
         }
         .instrument(span)
         .await
     }
+}
+
+/// Trims the live history to what the next turn's window can reach, unless
+/// a running turn still shares it (its own end trims then); gives back the
+/// message `give_back` names, moved out if the trim let it go.
+fn trim(state: &mut LiveState, window: usize, give_back: Option<u64>) -> Option<StoredMessage> {
+    let mut given = None;
+    if let Some(history) = Arc::get_mut(&mut state.history) {
+        let start = retained_start(history, window);
+        given = history.drain(..start).find(|m| Some(m.seq) == give_back);
+    }
+    let seq = give_back?;
+    given.or_else(|| state.history.iter().find(|m| m.seq == seq).cloned())
 }
 
 /// A turn's question, written with the turn's records when the turn ends
@@ -208,21 +291,26 @@ impl QuestionWrite {
 
     /// Stores the turn's `records` (and the summary's due time): in the
     /// question's write if it has not started, else after it, and not at
-    /// all if it failed.
+    /// all if it failed. Gives the last record back once stored
+    /// ([`PendingWrite::commit_giving_back_last`]).
     pub(super) async fn finish(
         self,
         lease: &SessionLease,
         records: Vec<StoredMessage>,
         summary_due: Option<Timestamp>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<StoredMessage>, StoreError> {
         let waiting = self.waiting.lock().take();
         if let Some(mut write) = waiting {
             self.alone.abort();
             write.extend(records);
-            return write.commit(summary_due).await;
+            return write.commit_giving_back_last(summary_due).await;
         }
         match self.alone.await {
-            Ok(Some(Ok(()))) => lease.store_messages(records, summary_due).await,
+            Ok(Some(Ok(()))) => {
+                lease
+                    .store_messages_giving_back_last(records, summary_due)
+                    .await
+            }
             Ok(Some(Err(e))) => Err(e),
             // Only this function takes it otherwise.
             Ok(None) => Err(StoreError::Unavailable(

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use agentwire_server::InboundBudget;
 use serde_json::{Value, json};
 
 use crate::config_errors::{check_config, write_config};
@@ -12,9 +13,12 @@ use crate::support::{TestServer, assert_error, metric};
 
 const BUSY: &str = "server busy: too many large messages in flight; send it again shortly";
 
-/// Room for one 600 KB message, not two.
-const SMALL_BUDGET: &str =
-    "  limits:\n    max_payload_bytes: 700000\n    inbound_bytes_in_flight: 1000000";
+/// Room for one 600 KB message, not two: 1 MB of messages at what each
+/// byte costs the budget.
+fn small_budget() -> String {
+    let budget = 1_000_000 * InboundBudget::COST_PER_BYTE;
+    format!("  limits:\n    max_payload_bytes: 700000\n    inbound_bytes_in_flight: {budget}")
+}
 
 const LARGE: usize = 600_000;
 
@@ -48,7 +52,7 @@ async fn until_in_flight(server: &TestServer, bytes: u64) {
 
 #[tokio::test]
 async fn omnia_refuses_a_message_over_the_budget_and_takes_it_once_the_first_turn_ends() {
-    let server = TestServer::with_server_yaml(SMALL_BUDGET).await;
+    let server = TestServer::with_server_yaml(&small_budget()).await;
     let (mut slow, _) = server.connect("agent=test-agent").await;
     let (mut other, _) = server.connect("agent=test-agent").await;
     let large = "a".repeat(LARGE);
@@ -94,7 +98,7 @@ async fn omnia_refuses_a_message_over_the_budget_and_takes_it_once_the_first_tur
 
 #[tokio::test]
 async fn gnosari_refuses_a_message_over_the_budget_in_order_and_keeps_the_socket() {
-    let server = TestServer::with_server_yaml(SMALL_BUDGET).await;
+    let server = TestServer::with_server_yaml(&small_budget()).await;
     let mut slow = server.connect_gnosari("test-agent").await;
     let mut other = server.connect_gnosari("echo").await;
     let large = "a".repeat(LARGE);

@@ -30,6 +30,7 @@ mod gnosari_contract;
 mod golden;
 mod inbound_budget;
 mod keepalive;
+mod large_messages;
 mod limits;
 mod media;
 mod media_out;
