@@ -81,43 +81,12 @@ pub struct Wrappers {
 /// `wrappers` once, at startup.
 pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<App> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let public_url = config.public_url.clone();
-    let media = open_media(&config.media, clock.clone())?;
-    let media = match (media, wrappers.media) {
-        (Some(store), Some(wrap)) => Some(wrap(store)),
-        (media, _) => media,
-    };
-    let media = media.map(|store| MediaService {
-        store,
-        max_bytes: config.media.max_bytes,
-        // Known once the listener is bound: `App::into_state`.
-        public_base_url: String::new(),
-    });
+    let media = media_service(&config.media, clock.clone(), wrappers.media)?;
     let any_password = config.agents.iter().any(|a| a.password_argon2.is_some())
         || config.teams.iter().any(|t| t.password_argon2.is_some());
     let identity = identity_settings(&config.auth, any_password, clock.clone())?;
     let runtime_parts = runtime::RuntimeParts::build(&config)?;
-    let voice_providers = voice_providers(&config.voice_providers);
-    // Delegation and handoff targets among the configured agents.
-    let roster = Roster::new();
-    let mut peers = Vec::new();
-    let agents = config
-        .agents
-        .iter()
-        .map(|agent| {
-            Ok((
-                agent.name.clone(),
-                Arc::new(agent_entry(
-                    agent,
-                    &runtime_parts,
-                    &voice_providers,
-                    &roster,
-                    &mut peers,
-                )?),
-            ))
-        })
-        .collect::<anyhow::Result<HashMap<_, _>>>()?;
-    roster.fill(peers);
+    let agents = agent_entries(&config, &runtime_parts)?;
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let (store, sqlite) = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
     let store = match wrappers.sessions {
@@ -140,9 +109,60 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         Some(media) => engine.with_media(media.store.clone()),
         None => engine,
     };
-    let limits = config.limits;
-    let settings = ServerSettings {
-        allowed_origins: config.allowed_origins,
+    let settings = server_settings(&config);
+    let state = AppState::new(engine, agents, settings, media, identity).with_teams(teams);
+    Ok(App {
+        state,
+        public_url: config.public_url,
+        sqlite,
+    })
+}
+
+/// The media store (`storage.media`), through `wrap`, as the server
+/// serves it; `None` with `backend: none`.
+fn media_service(
+    config: &MediaConfig,
+    clock: Arc<dyn Clock>,
+    wrap: Option<WrapMedia>,
+) -> anyhow::Result<Option<MediaService>> {
+    let store = match (open_media(config, clock)?, wrap) {
+        (Some(store), Some(wrap)) => Some(wrap(store)),
+        (store, _) => store,
+    };
+    Ok(store.map(|store| MediaService {
+        store,
+        max_bytes: config.max_bytes,
+        // Known once the listener is bound: `App::into_state`.
+        public_base_url: String::new(),
+    }))
+}
+
+/// The configured agents by name, each with its handler; runtime agents
+/// find their delegation and handoff targets among them.
+fn agent_entries(
+    config: &Config,
+    runtime_parts: &runtime::RuntimeParts,
+) -> anyhow::Result<HashMap<String, Arc<AgentEntry>>> {
+    let voice_providers = voice_providers(&config.voice_providers);
+    let roster = Roster::new();
+    let mut peers = Vec::new();
+    let agents = config
+        .agents
+        .iter()
+        .map(|agent| {
+            let entry = agent_entry(agent, runtime_parts, &voice_providers, &roster, &mut peers)?;
+            Ok((agent.name.clone(), Arc::new(entry)))
+        })
+        .collect::<anyhow::Result<HashMap<_, _>>>()?;
+    roster.fill(peers);
+    Ok(agents)
+}
+
+/// `server.*` as the server reads it: origins, admission and limits.
+fn server_settings(config: &Config) -> ServerSettings {
+    let limits = &config.limits;
+    ServerSettings {
+        allowed_origins: config.allowed_origins.clone(),
         allow_unauthenticated: config.allow_unauthenticated,
         limits: Limits {
             max_connections: limits.max_connections,
@@ -161,13 +181,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         },
         screening: config.screening.screen(),
         console: config.console,
-    };
-    let state = AppState::new(engine, agents, settings, media, identity).with_teams(teams);
-    Ok(App {
-        state,
-        public_url,
-        sqlite,
-    })
+    }
 }
 
 /// Where clients reach this server: `server.public_url`, else the bound
