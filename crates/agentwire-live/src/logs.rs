@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use agentwire_core::live::{
     Append, Appended, Control, LogFollower, LogPage, SharedHead, SharedLogs, batch_end,
-    decode_batch, decode_control, encode_batch, encode_control,
 };
 use agentwire_core::{Epoch, LiveError, LogEntry, SessionId, TurnId};
 use async_trait::async_trait;
@@ -28,6 +27,7 @@ use redis::{AsyncConnectionConfig, Script};
 use tokio::sync::mpsc;
 
 use super::{RedisLive, unavailable};
+use crate::codec::{decode_batch, decode_control, encode_batch, encode_control};
 
 /// Batches a session's stream keeps, about (`MAXLEN ~`): a long turn's
 /// whole log at [`agentwire_core::live::MAX_BATCH`] entries a batch, and
