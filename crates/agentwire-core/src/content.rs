@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 pub type Metadata = BTreeMap<String, String>;
 
 /// The kind of a content part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PartKind {
     Text,
     Image,
@@ -17,7 +17,7 @@ pub enum PartKind {
 }
 
 /// One part of a multi-modal message.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ContentPart {
     pub kind: Option<PartKind>,
     /// Set on text parts.
@@ -45,7 +45,7 @@ impl ContentPart {
 }
 
 /// A media item: exactly one of `data`, `url` or `storage_ref` names its bytes.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct MediaContent {
     /// Base64-encoded bytes.
     pub data: Option<String>,

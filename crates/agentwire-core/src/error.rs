@@ -71,20 +71,6 @@ impl ErrorCode {
     }
 }
 
-/// Codes travel between replicas by name ([`crate::live::encode_batch`]).
-impl serde::Serialize for ErrorCode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ErrorCode {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        Ok(ErrorCode::named(&name))
-    }
-}
-
 /// How many distinct custom codes a process learns from other replicas;
 /// past it they read as `Internal`, so no peer can grow its memory.
 const MAX_CUSTOM_CODES: usize = 64;
@@ -92,7 +78,7 @@ const MAX_CUSTOM_CODES: usize = 64;
 impl ErrorCode {
     /// The code called `name`: a known one, or a custom one (kept for the
     /// process's life: custom codes are a handful of constants).
-    fn named(name: &str) -> ErrorCode {
+    pub fn named(name: &str) -> ErrorCode {
         if let Some(known) = ErrorCode::KNOWN.iter().find(|code| code.as_str() == name) {
             return *known;
         }

@@ -32,9 +32,13 @@
 //!
 //! # Invariants
 //!
-//! The core does no IO and knows no wire format: nothing here is `Serialize`,
-//! and every JSON shape belongs to a dialect crate. Time comes from [`Clock`],
-//! identifiers from [`IdSource`], storage from [`SessionStore`].
+//! The core does no IO and knows no wire format: nothing here is `Serialize`
+//! or `Deserialize` (serde is not a dependency; `serde_json::Value` is, as
+//! the data of tool arguments and results), and every JSON shape belongs to
+//! the crate that writes it: a dialect crate for the wire, the store's codec
+//! for rows, `agentwire-live` for the replica log (`scripts/check-deps.sh`
+//! checks it). Time comes from [`Clock`], identifiers from [`IdSource`],
+//! storage from [`SessionStore`].
 
 pub mod assets;
 pub mod auth;

@@ -32,10 +32,9 @@ mod memory;
 mod rates;
 
 pub use counters::LiveCounters;
-pub(crate) use logs::base64_bytes;
 pub use logs::{
-    Append, Appended, Control, DecodeError, LogFollower, LogPage, MAX_BATCH, SharedHead,
-    SharedLive, SharedLogs, batch_end, decode_batch, decode_control, encode_batch, encode_control,
+    Append, Appended, Control, LogFollower, LogPage, MAX_BATCH, SharedHead, SharedLive, SharedLogs,
+    batch_end,
 };
 #[cfg(any(test, feature = "testing"))]
 pub use memory::{MemoryLive, MemoryLiveState};

@@ -81,9 +81,7 @@ impl fmt::Display for Epoch {
 }
 
 /// A turn of a session: the seq of its `TurnStarted` entry.
-#[derive(
-    Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub struct TurnId(pub u64);
 
 /// One entry of the log. Cheap to clone: readers share the event.

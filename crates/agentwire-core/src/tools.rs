@@ -36,7 +36,7 @@ pub struct ClientToolDecl {
 }
 
 /// What a client says about a pending call.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ClientAnswer {
     /// Received; working on it. Moves the call from the ack wait to the result wait.
     Ack,

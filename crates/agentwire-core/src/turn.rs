@@ -26,14 +26,14 @@ pub struct TurnInput {
 }
 
 /// Which side runs a tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolSide {
     Server,
     Client,
 }
 
 /// A tool call a handler made.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -44,7 +44,7 @@ pub struct ToolCall {
 }
 
 /// How a tool call ended.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutcome {
     Ok(serde_json::Value),
     /// The tool ran and failed.
@@ -55,7 +55,7 @@ pub enum ToolOutcome {
 
 /// The final answer of a successful turn. `parts`, when present, take
 /// precedence over `text` on the wire.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {
     pub text: String,
     pub parts: Vec<ContentPart>,
@@ -72,7 +72,7 @@ impl Reply {
 
 /// Why a turn failed. `message` is shown to the client as it is, so it must
 /// never carry secrets or a provider's response body.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnFailure {
     pub code: ErrorCode,
     pub message: String,
@@ -97,7 +97,7 @@ impl TurnFailure {
 }
 
 /// A piece of a media stream a turn sends to the client.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MediaChunk {
     pub media_id: String,
     pub mime_type: String,
@@ -105,22 +105,20 @@ pub struct MediaChunk {
     pub sequence: u32,
     /// The last chunk of this media stream.
     pub is_last: bool,
-    #[serde(with = "crate::live::base64_bytes")]
     pub data: Vec<u8>,
 }
 
 /// The audio format of a realtime session.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AudioFormat {
     pub codec: String,
     pub sample_rate: u32,
     pub channels: u32,
 }
 
-/// Everything a turn emits, in order. Exactly one of `Completed` and `Failed`
-/// ends every turn. Serialised only between replicas
-/// ([`crate::live::encode_batch`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+/// Everything a turn emits, in order. Exactly one of `Completed`, `Failed`
+/// and `Cancelled` ends every turn.
+#[derive(Debug, Clone, PartialEq)]
 pub enum TurnEvent {
     /// The first entry of every turn in the session's log ([`crate::log`]):
     /// `agent` answers it. Dialects that do not number events skip it.

@@ -23,7 +23,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use tokio::sync::mpsc;
 
-mod codec;
+pub mod codec;
 mod logs;
 mod rates;
 

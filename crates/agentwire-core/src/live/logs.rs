@@ -15,18 +15,20 @@
 //! entry began. Appends are fenced: only the holder of the session's lease,
 //! with its fence, appends, and a turn's terminal batch gives the lease up in
 //! the same step, so whoever sees the terminal finds the session free.
+//!
+//! How an adapter stores entries and carries controls is its own: the
+//! types here know no wire format (`agentwire-live` writes them as JSON
+//! from mirror structs of its own).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::{Fence, LiveError};
 use crate::ids::SessionId;
 use crate::log::{Epoch, LogEntry, TurnId};
 use crate::tools::ClientAnswer;
-use crate::turn::TurnEvent;
 
 /// The most entries one batch carries.
 pub const MAX_BATCH: usize = 64;
@@ -75,7 +77,7 @@ pub enum Appended {
 }
 
 /// What a replica tells the one running a session's turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Control {
     /// Cancel the running turn if it is still `turn`.
     Cancel { turn: TurnId },
@@ -129,156 +131,10 @@ pub trait LogFollower: Send {
     async fn read_after(&mut self, after: u64, wait: Duration) -> Result<LogPage, LiveError>;
 }
 
-/// A batch or control that does not decode: another version's, or damaged.
-/// Readers treat it as a gap.
-#[derive(Debug, thiserror::Error)]
-#[error("undecodable shared log data: {0}")]
-pub struct DecodeError(String);
-
-#[derive(Serialize)]
-struct EntryOut<'a> {
-    s: u64,
-    t: u64,
-    e: &'a TurnEvent,
-}
-
-#[derive(Deserialize)]
-struct EntryIn {
-    s: u64,
-    t: u64,
-    e: TurnEvent,
-}
-
-/// A batch as the shared log stores it (JSON: the entries' seq, turn and
-/// event).
-pub fn encode_batch(entries: &[LogEntry]) -> String {
-    let out: Vec<EntryOut<'_>> = entries
-        .iter()
-        .map(|entry| EntryOut {
-            s: entry.seq,
-            t: entry.turn.0,
-            e: &entry.event,
-        })
-        .collect();
-    serde_json::to_string(&out).expect("log entries serialise")
-}
-
-pub fn decode_batch(batch: &[u8]) -> Result<Vec<LogEntry>, DecodeError> {
-    let entries: Vec<EntryIn> =
-        serde_json::from_slice(batch).map_err(|e| DecodeError(e.to_string()))?;
-    Ok(entries
-        .into_iter()
-        .map(|entry| LogEntry {
-            seq: entry.s,
-            turn: TurnId(entry.t),
-            event: std::sync::Arc::new(entry.e),
-        })
-        .collect())
-}
-
-#[derive(Serialize, Deserialize)]
-struct ControlWire<'a> {
-    #[serde(borrow)]
-    s: std::borrow::Cow<'a, str>,
-    c: Control,
-}
-
-/// A control addressed to a session, as the bus carries it.
-pub fn encode_control(session: &SessionId, control: &Control) -> String {
-    serde_json::to_string(&ControlWire {
-        s: session.as_str().into(),
-        c: control.clone(),
-    })
-    .expect("controls serialise")
-}
-
-pub fn decode_control(data: &[u8]) -> Result<(SessionId, Control), DecodeError> {
-    let wire: ControlWire<'_> =
-        serde_json::from_slice(data).map_err(|e| DecodeError(e.to_string()))?;
-    let session = SessionId::parse(&wire.s).map_err(|e| DecodeError(e.to_string()))?;
-    Ok((session, wire.c))
-}
-
 /// The seq of a batch's last entry and whether a turn is still running
 /// after it: what an adapter stores beside the batch.
 pub fn batch_end(entries: &[LogEntry]) -> Option<(u64, Option<TurnId>)> {
     let last = entries.last()?;
     let running = (!last.event.is_terminal()).then_some(last.turn);
     Some((last.seq, running))
-}
-
-/// Media bytes as base64 in a batch, not as a JSON array of numbers.
-pub(crate) mod base64_bytes {
-    use base64::Engine as _;
-    use base64::engine::general_purpose::STANDARD;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&STANDARD.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        STANDARD
-            .decode(text.as_bytes())
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::error::ErrorCode;
-    use crate::turn::TurnFailure;
-
-    #[test]
-    fn every_kind_of_entry_survives_a_batch_round_trip() {
-        let (agent, mut events) = crate::testing::multi_event_turn();
-        events.insert(0, TurnEvent::TurnStarted { agent });
-        events.push(TurnEvent::Failed(TurnFailure::new(
-            ErrorCode::Custom("TEST_ERROR"),
-            "scripted",
-        )));
-        events.push(TurnEvent::Failed(TurnFailure::new(
-            ErrorCode::ProviderStalled,
-            "stalled",
-        )));
-        let entries: Vec<LogEntry> = events
-            .into_iter()
-            .enumerate()
-            .map(|(i, event)| LogEntry {
-                seq: i as u64 + 10,
-                turn: TurnId(10),
-                event: Arc::new(event),
-            })
-            .collect();
-        let batch = encode_batch(&entries);
-        assert!(
-            batch.contains("UklGRg=="),
-            "media travels as base64: {batch}"
-        );
-        assert_eq!(decode_batch(batch.as_bytes()).unwrap(), entries);
-        assert!(decode_batch(b"[{\"s\":1}]").is_err());
-    }
-
-    #[test]
-    fn controls_round_trip_and_name_their_session() {
-        let session = SessionId::parse("00000000-0000-4000-8000-000000000001").unwrap();
-        for control in [
-            Control::Cancel { turn: TurnId(4) },
-            Control::Answer {
-                call_id: "c1".to_owned(),
-                answer: ClientAnswer::Result(Err("no".to_owned())),
-            },
-        ] {
-            let wire = encode_control(&session, &control);
-            assert_eq!(
-                decode_control(wire.as_bytes()).unwrap(),
-                (session.clone(), control)
-            );
-        }
-        assert!(decode_control(br#"{"s":"","c":{"Cancel":{"turn":1}}}"#).is_err());
-    }
 }

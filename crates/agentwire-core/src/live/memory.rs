@@ -15,7 +15,6 @@ use tokio::time::Instant;
 
 use super::logs::{
     Append, Appended, Control, LogFollower, LogPage, SharedHead, SharedLogs, batch_end,
-    decode_batch, encode_batch,
 };
 use super::{Acquired, Fence, LiveError, TurnLease, TurnLeases};
 use crate::ids::SessionId;
@@ -45,8 +44,9 @@ struct SharedSession {
     epoch: Option<Epoch>,
     head: u64,
     running: Option<TurnId>,
-    /// Encoded batches with the seq of their last entry.
-    batches: std::collections::VecDeque<(u64, String)>,
+    /// Batches with the seq of their last entry. Kept as entries: the
+    /// JSON a shared adapter stores them in is its own (`agentwire-live`).
+    batches: std::collections::VecDeque<(u64, Vec<LogEntry>)>,
 }
 
 impl SharedSession {
@@ -82,7 +82,7 @@ impl SharedSession {
         self.batches
             .iter()
             .filter(|(last, _)| *last > after)
-            .flat_map(|(_, batch)| decode_batch(batch.as_bytes()).expect("own batches decode"))
+            .flat_map(|(_, batch)| batch.iter().cloned())
             .filter(|entry| entry.seq > after)
             .collect()
     }
@@ -251,7 +251,7 @@ impl SharedLogs for MemoryLive {
                 .filter(|entry| entry.seq > shared.head)
                 .cloned()
                 .collect();
-            shared.batches.push_back((last, encode_batch(&fresh)));
+            shared.batches.push_back((last, fresh));
             while shared.batches.len() > KEPT_BATCHES {
                 shared.batches.pop_front();
             }

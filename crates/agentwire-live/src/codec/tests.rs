@@ -1,8 +1,9 @@
 //! The bytes replicas exchange, pinned: a replica of an older version and
 //! one of a newer one read each other's entries and controls. Every string
 //! below is what the codec produced when the JSON still lived in
-//! `agentwire-core` (serde derives on the domain types); a change to any of
-//! them is a change to the shared log's format.
+//! `agentwire-core` (serde derives on the domain types: commit 4c650ee ran
+//! these tests on it); a change to any of them is a change to the shared
+//! log's format.
 
 use std::sync::Arc;
 
@@ -19,6 +20,12 @@ use super::{decode_batch, decode_control, encode_batch, encode_control};
 /// variant of what they hold), with the batch of it alone as the shared
 /// log stores it.
 fn pinned_entries() -> Vec<(TurnEvent, &'static str)> {
+    let mut pinned = pinned_text_and_tools();
+    pinned.extend(pinned_media_and_ends());
+    pinned
+}
+
+fn pinned_text_and_tools() -> Vec<(TurnEvent, &'static str)> {
     vec![
         (
             TurnEvent::TurnStarted {
@@ -76,6 +83,11 @@ fn pinned_entries() -> Vec<(TurnEvent, &'static str)> {
             },
             r#"[{"s":13,"t":7,"e":{"ToolResult":{"id":"c1","outcome":{"Denied":"timed out"},"side":"Client"}}}]"#,
         ),
+    ]
+}
+
+fn pinned_media_and_ends() -> Vec<(TurnEvent, &'static str)> {
+    vec![
         (
             TurnEvent::Media(MediaChunk {
                 media_id: "m1".to_owned(),
@@ -239,4 +251,44 @@ fn each_kind_of_control_encodes_to_its_pinned_bytes_and_back() {
             (session.clone(), control)
         );
     }
+}
+
+#[test]
+fn a_scripted_turn_survives_a_batch_round_trip() {
+    let (agent, mut events) = agentwire_core::testing::multi_event_turn();
+    events.insert(0, TurnEvent::TurnStarted { agent });
+    let entries: Vec<LogEntry> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| LogEntry {
+            seq: i as u64 + 10,
+            turn: TurnId(10),
+            event: Arc::new(event),
+        })
+        .collect();
+    let batch = encode_batch(&entries);
+    assert!(
+        batch.contains("UklGRg=="),
+        "media travels as base64: {batch}"
+    );
+    assert_eq!(decode_batch(batch.as_bytes()).unwrap(), entries);
+}
+
+#[test]
+fn a_code_another_replica_names_is_learnt() {
+    let batch = r#"[{"s":3,"t":1,"e":{"Failed":{"code":"NEWER_CODE","message":"m"}}}]"#;
+    let entries = decode_batch(batch.as_bytes()).unwrap();
+    assert_eq!(
+        *entries[0].event,
+        TurnEvent::Failed(TurnFailure::new(ErrorCode::Custom("NEWER_CODE"), "m"))
+    );
+    assert_eq!(encode_batch(&entries), batch);
+}
+
+#[test]
+fn what_does_not_decode_is_an_error() {
+    assert!(decode_batch(b"[{\"s\":1}]").is_err());
+    assert!(decode_batch(br#"[{"s":1,"t":1,"e":{"Media":{"media_id":"m","mime_type":"a","sequence":0,"is_last":true,"data":"%%"}}}]"#).is_err());
+    assert!(decode_control(br#"{"s":"","c":{"Cancel":{"turn":1}}}"#).is_err());
+    assert!(decode_control(b"{}").is_err());
 }
