@@ -39,7 +39,30 @@ pub struct InboundBudget {
 #[derive(Debug)]
 struct Inner {
     limit: usize,
-    in_flight: AtomicUsize,
+    /// What the frames in flight cost (their bytes times their kind's
+    /// cost), held against `limit`.
+    cost: AtomicUsize,
+    /// The frames' own bytes, for `agentwire_inbound_bytes_in_flight`.
+    bytes: AtomicUsize,
+}
+
+/// What a frame held in flight is, for what a byte of it costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// A text frame: a message and its turn ([`InboundBudget::COST_PER_BYTE`]).
+    Message,
+    /// A binary media frame: the frame and the voice call's copy of its
+    /// audio ([`InboundBudget::MEDIA_COST_PER_BYTE`]).
+    Media,
+}
+
+impl Held {
+    fn cost_per_byte(self) -> usize {
+        match self {
+            Held::Message => InboundBudget::COST_PER_BYTE,
+            Held::Media => InboundBudget::MEDIA_COST_PER_BYTE,
+        }
+    }
 }
 
 /// Bytes taken from the budget; given back when dropped.
@@ -48,6 +71,7 @@ struct Inner {
 pub(crate) struct InboundPermit {
     inner: Arc<Inner>,
     bytes: usize,
+    cost: usize,
 }
 
 impl InboundBudget {
@@ -71,36 +95,44 @@ impl InboundBudget {
     /// second frame (its `token` and `agent_completed` both carry it).
     pub const COST_PER_BYTE: usize = 9;
 
+    /// What one byte of a binary media frame costs: the frame, and the
+    /// copy of its audio a voice call's input takes; released once the
+    /// frame is handed on.
+    pub const MEDIA_COST_PER_BYTE: usize = 2;
+
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> InboundBudget {
         InboundBudget {
             inner: Arc::new(Inner {
                 limit,
-                in_flight: AtomicUsize::new(0),
+                cost: AtomicUsize::new(0),
+                bytes: AtomicUsize::new(0),
             }),
         }
     }
 
-    /// Takes a frame of `bytes` if its cost ([`Self::COST_PER_BYTE`] a
-    /// byte) fits beside the cost of what is in flight; `None` if it does
-    /// not (the caller refuses the frame and counts the refusal). A frame
-    /// whose cost alone is over the limit, but not its bytes, is taken when
+    /// Takes a frame of `bytes` if its cost (its kind's cost a byte)
+    /// fits beside the cost of what is in flight; `None` if it does not
+    /// (the caller refuses the frame and counts the refusal). A frame whose
+    /// cost alone is over the limit, but not its bytes, is taken when
     /// nothing else is in flight, and nothing beside it: a frame the payload
     /// limit allows (never more than the budget) is not always refused.
-    pub(crate) fn try_take(&self, bytes: usize) -> Option<InboundPermit> {
+    pub(crate) fn try_take(&self, bytes: usize, held: Held) -> Option<InboundPermit> {
         let inner = &self.inner;
-        let taken =
-            inner
-                .in_flight
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_flight| {
-                    let total = in_flight.checked_add(bytes)?;
-                    let cost = total.saturating_mul(Self::COST_PER_BYTE);
-                    let alone = in_flight == 0 && total <= inner.limit;
-                    (cost <= inner.limit || alone).then_some(total)
-                });
-        taken.ok().map(|_| InboundPermit {
+        let cost = bytes.saturating_mul(held.cost_per_byte());
+        inner
+            .cost
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_flight| {
+                let total = in_flight.checked_add(cost)?;
+                let alone = in_flight == 0 && bytes <= inner.limit;
+                (total <= inner.limit || alone).then_some(total)
+            })
+            .ok()?;
+        inner.bytes.fetch_add(bytes, Ordering::AcqRel);
+        Some(InboundPermit {
             inner: inner.clone(),
             bytes,
+            cost,
         })
     }
 
@@ -113,15 +145,15 @@ impl InboundBudget {
     /// Bytes of frames read and not yet released (their own size, not
     /// their cost).
     pub fn in_flight(&self) -> usize {
-        self.inner.in_flight.load(Ordering::Acquire)
+        self.inner.bytes.load(Ordering::Acquire)
     }
 }
 
 /// `len` bytes of `state`'s budget for a frame just read; `None` when they
 /// do not fit, counted in `agentwire_inbound_refused_total`: the frame is
 /// then refused undecoded.
-pub(crate) fn take(state: &AppState, len: usize) -> Option<InboundPermit> {
-    let permit = state.inbound().try_take(len);
+pub(crate) fn take(state: &AppState, len: usize, held: Held) -> Option<InboundPermit> {
+    let permit = state.inbound().try_take(len, held);
     if permit.is_none() {
         state
             .metrics()
@@ -133,7 +165,8 @@ pub(crate) fn take(state: &AppState, len: usize) -> Option<InboundPermit> {
 
 impl Drop for InboundPermit {
     fn drop(&mut self) {
-        self.inner.in_flight.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.inner.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.inner.cost.fetch_sub(self.cost, Ordering::AcqRel);
     }
 }
 
@@ -149,15 +182,20 @@ mod tests {
     #[test]
     fn takes_what_fits_at_its_cost_and_releases_on_drop() {
         let budget = budget_for(100);
-        let first = budget.try_take(60).expect("fits");
+        let first = budget.try_take(60, Held::Message).expect("fits");
         assert_eq!(budget.in_flight(), 60, "the frame's own bytes");
-        assert!(budget.try_take(41).is_none(), "60 + 41 > 100");
-        let second = budget.try_take(40).expect("exactly the limit fits");
+        assert!(
+            budget.try_take(41, Held::Message).is_none(),
+            "60 + 41 > 100"
+        );
+        let second = budget
+            .try_take(40, Held::Message)
+            .expect("exactly the limit fits");
         assert_eq!(budget.in_flight(), 100);
         drop(first);
         assert_eq!(budget.in_flight(), 40);
         assert!(
-            budget.try_take(60).is_some(),
+            budget.try_take(60, Held::Message).is_some(),
             "released bytes are free again"
         );
         drop(second);
@@ -167,22 +205,53 @@ mod tests {
     #[test]
     fn a_frame_whose_cost_alone_is_over_the_limit_is_taken_only_alone() {
         let budget = InboundBudget::new(100);
-        let small = budget.try_take(1).expect("fits at its cost");
-        assert!(budget.try_take(50).is_none(), "not beside another");
+        let small = budget.try_take(1, Held::Message).expect("fits at its cost");
+        assert!(
+            budget.try_take(50, Held::Message).is_none(),
+            "not beside another"
+        );
         drop(small);
-        let large = budget.try_take(50).expect("alone");
-        assert!(budget.try_take(1).is_none(), "nothing beside it");
+        let large = budget.try_take(50, Held::Message).expect("alone");
+        assert!(
+            budget.try_take(1, Held::Message).is_none(),
+            "nothing beside it"
+        );
         drop(large);
         assert_eq!(budget.in_flight(), 0);
     }
 
     #[test]
+    fn a_media_frame_costs_less_than_a_message() {
+        let budget = budget_for(100);
+        let message = budget.try_take(60, Held::Message).expect("fits");
+        // 40 bytes of messages are left: 40 * 9 / 2 bytes of media.
+        let media = budget.try_take(180, Held::Media).expect("fits at its cost");
+        assert!(
+            budget.try_take(1, Held::Message).is_none(),
+            "the budget is spent"
+        );
+        assert_eq!(budget.in_flight(), 240, "the frames' own bytes");
+        drop((message, media));
+        assert_eq!(budget.in_flight(), 0);
+        assert!(
+            budget.try_take(100, Held::Message).is_some(),
+            "all of it back"
+        );
+    }
+
+    #[test]
     fn a_frame_larger_than_the_budget_is_refused_even_when_idle() {
         let budget = InboundBudget::new(10);
-        assert!(budget.try_take(11).is_none());
-        assert!(budget.try_take(usize::MAX).is_none(), "no overflow");
-        let _one = budget.try_take(1).expect("its cost fits");
-        assert!(budget.try_take(usize::MAX - 1).is_none(), "no overflow");
+        assert!(budget.try_take(11, Held::Message).is_none());
+        assert!(
+            budget.try_take(usize::MAX, Held::Message).is_none(),
+            "no overflow"
+        );
+        let _one = budget.try_take(1, Held::Message).expect("its cost fits");
+        assert!(
+            budget.try_take(usize::MAX - 1, Held::Message).is_none(),
+            "no overflow"
+        );
         assert_eq!(budget.in_flight(), 1);
     }
 }

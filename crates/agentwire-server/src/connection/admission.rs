@@ -33,7 +33,7 @@ use agentwire_core::{
 };
 
 use super::link::CredentialClock;
-use crate::budget::{self, InboundPermit};
+use crate::budget::{self, Held, InboundPermit};
 use crate::identity::Caller;
 use crate::rate::TokenBucket;
 use crate::socket::TURN_IN_PROGRESS;
@@ -123,7 +123,7 @@ impl Admission {
     /// bytes from the server's budget.
     pub(crate) fn text(&mut self, state: &AppState, len: usize) -> Result<InboundPermit, Refusal> {
         self.control()?;
-        budget::take(state, len).ok_or(Refusal::Busy)
+        budget::take(state, len, Held::Message).ok_or(Refusal::Busy)
     }
 
     /// A binary media frame of `len` bytes: the connection's media bytes
@@ -132,7 +132,7 @@ impl Admission {
         if !self.media.try_take_n(len as u64) {
             return Err(Refusal::MediaRate);
         }
-        budget::take(state, len).ok_or(Refusal::Busy)
+        budget::take(state, len, Held::Media).ok_or(Refusal::Busy)
     }
 
     /// A frame that holds nothing once answered (a cancel, a frame refused
