@@ -277,69 +277,98 @@ async fn hash_commands_print_what_the_config_takes() {
     );
 }
 
-/// Every credential the server sees, good and bad, must stay out of its log.
-#[tokio::test]
-async fn no_credential_reaches_the_log() {
-    use hmac::{Hmac, Mac};
-    use sha2::{Digest, Sha256};
-    const KEY: &str = "ak_log_test_secret_key_0001";
-    const BAD_KEY: &str = "ak_log_test_wrong_key_0002";
-    const SECRET: &str = "log-test-hs256-secret-at-least-32-bytes";
-    const PSEUDONYM_KEY: &str = "log-test-pseudonym-key";
-    let b64 = |bytes: &[u8]| -> String {
-        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-            for i in 0..=chunk.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            }
+/// The API keys, secrets and agent passwords `no_credential_reaches_the_log`
+/// configures or presents, good and bad.
+const LOG_KEY: &str = "ak_log_test_secret_key_0001";
+const LOG_BAD_KEY: &str = "ak_log_test_wrong_key_0002";
+const LOG_SECRET: &str = "log-test-hs256-secret-at-least-32-bytes";
+const LOG_PSEUDONYM_KEY: &str = "log-test-pseudonym-key";
+const LOG_PASSWORD: &str = "log-test-agent-password";
+const LOG_BAD_PASSWORD: &str = "log-test-wrong-password";
+
+/// `bytes` in unpadded base64url.
+fn base64url(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
         }
-        out
-    };
-    let jwt = |sub: &str, exp: i64, secret: &str| {
-        let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
-        let body = b64(
-            json!({"iss": "https://i.test", "aud": "a", "sub": sub, "exp": exp})
-                .to_string()
-                .as_bytes(),
-        );
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-        mac.update(format!("{head}.{body}").as_bytes());
-        format!("{head}.{body}.{}", b64(&mac.finalize().into_bytes()))
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let good_jwt = jwt("log-subject-alice", now + 600, SECRET);
-    let forged_jwt = jwt(
-        "log-subject-alice",
-        now + 600,
-        "a-different-secret-at-least-32-bytes!!",
+    }
+    out
+}
+
+/// An HS256 JWT of the log test's issuer and audience for `sub`, expiring
+/// at `exp`, signed with `secret`.
+fn hs256_jwt(sub: &str, exp: i64, secret: &str) -> String {
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+    let head = base64url(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let body = base64url(
+        json!({"iss": "https://i.test", "aud": "a", "sub": sub, "exp": exp})
+            .to_string()
+            .as_bytes(),
     );
-    let expired_jwt = jwt("log-subject-alice", now - 600, SECRET);
-    let refresh_jwt = jwt("log-subject-alice", now + 1200, SECRET);
-    let digest: String = Sha256::digest(KEY.as_bytes())
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{head}.{body}").as_bytes());
+    format!("{head}.{body}.{}", base64url(&mac.finalize().into_bytes()))
+}
+
+/// The JWTs the log test presents: a good one, one signed with another
+/// secret, an expired one, and a good one to refresh with.
+struct LogTokens {
+    good: String,
+    forged: String,
+    expired: String,
+    refresh: String,
+}
+
+impl LogTokens {
+    fn new() -> LogTokens {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        LogTokens {
+            good: hs256_jwt("log-subject-alice", now + 600, LOG_SECRET),
+            forged: hs256_jwt(
+                "log-subject-alice",
+                now + 600,
+                "a-different-secret-at-least-32-bytes!!",
+            ),
+            expired: hs256_jwt("log-subject-alice", now - 600, LOG_SECRET),
+            refresh: hs256_jwt("log-subject-alice", now + 1200, LOG_SECRET),
+        }
+    }
+}
+
+/// The log test's config: the API key, the JWT secret, the pseudonym key,
+/// and a `locked` agent behind [`LOG_PASSWORD`].
+fn log_test_config() -> String {
+    use sha2::{Digest, Sha256};
+    let digest: String = Sha256::digest(LOG_KEY.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    const PASSWORD: &str = "log-test-agent-password";
-    const BAD_PASSWORD: &str = "log-test-wrong-password";
-    let phc = agentwire_auth::hash_password(PASSWORD).unwrap();
-    let (mut server, addr, _dir) = ServerProcess::serve_at_debug(&format!(
-        "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {SECRET}\n{ONE_AGENT}  - name: locked\n    handler: echo\n    password_argon2: '{phc}'\n"
-    ))
-    .await;
+    let phc = agentwire_auth::hash_password(LOG_PASSWORD).unwrap();
+    format!(
+        "storage:\n  sessions: memory\nauth:\n  pseudonym_key: {LOG_PSEUDONYM_KEY}\n  api_keys:\n    - id: log-key\n      sha256: {digest}\n      subject: log-subject-bob\n  jwt:\n    issuer: https://i.test\n    audience: a\n    hs256_secret: {LOG_SECRET}\n{ONE_AGENT}  - name: locked\n    handler: echo\n    password_argon2: '{phc}'\n"
+    )
+}
+
+/// Each key and token as an Omnia bearer; where admitted, a refresh with a
+/// good token and a forged one, then a message.
+async fn present_omnia_bearers(addr: SocketAddr, tokens: &LogTokens) {
     for bearer in [
-        KEY,
-        BAD_KEY,
-        good_jwt.as_str(),
-        forged_jwt.as_str(),
-        expired_jwt.as_str(),
+        LOG_KEY,
+        LOG_BAD_KEY,
+        tokens.good.as_str(),
+        tokens.forged.as_str(),
+        tokens.expired.as_str(),
     ] {
         let mut request =
             tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
@@ -353,10 +382,10 @@ async fn no_credential_reaches_the_log() {
             let mut client = Client { ws };
             client.recv().await;
             client
-                .send_json(json!({"type": "credential_refresh", "token": refresh_jwt}))
+                .send_json(json!({"type": "credential_refresh", "token": tokens.refresh}))
                 .await;
             client
-                .send_json(json!({"type": "credential_refresh", "token": forged_jwt}))
+                .send_json(json!({"type": "credential_refresh", "token": tokens.forged}))
                 .await;
             client
                 .send_json(json!({"type": "message", "content": "hello"}))
@@ -368,26 +397,38 @@ async fn no_credential_reaches_the_log() {
             );
         }
     }
-    // The Gnosari dialect also takes credentials in the query and in its own headers.
+}
+
+/// The Gnosari dialect also takes credentials in the query and in its own
+/// headers: each, good and bad, admitted or refused as it should be.
+async fn present_gnosari_credentials(addr: SocketAddr, tokens: &LogTokens) {
     let gnosari = [
-        (format!("/ws/agent/echo?token={good_jwt}"), None, true),
-        (format!("/ws/agent/echo?token={forged_jwt}"), None, false),
-        (format!("/ws/agent/echo?api_key={KEY}"), None, true),
-        (format!("/ws/agent/echo?api_key={BAD_KEY}"), None, false),
+        (format!("/ws/agent/echo?token={}", tokens.good), None, true),
+        (
+            format!("/ws/agent/echo?token={}", tokens.forged),
+            None,
+            false,
+        ),
+        (format!("/ws/agent/echo?api_key={LOG_KEY}"), None, true),
+        (format!("/ws/agent/echo?api_key={LOG_BAD_KEY}"), None, false),
         (
             "/ws/agent/echo".to_owned(),
-            Some(("X-AUTH-TOKEN", KEY)),
+            Some(("X-AUTH-TOKEN", LOG_KEY)),
             true,
         ),
-        (format!("/ws/agent/locked?password={PASSWORD}"), None, true),
         (
-            format!("/ws/agent/locked?password={BAD_PASSWORD}"),
+            format!("/ws/agent/locked?password={LOG_PASSWORD}"),
+            None,
+            true,
+        ),
+        (
+            format!("/ws/agent/locked?password={LOG_BAD_PASSWORD}"),
             None,
             false,
         ),
         (
             "/ws/agent/locked".to_owned(),
-            Some(("X-Access-Password", PASSWORD)),
+            Some(("X-Access-Password", LOG_PASSWORD)),
             true,
         ),
     ];
@@ -408,22 +449,21 @@ async fn no_credential_reaches_the_log() {
             let _ = tokio::time::timeout(Duration::from_secs(5), client.ws.next()).await;
         }
     }
-    let log = server.drained_log().await;
-    assert!(
-        log.contains("credential refused"),
-        "the refusals were logged (without the credentials): {log}"
-    );
+}
+
+/// No key, secret, password, token, token signature or subject in `log`.
+fn assert_no_credential_in(log: &str, tokens: &LogTokens) {
     for secret in [
-        KEY,
-        BAD_KEY,
-        SECRET,
-        PSEUDONYM_KEY,
-        PASSWORD,
-        BAD_PASSWORD,
-        &good_jwt,
-        &forged_jwt,
-        &expired_jwt,
-        &refresh_jwt,
+        LOG_KEY,
+        LOG_BAD_KEY,
+        LOG_SECRET,
+        LOG_PSEUDONYM_KEY,
+        LOG_PASSWORD,
+        LOG_BAD_PASSWORD,
+        &tokens.good,
+        &tokens.forged,
+        &tokens.expired,
+        &tokens.refresh,
         "log-subject-alice",
         "log-subject-bob",
     ] {
@@ -433,13 +473,28 @@ async fn no_credential_reaches_the_log() {
         );
     }
     // Signature segments alone must not leak either.
-    for token in [&good_jwt, &forged_jwt] {
+    for token in [&tokens.good, &tokens.forged] {
         let signature = token.rsplit('.').next().unwrap();
         assert!(
             !log.contains(signature),
             "a token signature appears in the log"
         );
     }
+}
+
+/// Every credential the server sees, good and bad, must stay out of its log.
+#[tokio::test]
+async fn no_credential_reaches_the_log() {
+    let tokens = LogTokens::new();
+    let (mut server, addr, _dir) = ServerProcess::serve_at_debug(&log_test_config()).await;
+    present_omnia_bearers(addr, &tokens).await;
+    present_gnosari_credentials(addr, &tokens).await;
+    let log = server.drained_log().await;
+    assert!(
+        log.contains("credential refused"),
+        "the refusals were logged (without the credentials): {log}"
+    );
+    assert_no_credential_in(&log, &tokens);
 }
 
 /// A voice call's words stay out of the log at `debug`: what the caller

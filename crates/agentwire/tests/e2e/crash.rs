@@ -5,7 +5,7 @@
 //! stored twice, and every session resumes on the restarted server.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
@@ -87,11 +87,10 @@ async fn client(
     }
 }
 
-#[tokio::test]
-async fn every_acknowledged_turn_survives_kill_9_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("crash.db");
-    let config = dir.path().join("agentwire.yaml");
+/// Writes a config in `dir` serving `echo` on the SQLite file `db`, with
+/// limits high enough for the clients' pace; its path.
+fn write_crash_config(dir: &Path, db: &Path) -> PathBuf {
+    let config = dir.join("agentwire.yaml");
     std::fs::write(
         &config,
         format!(
@@ -100,57 +99,62 @@ async fn every_acknowledged_turn_survives_kill_9_exactly_once() {
         ),
     )
     .unwrap();
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    println!("kill moments seeded with {seed}");
-    let mut moments = Moments(seed);
-    let mut sessions: Vec<Option<String>> = vec![None; CLIENTS];
-    let mut acknowledged: Vec<Acknowledged> = Vec::new();
-    for round in 0..ROUNDS {
-        let (mut child, address) = start(&config).await;
-        let (acks, mut received) = mpsc::unbounded_channel();
-        let clients: Vec<_> = sessions
-            .iter()
-            .enumerate()
-            .map(|(i, session)| {
-                tokio::spawn(client(
-                    address.clone(),
-                    i,
-                    round,
-                    session.clone(),
-                    acks.clone(),
-                ))
-            })
-            .collect();
-        drop(acks);
-        tokio::time::sleep(Duration::from_millis(moments.next_ms(50..400))).await;
-        child.start_kill().unwrap();
-        child.wait().await.unwrap();
-        for task in clients {
-            task.await.expect("a client saw only well-formed frames");
-        }
-        let mut this_round = 0;
-        while let Some(ack) = received.recv().await {
-            let index = ack.text[1..]
-                .split(' ')
-                .next()
-                .unwrap()
-                .parse::<usize>()
-                .unwrap();
-            sessions[index] = Some(ack.session.clone());
-            acknowledged.push(ack);
-            this_round += 1;
-        }
-        assert!(
-            this_round > 0,
-            "round {round}: no turn finished before the kill"
-        );
-    }
+    config
+}
 
-    // Every acknowledged turn once, its reply once; nothing stored twice.
-    let stored = stored_messages(&db);
+/// One round: the server on `config`, a client on each of `sessions`, a
+/// SIGKILL at a moment from `moments`. Each client's session is what it
+/// used; the turns they saw end are pushed on `acknowledged`, at least one.
+async fn kill_round(
+    config: &Path,
+    round: u64,
+    moments: &mut Moments,
+    sessions: &mut [Option<String>],
+    acknowledged: &mut Vec<Acknowledged>,
+) {
+    let (mut child, address) = start(config).await;
+    let (acks, mut received) = mpsc::unbounded_channel();
+    let clients: Vec<_> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, session)| {
+            tokio::spawn(client(
+                address.clone(),
+                i,
+                round,
+                session.clone(),
+                acks.clone(),
+            ))
+        })
+        .collect();
+    drop(acks);
+    tokio::time::sleep(Duration::from_millis(moments.next_ms(50..400))).await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    for task in clients {
+        task.await.expect("a client saw only well-formed frames");
+    }
+    let mut this_round = 0;
+    while let Some(ack) = received.recv().await {
+        let index = ack.text[1..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse::<usize>()
+            .unwrap();
+        sessions[index] = Some(ack.session.clone());
+        acknowledged.push(ack);
+        this_round += 1;
+    }
+    assert!(
+        this_round > 0,
+        "round {round}: no turn finished before the kill"
+    );
+}
+
+/// Every acknowledged turn once, its reply once; nothing stored twice.
+fn assert_acknowledged_stored_once(db: &Path, acknowledged: &[Acknowledged]) {
+    let stored = stored_messages(db);
     let mut counts: HashMap<(&str, &str, &str), usize> = HashMap::new();
     for (session, _, role, content) in &stored {
         *counts.entry((session, role, content)).or_default() += 1;
@@ -160,7 +164,7 @@ async fn every_acknowledged_turn_survives_kill_9_exactly_once() {
         "a message stored twice: {:?}",
         counts.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
     );
-    for ack in &acknowledged {
+    for ack in acknowledged {
         let reply = format!("Echo: {}", ack.text);
         assert_eq!(
             counts.get(&(&*ack.session, "user", &*ack.text)),
@@ -180,4 +184,32 @@ async fn every_acknowledged_turn_survives_kill_9_exactly_once() {
         acknowledged.len()
     );
     assert!(stored_turns >= acknowledged.len());
+}
+
+#[tokio::test]
+async fn every_acknowledged_turn_survives_kill_9_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+    let config = write_crash_config(dir.path(), &db);
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    println!("kill moments seeded with {seed}");
+    let mut moments = Moments(seed);
+    let mut sessions: Vec<Option<String>> = vec![None; CLIENTS];
+    let mut acknowledged: Vec<Acknowledged> = Vec::new();
+    for round in 0..ROUNDS {
+        kill_round(
+            &config,
+            round,
+            &mut moments,
+            &mut sessions,
+            &mut acknowledged,
+        )
+        .await;
+    }
+
+    // Every acknowledged turn once, its reply once; nothing stored twice.
+    assert_acknowledged_stored_once(&db, &acknowledged);
 }

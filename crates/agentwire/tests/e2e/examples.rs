@@ -113,12 +113,9 @@ fn every_example_passes_check_config() {
     }
 }
 
-/// `--print` shows the effective configuration: values substituted from the
-/// environment and the defaults the file left out, but no secret, however
-/// it reached the file.
-#[test]
-fn print_shows_the_effective_config_without_secrets() {
-    let config = r#"
+/// A config whose secrets all come from the environment (or, for S3, from
+/// the AWS variables), beside values that are no secret.
+const SECRETS_CONFIG: &str = r#"
 server:
   listen: ${LISTEN_AT}
 auth:
@@ -147,37 +144,51 @@ agents:
   - {name: assistant, handler: runtime, provider: model, tools: [weather, remote],
      password_argon2: "${AGENT_PASSWORD_HASH}"}
 "#;
-    let secrets = [
-        ("PSEUDONYM", "pseudonym-secret-4b1d9e"),
-        (
-            "KEY_HASH",
-            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-        ),
-        ("JWT_HS256", "hs256-secret-77c3a1"),
-        ("PROVIDER_KEY", "sk-provider-secret-5e2f"),
-        ("OTHER_PROVIDER_KEY", "sk-ant-other-secret-1a2b"),
-        ("WEATHER_API_KEY", "weather-secret-93aa"),
-        ("WEATHER_BEARER", "bearer-secret-0c1d"),
-        ("MCP_TOKEN", "mcp-secret-6f6f"),
-        (
-            "AGENT_PASSWORD_HASH",
-            "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0$0mNZ3mG5uF2n7k6XQnNPbSx3HkFZ1rJwd+8v0Q8xqQE",
-        ),
-        ("AWS_SECRET_ACCESS_KEY", "aws-secret-key-88e1"),
-    ];
-    let (_dir, path) = write_config(config);
+
+/// The environment's secrets for [`SECRETS_CONFIG`]: none may be printed.
+const SECRETS: [(&str, &str); 10] = [
+    ("PSEUDONYM", "pseudonym-secret-4b1d9e"),
+    (
+        "KEY_HASH",
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    ),
+    ("JWT_HS256", "hs256-secret-77c3a1"),
+    ("PROVIDER_KEY", "sk-provider-secret-5e2f"),
+    ("OTHER_PROVIDER_KEY", "sk-ant-other-secret-1a2b"),
+    ("WEATHER_API_KEY", "weather-secret-93aa"),
+    ("WEATHER_BEARER", "bearer-secret-0c1d"),
+    ("MCP_TOKEN", "mcp-secret-6f6f"),
+    (
+        "AGENT_PASSWORD_HASH",
+        "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0$0mNZ3mG5uF2n7k6XQnNPbSx3HkFZ1rJwd+8v0Q8xqQE",
+    ),
+    ("AWS_SECRET_ACCESS_KEY", "aws-secret-key-88e1"),
+];
+
+/// `check-config --print` on `path` with [`SECRETS`] and the values that
+/// are no secret in its environment.
+fn print_with_secrets(path: &Path) -> Output {
     let mut command = agentwire();
     command
         .env("LISTEN_AT", "127.0.0.1:18081")
         .env("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE");
-    for (name, value) in secrets {
+    for (name, value) in SECRETS {
         command.env(name, value);
     }
-    let output = command
+    command
         .args(["check-config", "--print", "--config"])
-        .arg(&path)
+        .arg(path)
         .output()
-        .expect("the binary runs");
+        .expect("the binary runs")
+}
+
+/// `--print` shows the effective configuration: values substituted from the
+/// environment and the defaults the file left out, but no secret, however
+/// it reached the file.
+#[test]
+fn print_shows_the_effective_config_without_secrets() {
+    let (_dir, path) = write_config(SECRETS_CONFIG);
+    let output = print_with_secrets(&path);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -185,7 +196,7 @@ agents:
         "stderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for (name, value) in secrets {
+    for (name, value) in SECRETS {
         assert!(!stdout.contains(value), "{name}'s value printed:\n{stdout}");
     }
     assert!(stdout.contains("<redacted>"), "{stdout}");

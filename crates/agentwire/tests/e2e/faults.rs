@@ -242,6 +242,86 @@ fn fill(path: &Path) -> u64 {
     written
 }
 
+/// Fills the filesystem of `filler` but for [`HEADROOM`]: the first turns
+/// fit, then the disk is full.
+fn leave_only_headroom(filler: &Path) {
+    let filled = fill(filler);
+    assert!(filled > HEADROOM, "the filesystem had room to fill");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(filler)
+        .unwrap()
+        .set_len(filled - HEADROOM)
+        .unwrap();
+}
+
+/// Turns of 48 KiB messages until three have failed: each acknowledged
+/// one is pushed on `acknowledged`; the failed ones are returned.
+async fn turns_until_three_fail(
+    client: &mut Client,
+    session: &str,
+    acknowledged: &mut Vec<String>,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for i in 0..40 {
+        let content = format!("turn {i} {}", "x".repeat(48 * 1024));
+        client.say(&content).await;
+        let frames = client.recv_turn().await;
+        let terminal = frames.last().unwrap();
+        match terminal["type"].as_str() {
+            Some("done") => {
+                assert_eq!(terminal["content"], format!("echo: {content}"));
+                acknowledged.push(content);
+            }
+            _ => {
+                assert_error(terminal, "INTERNAL_ERROR", "internal server error");
+                assert_eq!(terminal["session_id"], session);
+                failed.push(content);
+                if failed.len() == 3 {
+                    break;
+                }
+            }
+        }
+    }
+    failed
+}
+
+/// Every acknowledged turn is stored exactly once, message and reply; no
+/// failed turn's reply is.
+fn assert_acknowledged_stored_once(
+    db: &Path,
+    session: &str,
+    acknowledged: &[String],
+    failed: &[String],
+) {
+    let stored = rows(db, session);
+    let count = |role: &str, content: &str| {
+        stored
+            .iter()
+            .filter(|(_, r, c)| r == role && c == content)
+            .count()
+    };
+    for content in acknowledged {
+        assert_eq!(count("user", content), 1, "{}", &content[..10]);
+        assert_eq!(
+            count("assistant", &format!("echo: {content}")),
+            1,
+            "{}",
+            &content[..10]
+        );
+    }
+    for content in failed {
+        assert_eq!(
+            count("assistant", &format!("echo: {content}")),
+            0,
+            "a failed turn's reply is not stored: {}",
+            &content[..10]
+        );
+        assert!(count("user", content) <= 1);
+    }
+    assert_seqs_contiguous(&stored);
+}
+
 #[tokio::test]
 async fn a_full_disk_under_sqlite_fails_turns_loses_nothing_acknowledged_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
@@ -264,38 +344,11 @@ async fn a_full_disk_under_sqlite_fails_turns_loses_nothing_acknowledged_and_rec
 
     // Full but for a little room: the first turns fit, then the disk is full.
     let filler = mount.join("filler");
-    let filled = fill(&filler);
-    assert!(filled > HEADROOM, "the filesystem had room to fill");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&filler)
-        .unwrap()
-        .set_len(filled - HEADROOM)
-        .unwrap();
+    leave_only_headroom(&filler);
 
     // Turns of 48 KiB messages until three have failed.
     let mut acknowledged = vec!["warm up".to_owned()];
-    let mut failed = Vec::new();
-    for i in 0..40 {
-        let content = format!("turn {i} {}", "x".repeat(48 * 1024));
-        client.say(&content).await;
-        let frames = client.recv_turn().await;
-        let terminal = frames.last().unwrap();
-        match terminal["type"].as_str() {
-            Some("done") => {
-                assert_eq!(terminal["content"], format!("echo: {content}"));
-                acknowledged.push(content);
-            }
-            _ => {
-                assert_error(terminal, "INTERNAL_ERROR", "internal server error");
-                assert_eq!(terminal["session_id"], session.as_str());
-                failed.push(content);
-                if failed.len() == 3 {
-                    break;
-                }
-            }
-        }
-    }
+    let failed = turns_until_three_fail(&mut client, &session, &mut acknowledged).await;
     assert_eq!(failed.len(), 3, "a full disk failed turns");
     assert!(
         acknowledged.len() >= 2,
@@ -315,34 +368,7 @@ async fn a_full_disk_under_sqlite_fails_turns_loses_nothing_acknowledged_and_rec
     );
     acknowledged.push(content);
 
-    // Every acknowledged turn is stored exactly once, message and reply; no
-    // failed turn's reply is.
-    let stored = rows(&db, &session);
-    let count = |role: &str, content: &str| {
-        stored
-            .iter()
-            .filter(|(_, r, c)| r == role && c == content)
-            .count()
-    };
-    for content in &acknowledged {
-        assert_eq!(count("user", content), 1, "{}", &content[..10]);
-        assert_eq!(
-            count("assistant", &format!("echo: {content}")),
-            1,
-            "{}",
-            &content[..10]
-        );
-    }
-    for content in &failed {
-        assert_eq!(
-            count("assistant", &format!("echo: {content}")),
-            0,
-            "a failed turn's reply is not stored: {}",
-            &content[..10]
-        );
-        assert!(count("user", content) <= 1);
-    }
-    assert_seqs_contiguous(&stored);
+    assert_acknowledged_stored_once(&db, &session, &acknowledged, &failed);
     server.stop().await;
 }
 

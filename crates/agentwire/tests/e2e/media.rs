@@ -379,23 +379,67 @@ async fn messages_may_name_their_own_sessions_media_only() {
     assert_eq!(stored.len(), 2, "{stored:?}");
 }
 
+/// `POST /media/request-upload` with the JSON `body`.
+async fn post_request_upload(server: &TestServer, body: &str) -> HttpResponse {
+    server
+        .http(
+            "POST",
+            "/media/request-upload",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .await
+}
+
+/// Each malformed or unacceptable request for an upload (the server takes
+/// at most 1000 bytes) is refused with its status and text.
+async fn assert_request_upload_refusals(server: &TestServer) {
+    let post = |body: &'static str| post_request_upload(server, body);
+    assert_refused(&post("{not json").await, 400, "invalid request body");
+    assert_refused(
+        &post(r#"{"session_id": 5}"#).await,
+        400,
+        "invalid request body",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"","filename":"a","mime_type":"text/plain","size_bytes":1}"#).await,
+        400,
+        "invalid storage reference",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"..","filename":"a","mime_type":"text/plain","size_bytes":1}"#)
+            .await,
+        400,
+        "invalid storage reference",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"","size_bytes":1}"#).await,
+        415,
+        "unsupported media type",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"text plain","size_bytes":1}"#).await,
+        415,
+        "unsupported media type",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"text/plain","size_bytes":1001}"#)
+            .await,
+        413,
+        "file too large",
+    );
+    assert_refused(
+        &post(r#"{"session_id":"s","filename":"a","mime_type":"text/plain","size_bytes":0}"#).await,
+        400,
+        "invalid request body",
+    );
+}
+
 #[tokio::test]
 async fn request_upload_over_http_and_its_refusals() {
     let media = MediaServer::start("", "    max_bytes: 1000\n").await;
-    let post = |body: &'static str| {
-        let server = &media.server;
-        async move {
-            server
-                .http(
-                    "POST",
-                    "/media/request-upload",
-                    &[("Content-Type", "application/json")],
-                    body.as_bytes(),
-                )
-                .await
-        }
-    };
-    let ok = post(
+    let ok = post_request_upload(
+        &media.server,
         r#"{"session_id":"sess-http","filename":"a.txt","mime_type":"text/plain","size_bytes":3}"#,
     )
     .await;
@@ -435,44 +479,7 @@ async fn request_upload_over_http_and_its_refusals() {
         .await;
     assert_eq!(info.json()["size_bytes"], 3);
 
-    assert_refused(&post("{not json").await, 400, "invalid request body");
-    assert_refused(
-        &post(r#"{"session_id": 5}"#).await,
-        400,
-        "invalid request body",
-    );
-    assert_refused(
-        &post(r#"{"session_id":"","filename":"a","mime_type":"text/plain","size_bytes":1}"#).await,
-        400,
-        "invalid storage reference",
-    );
-    assert_refused(
-        &post(r#"{"session_id":"..","filename":"a","mime_type":"text/plain","size_bytes":1}"#)
-            .await,
-        400,
-        "invalid storage reference",
-    );
-    assert_refused(
-        &post(r#"{"session_id":"s","filename":"a","mime_type":"","size_bytes":1}"#).await,
-        415,
-        "unsupported media type",
-    );
-    assert_refused(
-        &post(r#"{"session_id":"s","filename":"a","mime_type":"text plain","size_bytes":1}"#).await,
-        415,
-        "unsupported media type",
-    );
-    assert_refused(
-        &post(r#"{"session_id":"s","filename":"a","mime_type":"text/plain","size_bytes":1001}"#)
-            .await,
-        413,
-        "file too large",
-    );
-    assert_refused(
-        &post(r#"{"session_id":"s","filename":"a","mime_type":"text/plain","size_bytes":0}"#).await,
-        400,
-        "invalid request body",
-    );
+    assert_request_upload_refusals(&media.server).await;
 }
 
 #[tokio::test]

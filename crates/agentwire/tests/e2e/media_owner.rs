@@ -1,6 +1,8 @@
 //! Media belongs to the owner of its session: another user gets 404 for it,
 //! and a caller without a credential gets 401 once authentication is on.
 
+use std::path::Path;
+
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -16,44 +18,40 @@ fn digest(key: &str) -> String {
         .collect()
 }
 
-#[tokio::test]
-async fn another_users_media_is_not_found() {
-    let media_dir = tempfile::tempdir().unwrap();
+/// A server with local media storage in `media_dir` and the API keys of
+/// alice and bob.
+async fn server_for_alice_and_bob(media_dir: &Path) -> TestServer {
     // Continues the harness's `storage:` block, then adds `auth:`.
     let top_level = format!(
         "  media:\n    backend: local\n    path: {}\nauth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
-        media_dir.path().display(),
+        media_dir.display(),
         digest(ALICE),
         digest(BOB)
     );
-    let server = TestServer::with_runtime(&top_level, "").await;
-    let as_alice = format!("Bearer {ALICE}");
-    let as_bob = format!("Bearer {BOB}");
+    TestServer::with_runtime(&top_level, "").await
+}
 
-    // Alice's session exists once she has said something in it.
-    let mut alice = server
-        .try_connect_with("agent=test-agent", &[("Authorization", &as_alice)])
-        .await
-        .unwrap();
-    let session = alice.recv().await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    alice.say("hello").await;
-    alice.recv().await;
+fn json_headers(auth: &str) -> [(&'static str, &str); 2] {
+    [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth),
+    ]
+}
 
+/// Bob cannot ask for an upload into alice's `session`; alice can, and
+/// uploads `hello`: the media's id.
+async fn upload_as_alice_not_bob(
+    server: &TestServer,
+    session: &str,
+    as_alice: &str,
+    as_bob: &str,
+) -> String {
     let request = json!({"session_id": session, "filename": "a.txt", "mime_type": "text/plain", "size_bytes": 5}).to_string();
-    fn json_headers(auth: &str) -> [(&'static str, &str); 2] {
-        [
-            ("Content-Type", "application/json"),
-            ("Authorization", auth),
-        ]
-    }
     let bob_request = server
         .http(
             "POST",
             "/media/request-upload",
-            &json_headers(&as_bob),
+            &json_headers(as_bob),
             request.as_bytes(),
         )
         .await;
@@ -67,7 +65,7 @@ async fn another_users_media_is_not_found() {
         .http(
             "POST",
             "/media/request-upload",
-            &json_headers(&as_alice),
+            &json_headers(as_alice),
             request.as_bytes(),
         )
         .await;
@@ -89,25 +87,36 @@ async fn another_users_media_is_not_found() {
         .await;
     assert_eq!(put.status, 204, "{}", put.text());
 
-    let media_id = ready["storage_ref"]
+    ready["storage_ref"]
         .as_str()
         .unwrap()
         .rsplit('/')
         .next()
         .unwrap()
-        .to_owned();
+        .to_owned()
+}
+
+/// The media's info and download: alice's; not found for bob; unauthorized
+/// without a credential or with a bad one.
+async fn assert_only_alice_reads(
+    server: &TestServer,
+    session: &str,
+    media_id: &str,
+    as_alice: &str,
+    as_bob: &str,
+) {
     for kind in ["info", "download"] {
         let path = format!("/media/{kind}/{session}/{media_id}");
         assert_eq!(
             server
-                .http("GET", &path, &[("Authorization", &as_alice)], b"")
+                .http("GET", &path, &[("Authorization", as_alice)], b"")
                 .await
                 .status,
             200,
             "{kind}"
         );
         let bob = server
-            .http("GET", &path, &[("Authorization", &as_bob)], b"")
+            .http("GET", &path, &[("Authorization", as_bob)], b"")
             .await;
         assert_eq!(
             (bob.status, bob.text().as_str()),
@@ -126,6 +135,29 @@ async fn another_users_media_is_not_found() {
             .await;
         assert_eq!(forged.status, 401, "{kind} with a bad credential");
     }
+}
+
+#[tokio::test]
+async fn another_users_media_is_not_found() {
+    let media_dir = tempfile::tempdir().unwrap();
+    let server = server_for_alice_and_bob(media_dir.path()).await;
+    let as_alice = format!("Bearer {ALICE}");
+    let as_bob = format!("Bearer {BOB}");
+
+    // Alice's session exists once she has said something in it.
+    let mut alice = server
+        .try_connect_with("agent=test-agent", &[("Authorization", &as_alice)])
+        .await
+        .unwrap();
+    let session = alice.recv().await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    alice.say("hello").await;
+    alice.recv().await;
+
+    let media_id = upload_as_alice_not_bob(&server, &session, &as_alice, &as_bob).await;
+    assert_only_alice_reads(&server, &session, &media_id, &as_alice, &as_bob).await;
     let download = server
         .http(
             "GET",

@@ -105,17 +105,15 @@ async fn parts_script_answers_with_parts() {
     assert_eq!(client.recv().await["content"], "no parts received");
 }
 
-#[tokio::test]
-async fn malformed_frames_get_invalid_message_and_nothing_is_stored() {
-    let server = TestServer::start().await;
-    let (mut client, _) = server.connect("agent=test-agent").await;
+/// Every malformed frame, as text, with the message of its `INVALID_MESSAGE`.
+fn malformed_frames() -> Vec<(String, &'static str)> {
     let long_value = "v".repeat(8193);
     let many_keys: serde_json::Map<String, serde_json::Value> =
         (0..33).map(|i| (format!("k{i}"), json!("v"))).collect();
     let big_total: serde_json::Map<String, serde_json::Value> = (0..5)
         .map(|i| (format!("k{i}"), json!("v".repeat(8000))))
         .collect();
-    let cases: Vec<(String, &str)> = vec![
+    vec![
         ("{not json".into(), "invalid message format"),
         ("[1,2]".into(), "invalid message format"),
         (
@@ -171,7 +169,14 @@ async fn malformed_frames_get_invalid_message_and_nothing_is_stored() {
             json!({"type": "tool_result"}).to_string(),
             "tool_result.call_id is required",
         ),
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn malformed_frames_get_invalid_message_and_nothing_is_stored() {
+    let server = TestServer::start().await;
+    let (mut client, _) = server.connect("agent=test-agent").await;
+    let cases = malformed_frames();
     for (frame, message) in &cases {
         client.send_text(frame).await;
         let error = client.recv().await;

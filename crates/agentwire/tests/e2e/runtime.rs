@@ -2,11 +2,12 @@
 //! HTTP tool, then a client-side tool, then answers.
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::fake_http::{Answer, FakeHttp};
-use crate::support::{TestServer, assert_error, stored_messages};
+use crate::support::{Client, TestServer, assert_error, stored_messages};
 
 /// A one-route weather API: answers every request with the same JSON.
 async fn weather_api() -> FakeHttp {
@@ -74,19 +75,10 @@ const RUNTIME_AGENT: &str = "  - name: assistant
     max_rounds: 2
 ";
 
-#[tokio::test]
-async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
-    let api = weather_api().await;
-    let server = TestServer::with_runtime(&config(api.addr), RUNTIME_AGENT).await;
-    let (mut client, connected) = server.connect("agent=assistant").await;
-    let session = connected["session_id"].as_str().unwrap().to_owned();
-    client
-        .script(
-            "trip",
-            "What's the weather where I'm going, and where am I?",
-        )
-        .await;
-
+/// The `trip` turn up to its client tool call: the first chunk, then the
+/// client tool's call (the server tool is not shown), once the HTTP tool
+/// has run; the call's id.
+async fn until_the_client_tool_call(client: &mut Client, api: &FakeHttp) -> String {
     let first = client.recv().await;
     assert_eq!(
         (first["type"].as_str(), first["content"].as_str()),
@@ -107,14 +99,11 @@ async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
         "the HTTP tool ran before the client was asked"
     );
     assert_eq!(requests[0].request_line, "GET /weather/Oslo HTTP/1.1");
-    let call_id = call["tool_call"]["id"].as_str().unwrap();
-    client
-        .send_json(json!({"type": "tool_call_ack", "tool_call_ack": {"call_id": call_id}}))
-        .await;
-    client
-        .send_json(json!({"type": "tool_result", "tool_result": {"call_id": call_id, "result": {"city": "Denver"}}}))
-        .await;
-    let frames = client.recv_turn().await;
+    call["tool_call"]["id"].as_str().unwrap().to_owned()
+}
+
+/// The answer's `frames`: 20-character chunks, then its `done` on `session`.
+fn assert_streamed_answer(frames: &[Value], session: &str) {
     let (chunks, done) = frames.split_at(frames.len() - 1);
     let streamed: String = chunks
         .iter()
@@ -132,9 +121,13 @@ async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
     );
     assert_eq!(done[0]["type"], "done");
     assert_eq!(done[0]["content"], streamed.as_str());
-    assert_eq!(done[0]["session_id"], session.as_str());
+    assert_eq!(done[0]["session_id"], session);
+}
 
-    let rows: Vec<(String, String)> = stored_messages(&server.db_path)
+/// Stored of the `trip` turn on `session`: the user's message, the interim
+/// text, each tool's call and result with its side, and the answer.
+fn assert_trip_stored(db: &Path, session: &str) {
+    let rows: Vec<(String, String)> = stored_messages(db)
         .into_iter()
         .filter(|m| m.0 == session)
         .map(|(_, _, role, content)| (role, content))
@@ -164,6 +157,31 @@ async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
     assert_eq!(step(4)["call"]["name"], "get_location");
     assert_eq!(step(4)["call"]["side"], "client");
     assert_eq!(step(5)["result"]["value"], json!({"city": "Denver"}));
+}
+
+#[tokio::test]
+async fn a_scripted_model_uses_a_server_tool_then_a_client_tool_then_answers() {
+    let api = weather_api().await;
+    let server = TestServer::with_runtime(&config(api.addr), RUNTIME_AGENT).await;
+    let (mut client, connected) = server.connect("agent=assistant").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    client
+        .script(
+            "trip",
+            "What's the weather where I'm going, and where am I?",
+        )
+        .await;
+
+    let call_id = until_the_client_tool_call(&mut client, &api).await;
+    client
+        .send_json(json!({"type": "tool_call_ack", "tool_call_ack": {"call_id": call_id}}))
+        .await;
+    client
+        .send_json(json!({"type": "tool_result", "tool_result": {"call_id": call_id, "result": {"city": "Denver"}}}))
+        .await;
+    assert_streamed_answer(&client.recv_turn().await, &session);
+
+    assert_trip_stored(&server.db_path, &session);
 }
 
 #[tokio::test]

@@ -314,11 +314,12 @@ impl Drop for Moto {
     }
 }
 
-#[tokio::test]
-async fn the_s3_server_stopped_mid_transfer_fails_the_upload_and_the_next_one_works() {
+/// The moto server for the S3 fault test, if it and the AWS variables it
+/// needs are there; else why not, through [`missing`].
+fn moto_for_the_s3_test() -> Option<PathBuf> {
     let Some(binary) = moto_binary() else {
         missing("no moto_server (scripts/moto.sh install puts one in target/moto-venv)");
-        return;
+        return None;
     };
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
         || std::env::var_os("AWS_SECRET_ACCESS_KEY").is_none()
@@ -326,29 +327,21 @@ async fn the_s3_server_stopped_mid_transfer_fails_the_upload_and_the_next_one_wo
         missing(
             "the S3 fault test needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (scripts/test sets dummies)",
         );
-        return;
+        return None;
     }
-    let mut moto = Moto::start(binary).await;
-    let bucket = "agentwire-faults";
-    let create_bucket = |endpoint: String| async move {
-        let created = http_url("PUT", &format!("{endpoint}/{bucket}"), &[], b"").await;
-        assert_eq!(created.status, 200, "create bucket: {}", created.text());
-    };
-    create_bucket(moto.endpoint()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("agentwire.db");
-    let storage = format!(
-        "  media:\n    backend: s3\n    endpoint: {}\n    bucket: {bucket}\n    region: us-east-1\n",
-        moto.endpoint()
-    );
-    let server =
-        TestServer::with_wrappers(&db, &yaml(&db, &storage, "", ""), Wrappers::default()).await;
-    let (mut client, connected) = server.connect("agent=test-agent").await;
-    let session = connected["session_id"].as_str().unwrap().to_owned();
-    let bytes = vec![3u8; 400_000];
+    Some(binary)
+}
 
+/// Creates `bucket` on the S3 server at `endpoint`.
+async fn create_bucket(endpoint: &str, bucket: &str) {
+    let created = http_url("PUT", &format!("{endpoint}/{bucket}"), &[], b"").await;
+    assert_eq!(created.status, 200, "create bucket: {}", created.text());
+}
+
+/// Asks for the upload of a `size`-byte `scan.pdf`; its id and URL.
+async fn request_scan_upload(client: &mut Client, size: usize) -> (String, String) {
     client
-        .send_json(upload_request("scan.pdf", "application/pdf", bytes.len()))
+        .send_json(upload_request("scan.pdf", "application/pdf", size))
         .await;
     let ready = client.recv().await;
     assert_eq!(ready["type"], "upload_ready", "{ready}");
@@ -360,12 +353,16 @@ async fn the_s3_server_stopped_mid_transfer_fails_the_upload_and_the_next_one_wo
         .as_str()
         .unwrap()
         .to_owned();
+    (id, url)
+}
 
-    // Half the body goes to S3; then S3 stops.
+/// Half of `bytes` goes to S3 at `url`; then S3 stops, and the transfer
+/// does not complete.
+async fn put_half_then_stop_s3(moto: &mut Moto, url: &str, bytes: &[u8]) {
     let mut put = TcpStream::connect(("127.0.0.1", moto.port)).await.unwrap();
     let head = format!(
         "PUT {} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/pdf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        path_of(&url),
+        path_of(url),
         moto.port,
         bytes.len()
     );
@@ -380,25 +377,59 @@ async fn the_s3_server_stopped_mid_transfer_fails_the_upload_and_the_next_one_wo
         !String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
         "the transfer did not complete"
     );
+}
 
-    // The server can neither confirm it nor prepare another: its documented
-    // answers, once the S3 client's retries (object_store's: ten, with
-    // backoff, a few seconds against a refused port) have run out. Both at
-    // once, to keep the test short.
+/// With S3 down, the server can neither confirm upload `id` nor prepare
+/// another of `size` bytes: its documented answers, once the S3 client's
+/// retries (object_store's: ten, with backoff, a few seconds against a
+/// refused port) have run out. Both at once, to keep the test short.
+async fn assert_confirm_and_request_fail(
+    server: &TestServer,
+    client: &mut Client,
+    session: &str,
+    id: &str,
+    size: usize,
+) {
     let started = Instant::now();
     let confirm_line = format!("POST /media/confirm-upload/{id}");
     let confirm = status_of(server.addr, &confirm_line, Duration::from_secs(30));
     let request = async {
         client
-            .send_json(upload_request("scan.pdf", "application/pdf", bytes.len()))
+            .send_json(upload_request("scan.pdf", "application/pdf", size))
             .await;
-        recv_within(&mut client, Duration::from_secs(30)).await
+        recv_within(client, Duration::from_secs(30)).await
     };
     let (confirm, frame) = tokio::join!(confirm, request);
     assert_eq!(confirm, (500, "internal server error\n".to_owned()));
     eprintln!("S3 down: answered in {:?}", started.elapsed());
     assert_error(&frame, "UPLOAD_FAILED", "failed to prepare upload");
-    assert_eq!(frame["session_id"], session.as_str());
+    assert_eq!(frame["session_id"], session);
+}
+
+#[tokio::test]
+async fn the_s3_server_stopped_mid_transfer_fails_the_upload_and_the_next_one_works() {
+    let Some(binary) = moto_for_the_s3_test() else {
+        return;
+    };
+    let mut moto = Moto::start(binary).await;
+    let bucket = "agentwire-faults";
+    create_bucket(&moto.endpoint(), bucket).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("agentwire.db");
+    let storage = format!(
+        "  media:\n    backend: s3\n    endpoint: {}\n    bucket: {bucket}\n    region: us-east-1\n",
+        moto.endpoint()
+    );
+    let server =
+        TestServer::with_wrappers(&db, &yaml(&db, &storage, "", ""), Wrappers::default()).await;
+    let (mut client, connected) = server.connect("agent=test-agent").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    let bytes = vec![3u8; 400_000];
+
+    let (id, url) = request_scan_upload(&mut client, bytes.len()).await;
+    // Half the body goes to S3; then S3 stops.
+    put_half_then_stop_s3(&mut moto, &url, &bytes).await;
+    assert_confirm_and_request_fail(&server, &mut client, &session, &id, bytes.len()).await;
     // The conversation goes on, and nothing of the upload is in it.
     client.say("still here").await;
     assert_done(&client.recv_turn().await, &session, "echo: still here");
@@ -409,15 +440,9 @@ async fn the_s3_server_stopped_mid_transfer_fails_the_upload_and_the_next_one_wo
 
     // S3 back (empty, as moto keeps nothing): the next upload works end to end.
     moto.restart().await;
-    create_bucket(moto.endpoint()).await;
-    client
-        .send_json(upload_request("scan.pdf", "application/pdf", bytes.len()))
-        .await;
-    let ready = client.recv().await;
-    assert_eq!(ready["type"], "upload_ready", "{ready}");
-    let id = ready["upload_ready"]["upload_id"].as_str().unwrap();
-    let url = ready["upload_ready"]["upload_url"].as_str().unwrap();
-    let put = http_url("PUT", url, &[("Content-Type", "application/pdf")], &bytes).await;
+    create_bucket(&moto.endpoint(), bucket).await;
+    let (id, url) = request_scan_upload(&mut client, bytes.len()).await;
+    let put = http_url("PUT", &url, &[("Content-Type", "application/pdf")], &bytes).await;
     assert_eq!(put.status, 200, "{}", put.text());
     let confirm = server
         .http("POST", &format!("/media/confirm-upload/{id}"), &[], b"")

@@ -6,16 +6,11 @@ use super::*;
 // The MCP server
 // ---------------------------------------------------------------------------
 
-#[tokio::test]
-async fn the_mcp_server_dying_mid_call_is_an_error_result_and_the_next_turn_gets_a_fresh_one() {
+/// A script in `dir` that records each MCP server's pid in the file `pids`,
+/// then becomes the everything server at `entry`: the script.
+fn pid_recording_mcp_script(dir: &Path, pids: &Path, entry: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
-    let Some(entry) = crate::runtime::mcp_everything() else {
-        return;
-    };
-    // The configured command records each server's pid, then becomes it.
-    let dir = tempfile::tempdir().unwrap();
-    let pids = dir.path().join("pids");
-    let script = dir.path().join("mcp-server.sh");
+    let script = dir.join("mcp-server.sh");
     std::fs::write(
         &script,
         format!(
@@ -26,14 +21,22 @@ async fn the_mcp_server_dying_mid_call_is_an_error_result_and_the_next_turn_gets
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let started = |pids: &Path| -> Vec<String> {
-        std::fs::read_to_string(pids)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    };
-    let top_level = format!(
+    script
+}
+
+/// The pids of the MCP servers started so far.
+fn started(pids: &Path) -> Vec<String> {
+    std::fs::read_to_string(pids)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A model whose `dies` script calls a 30-second operation, quotes its
+/// result, then calls `echo` and quotes that; the MCP server is `script`.
+fn dies_config(script: &Path) -> String {
+    format!(
         r#"
 providers:
   - name: scripted
@@ -52,15 +55,13 @@ tools:
     timeout: 20s
 "#,
         script.display()
-    );
-    let agent = "  - name: mcp-agent\n    handler: runtime\n    provider: scripted\n    tools: [everything]\n";
-    let server = TestServer::with_runtime(&top_level, agent).await;
-    let mut client = server.connect_gnosari("mcp-agent").await;
-    client
-        .send_json(json!({"message": "run the long one", "metadata": {"mock_scenario": "dies"}}))
-        .await;
+    )
+}
+
+/// Events up to the long operation's call; the session.
+async fn until_the_long_call(client: &mut Client) -> String {
     let mut events = Vec::new();
-    let session = loop {
+    loop {
         let event = client.recv_event().await;
         events.push(event.clone());
         if event["type"] == "tool_call" {
@@ -68,10 +69,13 @@ tools:
             break events[0]["session_id"].as_str().unwrap().to_owned();
         }
         assert_ne!(event["type"], "agent_completed", "{events:?}");
-    };
-    // The call is on its way to a 30-second operation: the server dies.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let first = started(&pids);
+    }
+}
+
+/// Kills the one MCP server started so far; the turn ends at once with the
+/// error as the call's result, which the model saw.
+async fn kill_the_server_mid_call(client: &mut Client, pids: &Path) {
+    let first = started(pids);
     assert_eq!(first.len(), 1, "one server so far: {first:?}");
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &first[0]])
@@ -100,8 +104,10 @@ tools:
         reply.starts_with("The tool said: ") && reply.contains("closed the session"),
         "the model saw the error: {reply}"
     );
+}
 
-    // The next turn on the same connection gets a fresh server.
+/// The next turn of `session` gets a fresh server, a second one.
+async fn next_turn_gets_a_fresh_server(client: &mut Client, session: &str, pids: &Path) {
     client
         .send_json(json!({"message": "again", "session_id": session, "metadata": {"mock_scenario": "dies"}}))
         .await;
@@ -115,12 +121,14 @@ tools:
         reply.starts_with("Again: ") && reply.contains("from a fresh server"),
         "{events:?}"
     );
-    let all = started(&pids);
+    let all = started(pids);
     assert_eq!(all.len(), 2, "a second server was started: {all:?}");
     assert_ne!(all[0], all[1]);
+}
 
-    // Stored: both turns whole, the failed call's error among them.
-    let stored = rows(&server.db_path, &session);
+/// Stored: both turns whole, the failed call's error among them.
+fn assert_both_mcp_turns_stored(db: &Path, session: &str) {
+    let stored = rows(db, session);
     let roles: Vec<&str> = stored.iter().map(|(_, role, _)| role.as_str()).collect();
     assert_eq!(
         roles,
@@ -142,6 +150,33 @@ tools:
         "the stored result is the error: {step}"
     );
     assert_seqs_contiguous(&stored);
+}
+
+#[tokio::test]
+async fn the_mcp_server_dying_mid_call_is_an_error_result_and_the_next_turn_gets_a_fresh_one() {
+    let Some(entry) = crate::runtime::mcp_everything() else {
+        return;
+    };
+    // The configured command records each server's pid, then becomes it.
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let script = pid_recording_mcp_script(dir.path(), &pids, &entry);
+    let agent = "  - name: mcp-agent\n    handler: runtime\n    provider: scripted\n    tools: [everything]\n";
+    let server = TestServer::with_runtime(&dies_config(&script), agent).await;
+    let mut client = server.connect_gnosari("mcp-agent").await;
+    client
+        .send_json(json!({"message": "run the long one", "metadata": {"mock_scenario": "dies"}}))
+        .await;
+    let session = until_the_long_call(&mut client).await;
+    // The call is on its way to a 30-second operation: the server dies.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill_the_server_mid_call(&mut client, &pids).await;
+
+    // The next turn on the same connection gets a fresh server.
+    next_turn_gets_a_fresh_server(&mut client, &session, &pids).await;
+
+    // Stored: both turns whole, the failed call's error among them.
+    assert_both_mcp_turns_stored(&server.db_path, &session);
 }
 
 // ---------------------------------------------------------------------------
