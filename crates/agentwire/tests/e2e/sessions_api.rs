@@ -140,6 +140,95 @@ async fn summary_of(server: &TestServer, id: &str, key: Option<&str>, within: Du
     }
 }
 
+/// The newest of a listing, `first`: an `echo` session with no summary yet,
+/// created before it was last active, and active just now.
+fn assert_newest_listed(first: &Value) {
+    assert_eq!(first["agent"], "echo");
+    let keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["agent", "created_at", "id", "last_active_at"],
+        "no summary yet"
+    );
+    let (created_at, active_at) = (
+        unix_millis(first["created_at"].as_str().unwrap()),
+        unix_millis(first["last_active_at"].as_str().unwrap()),
+    );
+    assert!(created_at <= active_at && (now_millis() - active_at).abs() < 10_000);
+}
+
+/// Alice's four sessions, `newest_first`, in pages of two by cursor; a limit
+/// above the maximum is the maximum.
+async fn assert_pages_of_two(server: &TestServer, newest_first: &[&str]) {
+    let page1 = get_json(server, "/api/v1/sessions?limit=2", Some(ALICE_KEY)).await;
+    assert_eq!(ids(&page1), newest_first[..2]);
+    let cursor = page1["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let page2 = get_json(
+        server,
+        &format!("/api/v1/sessions?limit=2&cursor={cursor}"),
+        Some(ALICE_KEY),
+    )
+    .await;
+    assert_eq!(ids(&page2), newest_first[2..]);
+    assert_eq!(
+        page2["next_cursor"],
+        Value::Null,
+        "the last page is full: no further page"
+    );
+    // Above the maximum is the maximum.
+    let capped = get_json(server, "/api/v1/sessions?limit=1000", Some(ALICE_KEY)).await;
+    assert_eq!(ids(&capped), newest_first);
+}
+
+/// Alice's key in `X-AUTH-TOKEN` and in `?api_key=` lists the same
+/// sessions, `newest_first`, as her bearer.
+async fn assert_other_credential_forms_list(server: &TestServer, newest_first: &[&str]) {
+    let by_header = server
+        .http(
+            "GET",
+            "/api/v1/sessions",
+            &[("X-AUTH-TOKEN", ALICE_KEY)],
+            b"",
+        )
+        .await;
+    assert_eq!(ids(&by_header.json()), newest_first);
+    let by_query = get_json(
+        server,
+        &format!("/api/v1/sessions?api_key={ALICE_KEY}"),
+        None,
+    )
+    .await;
+    assert_eq!(ids(&by_query), newest_first);
+}
+
+/// A bad limit or cursor is refused.
+async fn assert_bad_list_queries_refused(server: &TestServer) {
+    for (query, error) in [
+        ("limit=0", "invalid limit"),
+        ("limit=-1", "invalid limit"),
+        ("limit=ten", "invalid limit"),
+        ("cursor=zz", "invalid cursor"),
+        ("cursor=616263", "invalid cursor"),
+    ] {
+        let response = call(
+            server,
+            "GET",
+            &format!("/api/v1/sessions?{query}"),
+            Some(ALICE_KEY),
+        )
+        .await;
+        assert_api_error(&response, 400, error);
+    }
+}
+
 #[tokio::test]
 async fn owners_list_their_sessions_newest_first_in_pages() {
     let server = server().await;
@@ -165,107 +254,26 @@ async fn owners_list_their_sessions_newest_first_in_pages() {
     let all = get_json(&server, "/api/v1/sessions", Some(ALICE_KEY)).await;
     assert_eq!(ids(&all), newest_first);
     assert_eq!(all["next_cursor"], Value::Null);
-    let first = &all["sessions"][0];
-    assert_eq!(first["agent"], "echo");
-    let keys: Vec<&str> = first
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        ["agent", "created_at", "id", "last_active_at"],
-        "no summary yet"
-    );
-    let (created_at, active_at) = (
-        unix_millis(first["created_at"].as_str().unwrap()),
-        unix_millis(first["last_active_at"].as_str().unwrap()),
-    );
-    assert!(created_at <= active_at && (now_millis() - active_at).abs() < 10_000);
+    assert_newest_listed(&all["sessions"][0]);
 
     // Pages of two, by cursor.
-    let page1 = get_json(&server, "/api/v1/sessions?limit=2", Some(ALICE_KEY)).await;
-    assert_eq!(ids(&page1), newest_first[..2]);
-    let cursor = page1["next_cursor"]
-        .as_str()
-        .expect("a next page")
-        .to_owned();
-    let page2 = get_json(
-        &server,
-        &format!("/api/v1/sessions?limit=2&cursor={cursor}"),
-        Some(ALICE_KEY),
-    )
-    .await;
-    assert_eq!(ids(&page2), newest_first[2..]);
-    assert_eq!(
-        page2["next_cursor"],
-        Value::Null,
-        "the last page is full: no further page"
-    );
-    // Above the maximum is the maximum.
-    let capped = get_json(&server, "/api/v1/sessions?limit=1000", Some(ALICE_KEY)).await;
-    assert_eq!(ids(&capped), newest_first);
+    assert_pages_of_two(&server, &newest_first).await;
 
     // The other credential forms name the same owner.
-    let by_header = server
-        .http(
-            "GET",
-            "/api/v1/sessions",
-            &[("X-AUTH-TOKEN", ALICE_KEY)],
-            b"",
-        )
-        .await;
-    assert_eq!(ids(&by_header.json()), newest_first);
-    let by_query = get_json(
-        &server,
-        &format!("/api/v1/sessions?api_key={ALICE_KEY}"),
-        None,
-    )
-    .await;
-    assert_eq!(ids(&by_query), newest_first);
+    assert_other_credential_forms_list(&server, &newest_first).await;
 
     // Bob sees his own only.
     let bobs_list = get_json(&server, "/api/v1/sessions", Some(BOB_KEY)).await;
     assert_eq!(ids(&bobs_list), [bobs.as_str()]);
 
-    for (query, error) in [
-        ("limit=0", "invalid limit"),
-        ("limit=-1", "invalid limit"),
-        ("limit=ten", "invalid limit"),
-        ("cursor=zz", "invalid cursor"),
-        ("cursor=616263", "invalid cursor"),
-    ] {
-        let response = call(
-            &server,
-            "GET",
-            &format!("/api/v1/sessions?{query}"),
-            Some(ALICE_KEY),
-        )
-        .await;
-        assert_api_error(&response, 400, error);
-    }
+    assert_bad_list_queries_refused(&server).await;
 }
 
-#[tokio::test]
-async fn a_session_and_its_messages_are_its_owners_alone() {
-    let server = server().await;
-    let mut alice = server
-        .connect_gnosari(&format!("demo?api_key={ALICE_KEY}"))
-        .await;
-    let (id, events) = gnosari_turn(&mut alice, json!({"message": "what's the weather?"})).await;
-    let answer = events.last().unwrap()["full_response"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-
-    let session = get_json(&server, &format!("/api/v1/sessions/{id}"), Some(ALICE_KEY)).await;
-    assert_eq!(session["id"], id.as_str());
-    assert_eq!(session["agent"], "demo");
-    assert!(session.get("summary").is_none(), "{session}");
-
+/// The messages of weather turn `id`, as its owner reads them: the user's,
+/// the tool's call and result, and `answer`.
+async fn assert_weather_turn_messages(server: &TestServer, id: &str, answer: &str) {
     let messages = get_json(
-        &server,
+        server,
         &format!("/api/v1/sessions/{id}/messages"),
         Some(ALICE_KEY),
     )
@@ -290,38 +298,38 @@ async fn a_session_and_its_messages_are_its_owners_alone() {
         messages[2]["content"]["result"]["value"]["temperature"],
         "72°F"
     );
-    assert_eq!(messages[3]["content"], answer.as_str());
+    assert_eq!(messages[3]["content"], answer);
     assert!(messages[0]["created_at"].as_str().unwrap().ends_with('Z'));
+}
 
-    // Another owner, a missing credential, a bad one, an unknown id.
+/// Alice's session `id` is refused to another owner, to a missing
+/// credential and to a bad one; an unknown id is not found, and the
+/// methods the routes do not take are refused.
+async fn assert_refused_to_all_but_its_owner(server: &TestServer, id: &str) {
     for path in [
         format!("/api/v1/sessions/{id}"),
         format!("/api/v1/sessions/{id}/messages"),
     ] {
         assert_api_error(
-            &call(&server, "GET", &path, Some(BOB_KEY)).await,
+            &call(server, "GET", &path, Some(BOB_KEY)).await,
             404,
             "session not found",
         );
+        assert_api_error(&call(server, "GET", &path, None).await, 401, "unauthorized");
         assert_api_error(
-            &call(&server, "GET", &path, None).await,
-            401,
-            "unauthorized",
-        );
-        assert_api_error(
-            &call(&server, "GET", &path, Some("ak_forged_0123456789")).await,
+            &call(server, "GET", &path, Some("ak_forged_0123456789")).await,
             401,
             "unauthorized",
         );
     }
     assert_api_error(
-        &call(&server, "GET", "/api/v1/sessions", None).await,
+        &call(server, "GET", "/api/v1/sessions", None).await,
         401,
         "unauthorized",
     );
     assert_api_error(
         &call(
-            &server,
+            server,
             "DELETE",
             &format!("/api/v1/sessions/{id}"),
             Some(BOB_KEY),
@@ -332,7 +340,7 @@ async fn a_session_and_its_messages_are_its_owners_alone() {
     );
     for unknown in ["no-such-session", "bad%20id"] {
         let response = call(
-            &server,
+            server,
             "GET",
             &format!("/api/v1/sessions/{unknown}"),
             Some(ALICE_KEY),
@@ -340,11 +348,11 @@ async fn a_session_and_its_messages_are_its_owners_alone() {
         .await;
         assert_api_error(&response, 404, "session not found");
     }
-    let post = call(&server, "POST", "/api/v1/sessions", Some(ALICE_KEY)).await;
+    let post = call(server, "POST", "/api/v1/sessions", Some(ALICE_KEY)).await;
     assert_api_error(&post, 405, "method not allowed");
     assert_eq!(post.header("allow"), Some("GET"));
     let put = call(
-        &server,
+        server,
         "PUT",
         &format!("/api/v1/sessions/{id}"),
         Some(ALICE_KEY),
@@ -354,6 +362,28 @@ async fn a_session_and_its_messages_are_its_owners_alone() {
         (put.status, put.header("allow")),
         (405, Some("GET, DELETE"))
     );
+}
+
+#[tokio::test]
+async fn a_session_and_its_messages_are_its_owners_alone() {
+    let server = server().await;
+    let mut alice = server
+        .connect_gnosari(&format!("demo?api_key={ALICE_KEY}"))
+        .await;
+    let (id, events) = gnosari_turn(&mut alice, json!({"message": "what's the weather?"})).await;
+    let answer = events.last().unwrap()["full_response"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let session = get_json(&server, &format!("/api/v1/sessions/{id}"), Some(ALICE_KEY)).await;
+    assert_eq!(session["id"], id.as_str());
+    assert_eq!(session["agent"], "demo");
+    assert!(session.get("summary").is_none(), "{session}");
+    assert_weather_turn_messages(&server, &id, &answer).await;
+
+    // Another owner, a missing credential, a bad one, an unknown id.
+    assert_refused_to_all_but_its_owner(&server, &id).await;
     // Bob's attempts changed nothing.
     get_json(&server, &format!("/api/v1/sessions/{id}"), Some(ALICE_KEY)).await;
 }
@@ -493,6 +523,57 @@ async fn anonymous_callers_list_nothing_and_reach_anonymous_sessions_by_id() {
     assert_eq!(deleted.status, 204);
 }
 
+/// `scheduled` announces the summary of `session`, due to the second, at a
+/// time between `before` and now (plus the idle time).
+fn assert_summary_scheduled(scheduled: &Value, session: &str, before: i64) {
+    let keys: Vec<&str> = scheduled
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["scheduled_at", "session_id", "type"], "{scheduled}");
+    assert_eq!(scheduled["type"], "session_summary_scheduled");
+    assert_eq!(scheduled["session_id"], session);
+    let at = scheduled["scheduled_at"].as_str().unwrap();
+    assert_eq!(at.len(), 20, "to the second: {at}");
+    let at = unix_millis(at) / 1000;
+    assert!((before..=now_secs() + 2).contains(&at), "{at} vs {before}");
+}
+
+/// The summaries of the scripted, the modelled and the Omnia session, each
+/// by its own means and the first not before its idle time; the listing
+/// shows all three.
+async fn assert_the_three_summaries(
+    server: &TestServer,
+    scripted_id: &str,
+    modelled_id: &str,
+    omnia_id: &str,
+    before: i64,
+) {
+    let summary = summary_of(server, scripted_id, Some(ALICE_KEY), Duration::from_secs(2)).await;
+    assert_eq!(
+        summary["text"],
+        "Asked: what's the weather? — Last answer: Hello world"
+    );
+    let written = unix_millis(summary["created_at"].as_str().unwrap());
+    assert!(written >= before * 1000 + 300, "{written}");
+    let summary = summary_of(server, modelled_id, Some(ALICE_KEY), Duration::from_secs(2)).await;
+    assert_eq!(summary["text"], "summary by the agent's own model");
+    let summary = summary_of(server, omnia_id, Some(ALICE_KEY), Duration::from_secs(2)).await;
+    assert_eq!(summary["text"], "summary by the configured summarizer");
+
+    // The listing shows summaries too.
+    let listed = get_json(server, "/api/v1/sessions", Some(ALICE_KEY)).await;
+    let with_summary = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s.get("summary").is_some())
+        .count();
+    assert_eq!(with_summary, 3, "{listed}");
+}
+
 #[tokio::test]
 async fn summaries_follow_the_idle_time_and_are_announced_after_agent_completed() {
     let server = server().await;
@@ -507,19 +588,7 @@ async fn summaries_follow_the_idle_time_and_are_announced_after_agent_completed(
     .await;
     assert_eq!(events.last().unwrap()["type"], "agent_completed");
     let scheduled = scripted.recv_any_event().await;
-    let keys: Vec<&str> = scheduled
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(keys, ["scheduled_at", "session_id", "type"], "{scheduled}");
-    assert_eq!(scheduled["type"], "session_summary_scheduled");
-    assert_eq!(scheduled["session_id"], scripted_id.as_str());
-    let at = scheduled["scheduled_at"].as_str().unwrap();
-    assert_eq!(at.len(), 20, "to the second: {at}");
-    let at = unix_millis(at) / 1000;
-    assert!((before..=now_secs() + 2).contains(&at), "{at} vs {before}");
+    assert_summary_scheduled(&scheduled, &scripted_id, before);
 
     // A failed turn schedules nothing.
     let (_, failed) = gnosari_turn(
@@ -554,39 +623,7 @@ async fn summaries_follow_the_idle_time_and_are_announced_after_agent_completed(
         "not before the idle time"
     );
 
-    let summary = summary_of(
-        &server,
-        &scripted_id,
-        Some(ALICE_KEY),
-        Duration::from_secs(2),
-    )
-    .await;
-    assert_eq!(
-        summary["text"],
-        "Asked: what's the weather? — Last answer: Hello world"
-    );
-    let written = unix_millis(summary["created_at"].as_str().unwrap());
-    assert!(written >= before * 1000 + 300, "{written}");
-    let summary = summary_of(
-        &server,
-        &modelled_id,
-        Some(ALICE_KEY),
-        Duration::from_secs(2),
-    )
-    .await;
-    assert_eq!(summary["text"], "summary by the agent's own model");
-    let summary = summary_of(&server, &omnia_id, Some(ALICE_KEY), Duration::from_secs(2)).await;
-    assert_eq!(summary["text"], "summary by the configured summarizer");
-
-    // The listing shows summaries too.
-    let listed = get_json(&server, "/api/v1/sessions", Some(ALICE_KEY)).await;
-    let with_summary = listed["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s.get("summary").is_some())
-        .count();
-    assert_eq!(with_summary, 3, "{listed}");
+    assert_the_three_summaries(&server, &scripted_id, &modelled_id, &omnia_id, before).await;
 }
 
 #[tokio::test]

@@ -130,65 +130,56 @@ const TEAM_AGENTS: &str = "  - name: triage
     instructions: Close the conversation.
 ";
 
-#[tokio::test]
-async fn a_team_turn_delegates_then_hands_off() {
-    let server = TestServer::with_runtime(TEAM_CONFIG, TEAM_AGENTS).await;
-    let mut client = connect(&server, "/ws/team/helpdesk").await;
-    let events = turn(
-        &mut client,
-        json!({"message": "Where is my refund?", "metadata": {"mock_scenario": "team"}}),
-    )
-    .await;
-    let session = events[0]["session_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        story(&events),
-        [
-            step("agent_started", "triage", json!(null)),
-            step(
-                "tool_call",
-                "triage",
-                json!({"tool": "delegate_agent", "args": {"target_agent": "researcher", "message": "How long do refunds take?"}})
-            ),
-            // The researcher's own run is not streamed (behaviour notes
-            // §5.18): its answer is the call's result.
-            step(
-                "tool_result",
-                "triage",
-                json!({"tool": "delegate_agent", "result": "Refunds take 5 business days."})
-            ),
-            step(
-                "token",
-                "triage",
-                json!("Researcher says: Refunds take 5 business days.")
-            ),
-            step(
-                "tool_call",
-                "triage",
-                json!({"tool": "transfer_to_closer", "args": {}})
-            ),
-            step(
-                "tool_result",
-                "triage",
-                json!({"tool": "transfer_to_closer", "result": {"assistant": "closer"}})
-            ),
-            step(
-                "token",
-                "closer",
-                json!("Closer here: your refund is on its way.")
-            ),
-            step(
-                "agent_completed",
-                "closer",
-                json!("Closer here: your refund is on its way.")
-            ),
-        ],
-        "{events:#?}"
-    );
+/// The story of the `team` script's turn on the helpdesk: the triage
+/// delegates to the researcher, quotes it and hands off to the closer.
+fn delegate_then_hand_off_story() -> Vec<(String, String, Value)> {
+    vec![
+        step("agent_started", "triage", json!(null)),
+        step(
+            "tool_call",
+            "triage",
+            json!({"tool": "delegate_agent", "args": {"target_agent": "researcher", "message": "How long do refunds take?"}}),
+        ),
+        // The researcher's own run is not streamed (behaviour notes
+        // §5.18): its answer is the call's result.
+        step(
+            "tool_result",
+            "triage",
+            json!({"tool": "delegate_agent", "result": "Refunds take 5 business days."}),
+        ),
+        step(
+            "token",
+            "triage",
+            json!("Researcher says: Refunds take 5 business days."),
+        ),
+        step(
+            "tool_call",
+            "triage",
+            json!({"tool": "transfer_to_closer", "args": {}}),
+        ),
+        step(
+            "tool_result",
+            "triage",
+            json!({"tool": "transfer_to_closer", "result": {"assistant": "closer"}}),
+        ),
+        step(
+            "token",
+            "closer",
+            json!("Closer here: your refund is on its way."),
+        ),
+        step(
+            "agent_completed",
+            "closer",
+            json!("Closer here: your refund is on its way."),
+        ),
+    ]
+}
 
-    // Stored: the user's message, the orchestrator's calls and their
-    // outcomes, its interim text and the closer's answer; not the
-    // researcher's own work.
-    let rows: Vec<(String, String)> = stored_messages(&server.db_path)
+/// Stored of the team turn on `session`: the user's message, the
+/// orchestrator's calls and their outcomes, its interim text and the
+/// closer's answer; not the researcher's own work.
+fn assert_team_turn_stored(db: &Path, session: &str) {
+    let rows: Vec<(String, String)> = stored_messages(db)
         .into_iter()
         .filter(|m| m.0 == session)
         .map(|m| (m.2, m.3))
@@ -211,6 +202,28 @@ async fn a_team_turn_delegates_then_hands_off() {
     assert_eq!(rows[6].1, "Closer here: your refund is on its way.");
     let result: Value = serde_json::from_str(&rows[2].1).unwrap();
     assert_eq!(result["result"]["value"], "Refunds take 5 business days.");
+}
+
+#[tokio::test]
+async fn a_team_turn_delegates_then_hands_off() {
+    let server = TestServer::with_runtime(TEAM_CONFIG, TEAM_AGENTS).await;
+    let mut client = connect(&server, "/ws/team/helpdesk").await;
+    let events = turn(
+        &mut client,
+        json!({"message": "Where is my refund?", "metadata": {"mock_scenario": "team"}}),
+    )
+    .await;
+    let session = events[0]["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        story(&events),
+        delegate_then_hand_off_story(),
+        "{events:#?}"
+    );
+
+    // Stored: the user's message, the orchestrator's calls and their
+    // outcomes, its interim text and the closer's answer; not the
+    // researcher's own work.
+    assert_team_turn_stored(&server.db_path, &session);
 
     // The next message of the session goes to the orchestrator again, which
     // sees the whole conversation (turn 4 of the script: none, so the
@@ -588,10 +601,9 @@ teams:
     TestServer::with_runtime(&top_level, "").await
 }
 
-#[tokio::test]
-async fn a_new_generation_team_file_runs_a_turn() {
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = r#"      help:
+/// The `help` script of the new-generation team: the triage delegates to
+/// Billing, quotes it and hands off to Tech Support.
+const HELP_SCENARIO: &str = r#"      help:
         turns:
           1:
             tool_calls:
@@ -602,56 +614,50 @@ async fn a_new_generation_team_file_runs_a_turn() {
             tool_calls: [{name: transfer_to_tech_support}]
           3: "Tech Support here: please update the app."
 "#;
-    let server = file_team_server(dir.path(), NEW_GENERATION, None, scenario).await;
-    let mut client = connect(&server, "/ws/team/helpdesk").await;
-    let events = turn(
-        &mut client,
-        json!({"message": "My refund is late and the app crashes", "metadata": {"mock_scenario": "help"}}),
-    )
-    .await;
-    let billing = "Mock response for provider team-mock model gpt-4o";
-    assert_eq!(
-        story(&events),
-        [
-            step("agent_started", "Triage", json!(null)),
-            step(
-                "tool_call",
-                "Triage",
-                json!({"tool": "delegate_agent", "args": {"target_agent": "Billing", "message": "Status of the refund for order 42?"}})
-            ),
-            // Billing's own run is not streamed: its answer is the result.
-            step(
-                "tool_result",
-                "Triage",
-                json!({"tool": "delegate_agent", "result": billing})
-            ),
-            step("token", "Triage", json!(format!("Billing says: {billing}"))),
-            step(
-                "tool_call",
-                "Triage",
-                json!({"tool": "transfer_to_tech_support", "args": {}})
-            ),
-            step(
-                "tool_result",
-                "Triage",
-                json!({"tool": "transfer_to_tech_support", "result": {"assistant": "Tech Support"}})
-            ),
-            step(
-                "token",
-                "Tech Support",
-                json!("Tech Support here: please update the app.")
-            ),
-            step(
-                "agent_completed",
-                "Tech Support",
-                json!("Tech Support here: please update the app.")
-            ),
-        ],
-        "{events:#?}"
-    );
-    // Members by id or by name; each asks the provider for its own model:
-    // `${HELPDESK_MODEL:gpt-4o-mini}` took its default, and an agent
-    // without a model gets the provider's.
+
+/// The story of the `help` script's turn, Billing answering `billing`.
+fn help_story(billing: &str) -> Vec<(String, String, Value)> {
+    vec![
+        step("agent_started", "Triage", json!(null)),
+        step(
+            "tool_call",
+            "Triage",
+            json!({"tool": "delegate_agent", "args": {"target_agent": "Billing", "message": "Status of the refund for order 42?"}}),
+        ),
+        // Billing's own run is not streamed: its answer is the result.
+        step(
+            "tool_result",
+            "Triage",
+            json!({"tool": "delegate_agent", "result": billing}),
+        ),
+        step("token", "Triage", json!(format!("Billing says: {billing}"))),
+        step(
+            "tool_call",
+            "Triage",
+            json!({"tool": "transfer_to_tech_support", "args": {}}),
+        ),
+        step(
+            "tool_result",
+            "Triage",
+            json!({"tool": "transfer_to_tech_support", "result": {"assistant": "Tech Support"}}),
+        ),
+        step(
+            "token",
+            "Tech Support",
+            json!("Tech Support here: please update the app."),
+        ),
+        step(
+            "agent_completed",
+            "Tech Support",
+            json!("Tech Support here: please update the app."),
+        ),
+    ]
+}
+
+/// Members by id or by name; each asks the provider for its own model:
+/// `${HELPDESK_MODEL:gpt-4o-mini}` took its default, and an agent without a
+/// model gets the provider's. A tool is no member.
+async fn assert_helpdesk_members_answer(server: &TestServer) {
     for (path, agent, model) in [
         ("/ws/team/helpdesk/agent/triage", "Triage", "gpt-4o-mini"),
         (
@@ -660,7 +666,7 @@ async fn a_new_generation_team_file_runs_a_turn() {
             "house-model",
         ),
     ] {
-        let mut member = connect(&server, path).await;
+        let mut member = connect(server, path).await;
         let events = turn(&mut member, json!({"message": "hello"})).await;
         assert_eq!(
             story(&events).last().unwrap(),
@@ -674,10 +680,25 @@ async fn a_new_generation_team_file_runs_a_turn() {
             "{path}"
         );
     }
-    let refused = try_connect(&server, "/ws/team/helpdesk/agent/orders_api", &[])
+    let refused = try_connect(server, "/ws/team/helpdesk/agent/orders_api", &[])
         .await
         .err();
     assert_eq!(refused, Some((404, "agent not found\n".to_owned())));
+}
+
+#[tokio::test]
+async fn a_new_generation_team_file_runs_a_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = file_team_server(dir.path(), NEW_GENERATION, None, HELP_SCENARIO).await;
+    let mut client = connect(&server, "/ws/team/helpdesk").await;
+    let events = turn(
+        &mut client,
+        json!({"message": "My refund is late and the app crashes", "metadata": {"mock_scenario": "help"}}),
+    )
+    .await;
+    let billing = "Mock response for provider team-mock model gpt-4o";
+    assert_eq!(story(&events), help_story(billing), "{events:#?}");
+    assert_helpdesk_members_answer(&server).await;
 }
 
 #[tokio::test]

@@ -237,6 +237,151 @@ async fn stop(mut child: Child) {
     assert!(exit.success(), "{exit}");
 }
 
+/// The spans of one weather turn: one of each, and the model calls and
+/// store writes under the turn.
+struct TurnSpans<'a> {
+    upgrade: &'a Span,
+    connection: &'a Span,
+    turn: &'a Span,
+    tool_call: &'a Span,
+    model_calls: Vec<&'a Span>,
+    writes: Vec<&'a Span>,
+}
+
+impl<'a> TurnSpans<'a> {
+    /// Picks them out of `spans`: exactly one upgrade, connection, turn and
+    /// tool call, two model calls, and at least two writes.
+    fn of(spans: &'a [Span]) -> TurnSpans<'a> {
+        let named =
+            |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
+        let one = |name: &str| -> &Span {
+            let found = named(name);
+            assert_eq!(found.len(), 1, "one {name} span: {:?}", names(spans));
+            found[0]
+        };
+        let found = TurnSpans {
+            upgrade: one("ws.upgrade"),
+            connection: one("ws.connection"),
+            turn: one("turn"),
+            tool_call: one("execute_tool"),
+            model_calls: named("chat"),
+            writes: named("store.write"),
+        };
+        assert_eq!(found.model_calls.len(), 2, "the tool round and the answer");
+        assert!(
+            found.writes.len() >= 2,
+            "the user message and the turn's records"
+        );
+        found
+    }
+
+    /// One trace, the caller's, with the caller's span as the root's parent.
+    fn assert_one_tree_under_the_caller(&self, spans: &[Span]) {
+        for span in spans {
+            assert_eq!(
+                hex(&span.trace_id),
+                TRACE_ID,
+                "{} in the caller's trace",
+                span.name
+            );
+        }
+        assert_eq!(hex(&self.upgrade.parent_span_id), PARENT_ID);
+        assert_eq!(self.connection.parent_span_id, self.upgrade.span_id);
+        assert_eq!(self.turn.parent_span_id, self.connection.span_id);
+        for child in self
+            .model_calls
+            .iter()
+            .chain(&self.writes)
+            .chain([&self.tool_call])
+        {
+            assert_eq!(
+                child.parent_span_id, self.turn.span_id,
+                "{} under the turn",
+                child.name
+            );
+        }
+    }
+
+    /// What each span says of the route, the turn, the model calls and the
+    /// tool call.
+    fn assert_attributes(&self) {
+        let (upgrade, turn, tool_call) = (self.upgrade, self.turn, self.tool_call);
+        assert_eq!(attribute(upgrade, "http.route").as_deref(), Some("/ws"));
+        assert_eq!(
+            attribute(upgrade, "http.response.status_code").as_deref(),
+            Some("101")
+        );
+        assert_eq!(
+            attribute(turn, "agentwire.agent").as_deref(),
+            Some("weather")
+        );
+        assert_eq!(
+            attribute(turn, "agentwire.outcome").as_deref(),
+            Some("completed")
+        );
+        assert_eq!(attribute(turn, "agentwire.turn_id").as_deref(), Some("1"));
+        for call in &self.model_calls {
+            assert_eq!(
+                attribute(call, "gen_ai.provider.name").as_deref(),
+                Some("openai")
+            );
+            assert_eq!(
+                attribute(call, "gen_ai.request.model").as_deref(),
+                Some("gpt-4o-mini")
+            );
+            assert_eq!(
+                attribute(call, "gen_ai.usage.input_tokens").as_deref(),
+                Some("19")
+            );
+            assert_eq!(
+                attribute(call, "gen_ai.usage.output_tokens").as_deref(),
+                Some("10")
+            );
+        }
+        assert!(
+            self.model_calls
+                .iter()
+                .any(|c| attribute(c, "agentwire.time_to_first_token_ms").is_some()),
+            "the streamed answer's first token is timed"
+        );
+        assert_eq!(
+            attribute(tool_call, "gen_ai.tool.name").as_deref(),
+            Some("get_weather")
+        );
+        assert_eq!(
+            attribute(tool_call, "agentwire.tool.side").as_deref(),
+            Some("http")
+        );
+        assert_eq!(
+            attribute(tool_call, "agentwire.tool.outcome").as_deref(),
+            Some("ok")
+        );
+    }
+}
+
+/// No content and no credential in any span's attributes.
+fn assert_no_content_or_credential(spans: &[Span]) {
+    for span in spans {
+        for attribute in &span.attributes {
+            let value = text_of(&attribute.value);
+            for secret in [
+                "secret-prompt-words",
+                "secret-reply-words",
+                ALICE_KEY,
+                PROVIDER_KEY,
+                "Oslo",
+            ] {
+                assert!(
+                    !value.contains(secret),
+                    "{}.{} carries {secret:?}: {value}",
+                    span.name,
+                    attribute.key
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_turn_is_one_span_tree_under_the_callers_traceparent() {
     let (url, received) = receiver().await;
@@ -261,112 +406,12 @@ async fn a_turn_is_one_span_tree_under_the_callers_traceparent() {
         received.service_names
     );
     let spans = &received.spans;
-    let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
-    let one = |name: &str| -> &Span {
-        let found = named(name);
-        assert_eq!(found.len(), 1, "one {name} span: {:?}", names(spans));
-        found[0]
-    };
-    let upgrade = one("ws.upgrade");
-    let connection = one("ws.connection");
-    let turn = one("turn");
-    let tool_call = one("execute_tool");
-    let model_calls = named("chat");
-    let writes = named("store.write");
-    assert_eq!(model_calls.len(), 2, "the tool round and the answer");
-    assert!(writes.len() >= 2, "the user message and the turn's records");
-
+    let turn = TurnSpans::of(spans);
     // One trace, the caller's, with the caller's span as the root's parent.
-    for span in spans {
-        assert_eq!(
-            hex(&span.trace_id),
-            TRACE_ID,
-            "{} in the caller's trace",
-            span.name
-        );
-    }
-    assert_eq!(hex(&upgrade.parent_span_id), PARENT_ID);
-    assert_eq!(connection.parent_span_id, upgrade.span_id);
-    assert_eq!(turn.parent_span_id, connection.span_id);
-    for child in model_calls.iter().chain(&writes).chain([&tool_call]) {
-        assert_eq!(
-            child.parent_span_id, turn.span_id,
-            "{} under the turn",
-            child.name
-        );
-    }
-
-    assert_eq!(attribute(upgrade, "http.route").as_deref(), Some("/ws"));
-    assert_eq!(
-        attribute(upgrade, "http.response.status_code").as_deref(),
-        Some("101")
-    );
-    assert_eq!(
-        attribute(turn, "agentwire.agent").as_deref(),
-        Some("weather")
-    );
-    assert_eq!(
-        attribute(turn, "agentwire.outcome").as_deref(),
-        Some("completed")
-    );
-    assert_eq!(attribute(turn, "agentwire.turn_id").as_deref(), Some("1"));
-    for call in &model_calls {
-        assert_eq!(
-            attribute(call, "gen_ai.provider.name").as_deref(),
-            Some("openai")
-        );
-        assert_eq!(
-            attribute(call, "gen_ai.request.model").as_deref(),
-            Some("gpt-4o-mini")
-        );
-        assert_eq!(
-            attribute(call, "gen_ai.usage.input_tokens").as_deref(),
-            Some("19")
-        );
-        assert_eq!(
-            attribute(call, "gen_ai.usage.output_tokens").as_deref(),
-            Some("10")
-        );
-    }
-    assert!(
-        model_calls
-            .iter()
-            .any(|c| attribute(c, "agentwire.time_to_first_token_ms").is_some()),
-        "the streamed answer's first token is timed"
-    );
-    assert_eq!(
-        attribute(tool_call, "gen_ai.tool.name").as_deref(),
-        Some("get_weather")
-    );
-    assert_eq!(
-        attribute(tool_call, "agentwire.tool.side").as_deref(),
-        Some("http")
-    );
-    assert_eq!(
-        attribute(tool_call, "agentwire.tool.outcome").as_deref(),
-        Some("ok")
-    );
-
+    turn.assert_one_tree_under_the_caller(spans);
+    turn.assert_attributes();
     // No content and no credential anywhere.
-    for span in spans {
-        for attribute in &span.attributes {
-            let value = text_of(&attribute.value);
-            for secret in [
-                "secret-prompt-words",
-                "secret-reply-words",
-                ALICE_KEY,
-                PROVIDER_KEY,
-                "Oslo",
-            ] {
-                assert!(
-                    !value.contains(secret),
-                    "{}.{} carries {secret:?}: {value}",
-                    span.name,
-                    attribute.key
-                );
-            }
-        }
-    }
+    assert_no_content_or_credential(spans);
 }
 
 #[tokio::test]
