@@ -89,7 +89,10 @@ fn the_changelog_names_this_version() {
     assert_ne!(version, "0.0.0", "give the workspace a real version");
     let changelog =
         std::fs::read_to_string(repo_root().join("CHANGELOG.md")).expect("CHANGELOG.md exists");
-    assert!(changelog.contains("## Unreleased"), "CHANGELOG.md keeps an Unreleased section");
+    assert!(
+        changelog.contains("## Unreleased"),
+        "CHANGELOG.md keeps an Unreleased section"
+    );
     assert!(
         changelog.contains(&format!("## {version} ")),
         "CHANGELOG.md has no section for {version}"

@@ -71,11 +71,11 @@ fn slow(content: &str) -> Value {
     json!({"type": "message", "content": content, "metadata": {"mock_scenario": "slow"}})
 }
 
-#[tokio::test]
-async fn large_messages_at_once_stay_within_the_default_budget_and_the_rest_are_told_busy() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agentwire.yaml");
-    let db = dir.path().join("agentwire.db");
+/// A server on SQLite with the test agent at the default limits; its
+/// process, its address, and the address parsed for HTTP.
+async fn default_server(dir: &std::path::Path) -> (tokio::process::Child, String, SocketAddr) {
+    let config = dir.join("agentwire.yaml");
+    let db = dir.join("agentwire.db");
     std::fs::write(
         &config,
         format!(
@@ -86,55 +86,59 @@ async fn large_messages_at_once_stay_within_the_default_budget_and_the_rest_are_
     .unwrap();
     let (child, address, mut log) = start_child(agentwire_serve(&config)).await;
     tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
-    let pid = child.id().unwrap();
     let http: SocketAddr = address.parse().unwrap();
+    (child, address, http)
+}
 
-    let admitted = DEFAULT_BUDGET / (SIZE * InboundBudget::COST_PER_BYTE);
-    assert!(admitted >= 1, "the default budget takes a 15 MiB message");
+/// `admitted` Omnia clients whose large messages fit the budget, and
+/// [`REFUSED`] more (the last on the Gnosari endpoint: the same budget),
+/// each having run one small turn, so what a first turn builds is built.
+async fn warmed_clients(address: &str, admitted: usize) -> (Vec<Client>, Vec<Client>) {
     let mut taken = Vec::new();
     for _ in 0..admitted {
-        taken.push(omnia(&address).await);
+        taken.push(omnia(address).await);
     }
     let mut over = Vec::new();
     for i in 0..REFUSED {
-        // The last one on the Gnosari endpoint: the same budget.
         over.push(match i + 1 == REFUSED {
-            true => gnosari(&address).await,
-            false => omnia(&address).await,
+            true => gnosari(address).await,
+            false => omnia(address).await,
         });
     }
-    // Warmed up: a turn on each endpoint builds what the first turn builds.
     taken[0].say("warm").await;
     assert_eq!(taken[0].recv().await["type"], "done");
     over[REFUSED - 1]
         .send_json(json!({"message": "warm"}))
         .await;
     over[REFUSED - 1].recv_gnosari_turn().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (before, _) = memory(pid);
+    (taken, over)
+}
 
-    let large = "a".repeat(SIZE);
-    let frame = slow(&large).to_string();
-    futures_util::future::join_all(taken.iter_mut().map(|c| c.send_text(&frame))).await;
-    // The admitted messages are read and hold their turns (2 s): everything
-    // sent from now on is over the budget.
+/// Sends the large message on every admitted client and waits until they
+/// hold their turns (2 s): everything sent from then on is over the budget.
+async fn send_admitted(http: SocketAddr, taken: &mut [Client], frame: &str) {
+    futures_util::future::join_all(taken.iter_mut().map(|c| c.send_text(frame))).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while in_flight(http).await < admitted * SIZE {
+    while in_flight(http).await < taken.len() * SIZE {
         assert!(tokio::time::Instant::now() < deadline, "never in flight");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Sends the large message on every client over the budget (the Gnosari
+/// one in its own form); each is refused busy.
+async fn send_refused(over: &mut [Client], omnia_frame: &str, large: &str) {
     let gnosari_frame =
         json!({"message": large, "metadata": {"mock_scenario": "slow"}}).to_string();
     futures_util::future::join_all(over.iter_mut().enumerate().map(|(i, c)| {
         let frame = if i + 1 == REFUSED {
             &gnosari_frame
         } else {
-            &frame
+            omnia_frame
         };
         c.send_text(frame)
     }))
     .await;
-
     for client in &mut over[..REFUSED - 1] {
         let refused = client.recv().await;
         assert_error(&refused, "RATE_LIMITED", BUSY);
@@ -142,6 +146,39 @@ async fn large_messages_at_once_stay_within_the_default_budget_and_the_rest_are_
     let refused = over[REFUSED - 1].recv_event().await;
     assert_eq!(refused["type"], "error", "{refused}");
     assert_eq!(refused["error"], BUSY, "{refused}");
+}
+
+/// Every refused socket still takes a small message.
+async fn assert_refused_sockets_usable(over: &mut [Client]) {
+    for client in &mut over[..REFUSED - 1] {
+        client.say("small").await;
+        let done = client.recv().await;
+        assert_eq!(done["content"], "echo: small", "{done}");
+    }
+    over[REFUSED - 1]
+        .send_json(json!({"message": "small"}))
+        .await;
+    let events = over[REFUSED - 1].recv_gnosari_turn().await;
+    let completed = events.last().unwrap();
+    assert_eq!(completed["type"], "agent_completed", "{events:?}");
+    assert_eq!(completed["full_response"], "echo: small");
+}
+
+#[tokio::test]
+async fn large_messages_at_once_stay_within_the_default_budget_and_the_rest_are_told_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, address, http) = default_server(dir.path()).await;
+    let pid = child.id().unwrap();
+    let admitted = DEFAULT_BUDGET / (SIZE * InboundBudget::COST_PER_BYTE);
+    assert!(admitted >= 1, "the default budget takes a 15 MiB message");
+    let (mut taken, mut over) = warmed_clients(&address, admitted).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (before, _) = memory(pid);
+
+    let large = "a".repeat(SIZE);
+    let frame = slow(&large).to_string();
+    send_admitted(http, &mut taken, &frame).await;
+    send_refused(&mut over, &frame, &large).await;
     for client in &mut taken {
         let done = client.recv().await;
         assert_eq!(done["type"], "done", "{}", done["type"]);
@@ -158,23 +195,12 @@ async fn large_messages_at_once_stay_within_the_default_budget_and_the_rest_are_
         SLACK / MIB
     );
 
-    // Every refused socket is still usable.
-    for client in &mut over[..REFUSED - 1] {
-        client.say("small").await;
-        let done = client.recv().await;
-        assert_eq!(done["content"], "echo: small", "{done}");
-    }
-    over[REFUSED - 1]
-        .send_json(json!({"message": "small"}))
-        .await;
-    let events = over[REFUSED - 1].recv_gnosari_turn().await;
-    let completed = events.last().unwrap();
-    assert_eq!(completed["type"], "agent_completed", "{events:?}");
-    assert_eq!(completed["full_response"], "echo: small");
+    assert_refused_sockets_usable(&mut over).await;
     let (_, metrics) = http_get(http, "/metrics").await;
     assert_eq!(
         metric(&metrics, "agentwire_inbound_refused_total"),
         REFUSED as f64
     );
     assert_eq!(in_flight(http).await, 0, "every permit given back");
+    drop(child);
 }
