@@ -383,3 +383,10 @@ pub(crate) fn token_caller(owner: &str, expires_in: Duration) -> Caller {
         address: None,
     }
 }
+
+/// `frame` with the log position `seq` (`stream=2`), as both dialects write
+/// it.
+pub(crate) fn at(mut frame: Value, seq: u64) -> Value {
+    frame["seq"] = json!(seq);
+    frame
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{CLIENT_TOOLS_UNAVAILABLE, GnosariParams, MAX_QUEUED, QUEUE_FULL, run};
-use crate::connection::testing::{AGENT, Harness, TestClient, anonymous, script, token_caller};
+use crate::connection::testing::{AGENT, Harness, TestClient, anonymous, at, script, token_caller};
 use crate::identity::Caller;
 
 /// The session a message without `session_id` opens: the engine's second
@@ -62,12 +62,6 @@ fn error(text: &str, about: Option<(&str, &str)>) -> Value {
         event["session_id"] = json!(session);
         event["client_message_id"] = json!(client_message_id);
     }
-    event
-}
-
-/// `event` with the log position `seq` (`stream=2`).
-fn at(mut event: Value, seq: u64) -> Value {
-    event["seq"] = json!(seq);
     event
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{ConnectionParams, run};
-use crate::connection::testing::{Harness, NOW_TEXT, TestClient, anonymous, script, token_caller};
+use crate::connection::testing::{
+    Harness, NOW_TEXT, TestClient, anonymous, at, script, token_caller,
+};
 use crate::identity::Caller;
 use crate::socket::TURN_IN_PROGRESS;
 
@@ -63,12 +65,6 @@ fn error(session: bool, code: &str, text: &str) -> Value {
     if session {
         frame["session_id"] = json!(SESSION);
     }
-    frame
-}
-
-/// `frame` with the log position `seq` (`stream=2`).
-fn at(mut frame: Value, seq: u64) -> Value {
-    frame["seq"] = json!(seq);
     frame
 }
 
