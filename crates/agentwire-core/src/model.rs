@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use async_trait::async_trait;
 
-use crate::content::ContentPart;
+use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 
 /// One request to a model: the conversation so far and the tools it may call.
@@ -18,9 +18,10 @@ pub struct ModelRequest<'h> {
     pub system: Option<String>,
     pub messages: Vec<ModelMessage<'h>>,
     pub tools: Vec<ToolSpec>,
-    /// The message's `mock_scenario` metadata: read by the scripted provider
-    /// only, never sent to a real model.
-    pub scenario: Option<String>,
+    /// The client's metadata of the message the turn answers, as it sent
+    /// it. A model is not sent it (a handler shows the model what it
+    /// chooses in `messages`); a scripted provider picks its script by it.
+    pub metadata: Cow<'h, Metadata>,
 }
 
 /// A message of the conversation as the model sees it: borrowed from the
@@ -58,7 +59,7 @@ impl ModelRequest<'_> {
                 .map(ModelMessage::into_owned)
                 .collect(),
             tools: self.tools,
-            scenario: self.scenario,
+            metadata: Cow::Owned(self.metadata.into_owned()),
         }
     }
 }

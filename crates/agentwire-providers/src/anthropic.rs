@@ -370,7 +370,7 @@ mod tests {
                 description: "A".into(),
                 parameters: json!({"type": "object"}),
             }],
-            scenario: None,
+            ..ModelRequest::default()
         }
     }
 

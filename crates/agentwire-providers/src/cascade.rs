@@ -668,7 +668,7 @@ async fn think(job: ReplyJob, feed: mpsc::UnboundedSender<Feed>) -> Result<(), C
             system: system.clone(),
             messages: messages.clone(),
             tools: if offered { tools.to_vec() } else { Vec::new() },
-            scenario: None,
+            ..ModelRequest::default()
         };
         let reply = shared.model.complete(&request, &sink).await.map_err(|e| {
             CallError::new(CallFailure::ProviderError, format!("cascade model: {e}"))

@@ -46,6 +46,7 @@ mod cascade;
 pub use cascade::{Cascade, CascadeSettings, SpeechEndpoint};
 mod http;
 mod mock;
+pub use mock::SCENARIO_KEY as MOCK_SCENARIO_KEY;
 mod mock_realtime;
 
 pub use mock_realtime::{MockRealtime, MockVoice, MockVoiceOutput, MockVoiceTool};

@@ -1,8 +1,8 @@
 //! A scripted model in the shape of Omnia's mock provider (PromptKit's
 //! `mock`): `default_response` plus `scenarios.<id>.turns.<n>`.
 //!
-//! The scenario is the request's `scenario` (`default` when unset or
-//! empty). The turn number is one plus the assistant messages already in the
+//! The scenario is the one the turn's message names in its metadata,
+//! `mock_scenario` ([`SCENARIO_KEY`]; `default` when unset or empty). The turn number is one plus the assistant messages already in the
 //! request, so a tool round-trip moves on to the next turn. A missing
 //! scenario or turn answers `default_response`, else
 //! `Mock response for provider <name> model <model>`. Text streams in
@@ -21,6 +21,9 @@ use agentwire_core::{
 use async_trait::async_trait;
 
 use crate::{MockScenario, MockTurn};
+
+/// The metadata key of a message that names its scenario.
+pub const SCENARIO_KEY: &str = "mock_scenario";
 
 /// Characters per streamed chunk, as PromptKit's mock.
 const CHUNK_CHARS: usize = 20;
@@ -49,8 +52,9 @@ impl MockProvider {
 
     fn scenario(&self, request: &ModelRequest<'_>) -> Option<&MockScenario> {
         let scenario = request
-            .scenario
-            .as_deref()
+            .metadata
+            .get(SCENARIO_KEY)
+            .map(String::as_str)
             .filter(|s| !s.is_empty())
             .unwrap_or("default");
         self.scenarios.get(scenario)
@@ -168,7 +172,16 @@ impl ModelProvider for MockProvider {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
+    use agentwire_core::Metadata;
+
     use super::*;
+
+    /// The metadata of a message naming `scenario`.
+    fn named(scenario: &str) -> Metadata {
+        Metadata::from([(SCENARIO_KEY.to_owned(), scenario.to_owned())])
+    }
 
     #[test]
     fn last_tool_result_placeholder() {
@@ -235,7 +248,7 @@ mod tests {
                     is_error: false,
                 },
             ],
-            scenario: Some("s".into()),
+            metadata: Cow::Owned(named("s")),
             ..ModelRequest::default()
         };
         let sink = Collect(parking_lot::Mutex::new(String::new()));
@@ -272,7 +285,7 @@ mod tests {
                     tool_calls: Vec::new(),
                 })
                 .collect(),
-            scenario: Some(scenario.into()),
+            metadata: Cow::Owned(named(scenario)),
             ..ModelRequest::default()
         };
         for (scenario, assistants, expected) in [

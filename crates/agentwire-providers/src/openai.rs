@@ -290,7 +290,10 @@ mod tests {
                 description: "Weather for a city".into(),
                 parameters: json!({"type": "object"}),
             }],
-            scenario: Some("ignored".into()),
+            metadata: std::borrow::Cow::Owned(agentwire_core::Metadata::from([(
+                crate::MOCK_SCENARIO_KEY.to_owned(),
+                "ignored".to_owned(),
+            )])),
         }
     }
 

@@ -10,9 +10,12 @@ use agentwire_core::{
     MessageBody, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome, context_window,
 };
 
+/// The metadata key a message names a `mock` provider's scenario by.
+pub(crate) const SCENARIO_KEY: &str = "mock_scenario";
+
 /// Keys the runtime reads itself and never shows the model.
 fn is_reserved(key: &str) -> bool {
-    key == "mock_scenario"
+    key == SCENARIO_KEY
         || key == "content_type"
         || key == agentwire_core::assets::ASSET_METADATA_KEY
         || key.starts_with("omnia.")

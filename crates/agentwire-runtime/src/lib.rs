@@ -21,6 +21,7 @@ mod team;
 mod tests;
 mod toolbox;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentwire_core::{
@@ -135,7 +136,7 @@ impl RuntimeHandler {
             system: settings.instructions.clone(),
             messages: std::mem::take(messages),
             tools: tools.specs(),
-            scenario: turn.input.metadata.get("mock_scenario").cloned(),
+            metadata: Cow::Borrowed(&turn.input.metadata),
         };
         loop {
             // Stored media is resolved for this call alone (fresh URLs,

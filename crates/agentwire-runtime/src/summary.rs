@@ -1,20 +1,24 @@
 //! A session's summary written by a model: the agent's own provider, or the
 //! one named by `agents[].summarizer`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentwire_core::{
-    MessageBody, ModelMessage, ModelProvider, ModelRequest, StoredMessage, Summarizer, TextSink,
-    ToolOutcome,
+    MessageBody, Metadata, ModelMessage, ModelProvider, ModelRequest, StoredMessage, Summarizer,
+    TextSink, ToolOutcome,
 };
 use async_trait::async_trait;
+
+use crate::context::SCENARIO_KEY;
 
 /// The system prompt of a summary request.
 pub const SUMMARY_INSTRUCTIONS: &str = "You summarise conversations between a user and an AI \
 agent. In at most three sentences, say what the user wanted, what was established, and what \
 is still open. Answer with the summary only, as plain text.";
 
-/// The scenario a summary request names, so a `mock` provider can script
+/// The scenario a summary request names in its metadata, as a client's
+/// message would (`mock_scenario`), so a `mock` provider can script
 /// summaries (`scenarios.summary.turns.1`) apart from the agent's turns.
 pub const SUMMARY_SCENARIO: &str = "summary";
 
@@ -57,7 +61,10 @@ impl Summarizer for ModelSummarizer {
                 parts: Default::default(),
             }],
             tools: Vec::new(),
-            scenario: Some(SUMMARY_SCENARIO.to_owned()),
+            metadata: Cow::Owned(Metadata::from([(
+                SCENARIO_KEY.to_owned(),
+                SUMMARY_SCENARIO.to_owned(),
+            )])),
         };
         let reply = self
             .provider
@@ -224,7 +231,10 @@ mod summary_tests {
         let asked = provider.asked.lock().take().unwrap();
         assert_eq!(asked.system.as_deref(), Some(SUMMARY_INSTRUCTIONS));
         assert!(asked.tools.is_empty());
-        assert_eq!(asked.scenario.as_deref(), Some(SUMMARY_SCENARIO));
+        assert_eq!(
+            asked.metadata.get("mock_scenario").map(String::as_str),
+            Some(SUMMARY_SCENARIO)
+        );
         let [ModelMessage::User { text, .. }] = asked.messages.as_slice() else {
             panic!("one user message: {:?}", asked.messages);
         };

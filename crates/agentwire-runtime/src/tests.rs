@@ -324,7 +324,7 @@ async fn a_delegate_answers_on_a_sub_turn_whose_answer_is_the_tool_result() {
             parts: Default::default()
         }]
     );
-    assert_eq!(seen[0].scenario, None);
+    assert!(seen[0].metadata.is_empty(), "{:?}", seen[0].metadata);
     assert!(seen[0].tools.is_empty(), "the researcher has no tools");
     // The lead was offered the delegation tool, naming its target.
     let tools = &lead_model.requests()[0].tools;
@@ -394,7 +394,10 @@ async fn a_handoff_gives_the_rest_of_the_turn_and_the_conversation_to_the_target
     // The target continues the conversation under its own instructions.
     let seen = &closer_model.requests()[0];
     assert_eq!(seen.system.as_deref(), Some("You are Closer-2."));
-    assert_eq!(seen.scenario.as_deref(), Some("team"));
+    assert_eq!(
+        seen.metadata.get("mock_scenario").map(String::as_str),
+        Some("team")
+    );
     assert_eq!(seen.messages.len(), 3, "user, transfer call, its result");
     let roles: Vec<MessageRole> = outcome.stored.iter().map(|m| m.role()).collect();
     assert_eq!(

@@ -143,7 +143,7 @@ fn images_and_tool_results() -> ModelRequest<'static> {
             description: "First".into(),
             parameters: json!({"type": "object"}),
         }],
-        scenario: None,
+        ..ModelRequest::default()
     }
 }
 

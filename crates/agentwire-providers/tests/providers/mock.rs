@@ -59,7 +59,16 @@ fn mock(default_response: Option<&str>) -> Arc<dyn ModelProvider> {
 fn scenario(id: Option<&str>, messages: Vec<ModelMessage<'static>>) -> ModelRequest<'static> {
     ModelRequest {
         messages,
-        scenario: id.map(str::to_owned),
+        metadata: std::borrow::Cow::Owned(
+            id.map(|id| {
+                (
+                    agentwire_providers::MOCK_SCENARIO_KEY.to_owned(),
+                    id.to_owned(),
+                )
+            })
+            .into_iter()
+            .collect(),
+        ),
         ..ModelRequest::default()
     }
 }

@@ -153,7 +153,10 @@ async fn openai_maps_the_request_body() {
             description: "Looks things up".into(),
             parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
         }],
-        scenario: Some("never-sent".into()),
+        metadata: std::borrow::Cow::Owned(agentwire_core::Metadata::from([(
+            agentwire_providers::MOCK_SCENARIO_KEY.to_owned(),
+            "never-sent".to_owned(),
+        )])),
     };
     let (result, _) = complete(&provider, &request).await;
     result.unwrap();
