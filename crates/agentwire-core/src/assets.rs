@@ -1,12 +1,11 @@
 //! Stored media as a model sees it. A stored message names its media by
-//! `storage_ref` only, never by URL or bytes; a Gnosari attachment also
-//! keeps the [`ASSET_METADATA_KEY`] marker in its metadata. A
-//! [`MediaResolver`] turns those references into inline base64 `data` read
-//! through the [`MediaStore`] (or, for a store that presigns, a fresh
-//! short-lived URL) for **one model call**: the runtime resolves a copy of
-//! each request just before it sends it and drops the copy after, so every
-//! call gets fresh URLs and the bytes never outlive the call (nor reach the
-//! session store).
+//! `storage_ref` only, never by URL or bytes (an attachment also by its id:
+//! [`crate::MessageBody::User`]'s `attachment`). A [`MediaResolver`] turns
+//! those references into inline base64 `data` read through the
+//! [`MediaStore`] (or, for a store that presigns, a fresh short-lived URL)
+//! for **one model call**: the runtime resolves a copy of each request just
+//! before it sends it and drops the copy after, so every call gets fresh
+//! URLs and the bytes never outlive the call (nor reach the session store).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -17,9 +16,6 @@ use futures_util::StreamExt;
 use crate::content::ContentPart;
 use crate::media::{Download, MediaStore, StorageRef};
 use crate::model::{ModelMessage, ModelRequest};
-
-/// The metadata key of the stored marker (the asset id, in UUID form).
-pub const ASSET_METADATA_KEY: &str = "gnosari_asset_id";
 
 /// Items larger than this stay unresolved (the model sees a note instead).
 pub const MAX_INLINE_BYTES: u64 = 5 * 1024 * 1024;

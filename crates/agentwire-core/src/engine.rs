@@ -39,9 +39,9 @@ use crate::content::{ContentPart, Metadata};
 use crate::ids::{IdSource, InvalidSessionId, SessionId};
 use crate::live::{Acquired, Fence, LiveError, LocalLeases, SharedLogs, TurnLeases};
 use crate::log::{Epoch, LogReader, SessionLog, TurnId};
-use crate::media::MediaStore;
+use crate::media::{MediaId, MediaStore};
 use crate::scope::ConnectionScope;
-use crate::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
+use crate::session::{MessageBody, SessionRecord, StoredMessage, Via, retained_start};
 use crate::store::{SessionStore, StoreError};
 use crate::summary::SummaryScheduler;
 use crate::time::{Clock, Timestamp};
@@ -57,11 +57,10 @@ mod write;
 
 pub use cancel::{CancelOutcome, TURN_CANCELLED};
 pub use leases::TURN_INTERRUPTED;
-pub use records::CANCELLED_KEY;
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
 use turn_task::{run_turn, turn_span};
-pub use voice::{INTERRUPTED_KEY, VOICE, VOICE_KEY, VoiceExchange, VoiceToolStep};
+pub use voice::{VoiceExchange, VoiceToolStep};
 use write::QuestionWrite;
 
 use crate::turn::{ClientTools, EventSink, Handler, TurnContext, TurnInput};
@@ -174,6 +173,9 @@ pub struct SubmitRequest<'a> {
     pub requested: Option<&'a str>,
     pub content: Option<String>,
     pub parts: Vec<ContentPart>,
+    /// An uploaded item the message attaches, already one of `parts`.
+    pub attachment: Option<MediaId>,
+    /// The client's metadata, as it sent it.
     pub metadata: Metadata,
     /// The connection's state: its client tool calls are answered there, and
     /// handlers cache per-connection resources in it.
@@ -456,7 +458,9 @@ impl Engine {
             body: MessageBody::User {
                 text: input.text.clone(),
                 parts: input.parts.clone(),
+                attachment: req.attachment,
             },
+            via: Via::Text,
             metadata: input.metadata.clone(),
             created_at: now,
         };

@@ -76,7 +76,8 @@ impl ErrorCode {
 const MAX_CUSTOM_CODES: usize = 64;
 
 impl ErrorCode {
-    /// The code called `name`: a known one, or a custom one (kept for the
+    /// The code called `name` ([`ErrorCode::as_str`] read back, from a
+    /// peer or a store): a known one, or a custom one (kept for the
     /// process's life: custom codes are a handful of constants).
     pub fn named(name: &str) -> ErrorCode {
         if let Some(known) = ErrorCode::KNOWN.iter().find(|code| code.as_str() == name) {

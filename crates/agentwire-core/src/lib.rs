@@ -87,8 +87,8 @@ pub use model::{
 pub use scope::ConnectionScope;
 pub use screening::PromptScreen;
 pub use session::{
-    DEFAULT_HISTORY_WINDOW, MessageBody, MessageRole, SessionCursor, SessionOverview,
-    SessionRecord, SessionSummary, StoredMessage, context_window,
+    DEFAULT_HISTORY_WINDOW, MessageBody, MessageRole, ReplyEnd, SessionCursor, SessionOverview,
+    SessionRecord, SessionSummary, StoredMessage, Via, context_window,
 };
 pub use store::{SessionStore, StoreError};
 pub use summary::{Summarizer, SummaryPolicy, SummaryScheduler};

@@ -1,7 +1,9 @@
 //! What survives a restart: session records and their messages.
 
 use crate::content::{ContentPart, Metadata};
+use crate::error::ErrorCode;
 use crate::ids::SessionId;
+use crate::media::MediaId;
 use crate::time::Timestamp;
 use crate::turn::{ToolOutcome, ToolSide};
 
@@ -62,9 +64,37 @@ pub struct StoredMessage {
     /// Position in the session, from 0, dense.
     pub seq: u64,
     pub body: MessageBody,
-    /// The client's metadata of a user message, an event's details.
+    /// Typed in a turn, or spoken in a voice call.
+    pub via: Via,
+    /// The client's metadata of a user message (as it sent it), an event's
+    /// details; nothing of the server's own.
     pub metadata: Metadata,
     pub created_at: Timestamp,
+}
+
+/// How a message came into its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Via {
+    /// Typed: a turn's message and its records.
+    #[default]
+    Text,
+    /// Spoken in a voice call: the caller's transcript, the reply's, and
+    /// the tool steps between them.
+    Voice,
+}
+
+/// How a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplyEnd {
+    /// The whole answer.
+    #[default]
+    Complete,
+    /// The turn was cancelled: the reply as far as it was streamed, as the
+    /// user saw it.
+    Cancelled,
+    /// A spoken reply the caller cut short (a barge-in, the call's end):
+    /// the transcript as far as it was spoken.
+    Interrupted,
 }
 
 impl StoredMessage {
@@ -82,11 +112,15 @@ pub enum MessageBody {
     User {
         text: String,
         parts: Vec<ContentPart>,
+        /// An uploaded item the message attached by its id; it is also one
+        /// of `parts`, named by `storage_ref`.
+        attachment: Option<MediaId>,
     },
-    /// A turn's answer.
+    /// A turn's answer, or a call's spoken one.
     Reply {
         text: String,
         parts: Vec<ContentPart>,
+        end: ReplyEnd,
     },
     /// Text the model wrote before calling tools: streamed, part of the
     /// model's context, not the turn's answer.
@@ -101,7 +135,7 @@ pub enum MessageBody {
     /// How the tool call `id` ended.
     ToolResult { id: String, outcome: ToolOutcome },
     /// A turn that failed: the code and message the client was sent.
-    Failure { code: String, message: String },
+    Failure { code: ErrorCode, message: String },
     /// Something that happened on the session outside a turn, such as the
     /// client asserting it displayed the AI disclosure (`name`; details in
     /// the message's metadata). Never shown to a model.
@@ -226,6 +260,7 @@ mod tests {
             MessageRole::User => MessageBody::User {
                 text,
                 parts: Vec::new(),
+                attachment: None,
             },
             MessageRole::Tool => MessageBody::ToolResult {
                 id: text,
@@ -234,12 +269,14 @@ mod tests {
             _ => MessageBody::Reply {
                 text,
                 parts: Vec::new(),
+                end: ReplyEnd::Complete,
             },
         };
         StoredMessage {
             session_id: SessionId::minted("s".into()),
             seq,
             body,
+            via: Via::Text,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }

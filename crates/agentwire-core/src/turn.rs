@@ -13,7 +13,7 @@ use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
 use crate::log::TurnWriter;
 use crate::model::ModelRequest;
-use crate::session::{MessageBody, StoredMessage};
+use crate::session::{MessageBody, StoredMessage, Via};
 use crate::tools::{ClientCallEnd, ClientToolBroker};
 
 /// What the user sent, as the handler sees it.
@@ -245,7 +245,9 @@ impl TurnContext {
             body: MessageBody::User {
                 text: input.text.clone(),
                 parts: input.parts.clone(),
+                attachment: None,
             },
+            via: Via::Text,
             metadata: input.metadata.clone(),
             created_at,
         };

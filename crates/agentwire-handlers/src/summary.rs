@@ -66,7 +66,7 @@ fn cut(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use agentwire_core::{Metadata, SessionId, Timestamp};
+    use agentwire_core::{ErrorCode, Metadata, ReplyEnd, SessionId, Timestamp, Via};
 
     use super::*;
 
@@ -75,6 +75,7 @@ mod tests {
             session_id: SessionId::parse("s").unwrap(),
             seq: 0,
             body,
+            via: Via::Text,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }
@@ -84,6 +85,7 @@ mod tests {
         message(MessageBody::User {
             text: text.into(),
             parts: Vec::new(),
+            attachment: None,
         })
     }
 
@@ -91,6 +93,7 @@ mod tests {
         message(MessageBody::Reply {
             text: text.into(),
             parts: Vec::new(),
+            end: ReplyEnd::Complete,
         })
     }
 
@@ -114,7 +117,7 @@ mod tests {
                 text: "Checking...".into(),
             }),
             message(MessageBody::Failure {
-                code: "INTERNAL_ERROR".into(),
+                code: ErrorCode::Internal,
                 message: "failed".into(),
             }),
         ];

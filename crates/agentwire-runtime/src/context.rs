@@ -7,23 +7,22 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use agentwire_core::{
-    MessageBody, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome, context_window,
+    MessageBody, Metadata, ModelMessage, ModelToolCall, StoredMessage, ToolOutcome, Via,
+    context_window,
 };
 
 /// The metadata key a message names a `mock` provider's scenario by.
 pub(crate) const SCENARIO_KEY: &str = "mock_scenario";
 
-/// Keys the runtime reads itself and never shows the model.
+/// Keys the server or a provider reads itself and never shows the model.
 fn is_reserved(key: &str) -> bool {
-    key == SCENARIO_KEY
-        || key == "content_type"
-        || key == agentwire_core::assets::ASSET_METADATA_KEY
-        || key.starts_with("omnia.")
+    key == SCENARIO_KEY || key == "content_type" || key.starts_with("omnia.")
 }
 
 /// `message_metadata_template`: a minijinja template rendered with
-/// `metadata` (the message's non-reserved metadata) and appended to the user
-/// message's text.
+/// `metadata` (the message's non-reserved metadata, and `via: "voice"` for
+/// one spoken in a call, as the sessions API shows it) and appended to the
+/// user message's text.
 pub struct MetadataTemplate {
     env: minijinja::Environment<'static>,
 }
@@ -39,12 +38,15 @@ impl MetadataTemplate {
         Ok(MetadataTemplate { env })
     }
 
-    fn render(&self, metadata: &Metadata) -> Option<String> {
-        let visible: Metadata = metadata
+    fn render(&self, metadata: &Metadata, via: Via) -> Option<String> {
+        let mut visible: Metadata = metadata
             .iter()
             .filter(|(k, _)| !is_reserved(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        if via == Via::Voice {
+            visible.insert("via".to_owned(), "voice".to_owned());
+        }
         if visible.is_empty() {
             return None;
         }
@@ -112,7 +114,7 @@ fn user_message<'h>(
     template: Option<&MetadataTemplate>,
 ) -> ModelMessage<'h> {
     let stored = message.body.text().unwrap_or_default();
-    let text = match template.and_then(|t| t.render(&message.metadata)) {
+    let text = match template.and_then(|t| t.render(&message.metadata, message.via)) {
         Some(rendered) if stored.is_empty() => Cow::Owned(rendered),
         Some(rendered) => Cow::Owned(format!("{stored}\n\n{rendered}")),
         None => Cow::Borrowed(stored),
@@ -214,6 +216,7 @@ mod tests {
         MessageBody::User {
             text: text.into(),
             parts: Vec::new(),
+            attachment: None,
         }
     }
 
@@ -221,6 +224,7 @@ mod tests {
         MessageBody::Reply {
             text: text.into(),
             parts: Vec::new(),
+            end: agentwire_core::ReplyEnd::Complete,
         }
     }
 
@@ -233,6 +237,7 @@ mod tests {
             session_id: SessionId::minted("s".into()),
             seq: 0,
             body,
+            via: Via::Text,
             metadata: metadata
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -313,7 +318,7 @@ mod tests {
             ),
             stored(
                 MessageBody::Failure {
-                    code: "INTERNAL_ERROR".into(),
+                    code: agentwire_core::ErrorCode::Internal,
                     message: "internal server error".into(),
                 },
                 &[],
@@ -367,13 +372,20 @@ mod tests {
             ("mock_scenario", "a"),
             ("content_type", "b"),
             ("omnia.x", "c"),
-            ("gnosari_asset_id", "d"),
             ("plan", "pro"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-        assert_eq!(template.render(&metadata).as_deref(), Some("plan=pro;"));
+        assert_eq!(
+            template.render(&metadata, Via::Text).as_deref(),
+            Some("plan=pro;")
+        );
+        // A spoken message shows how it came, as the sessions API does.
+        assert_eq!(
+            template.render(&metadata, Via::Voice).as_deref(),
+            Some("plan=pro;via=voice;")
+        );
     }
 
     #[test]

@@ -150,6 +150,7 @@ mod summary_tests {
             session_id: SessionId::parse("s").unwrap(),
             seq: 0,
             body,
+            via: agentwire_core::Via::Text,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }
@@ -159,6 +160,7 @@ mod summary_tests {
         message(MessageBody::User {
             text: text.into(),
             parts: Vec::new(),
+            attachment: None,
         })
     }
 
@@ -215,7 +217,7 @@ mod summary_tests {
                 outcome: ToolOutcome::Ok(serde_json::json!({"t": "72F"})),
             }),
             message(MessageBody::Failure {
-                code: "INTERNAL_ERROR".into(),
+                code: agentwire_core::ErrorCode::Internal,
                 message: "failed".into(),
             }),
             message(MessageBody::Event {
@@ -224,6 +226,7 @@ mod summary_tests {
             message(MessageBody::Reply {
                 text: "It's 72F.".into(),
                 parts: Vec::new(),
+                end: agentwire_core::ReplyEnd::Complete,
             }),
         ];
         let summary = summarizer.summarize(&messages).await.unwrap();
@@ -274,6 +277,7 @@ mod summary_tests {
             .chain([message(MessageBody::Reply {
                 text: "the end".into(),
                 parts: Vec::new(),
+                end: agentwire_core::ReplyEnd::Complete,
             })])
             .collect();
         let text = transcript(&messages);

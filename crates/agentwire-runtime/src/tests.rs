@@ -264,6 +264,7 @@ async fn run_turn_with_media(
             requested: None,
             content: Some(text.to_owned()),
             parts,
+            attachment: None,
             metadata,
             scope: &scope,
         })

@@ -5,7 +5,13 @@
 //! `assistant` row with `step: "interim"` in its metadata, a failure an
 //! `error` row with its `code` there, a tool step a `tool` row whose content
 //! is `{"call": {id, name, arguments, side}}` or `{"result": {id, status,
-//! value}}`. Those keys exist only in this file; readers get typed bodies.
+//! value}}`. A message's typed flags are keys of the metadata too: a
+//! spoken message has `via: "voice"`, a reply cut short `cancelled: "true"`
+//! or `interrupted: "true"`, a user message's attachment its id in UUID
+//! form under `gnosari_asset_id`. Those keys exist only in this file;
+//! readers get typed messages. A key is read as a flag only with the value
+//! written for it; any other value stays the metadata's, so a row reads
+//! back into what it was written from.
 //!
 //! The core types are deliberately not `Serialize` (the core knows no wire or
 //! storage format), so the shapes live here as private mirror structs. Fields
@@ -18,8 +24,8 @@
 use std::borrow::Cow;
 
 use agentwire_core::{
-    ContentPart, MediaContent, MessageBody, MessageRole, Metadata, PartKind, SessionId, StoreError,
-    StoredMessage, Timestamp, ToolOutcome, ToolSide,
+    ContentPart, ErrorCode, MediaContent, MediaId, MessageBody, MessageRole, Metadata, PartKind,
+    ReplyEnd, SessionId, StoreError, StoredMessage, Timestamp, ToolOutcome, ToolSide, Via,
 };
 use serde::{Deserialize, Serialize};
 
@@ -28,13 +34,21 @@ pub(crate) struct BodyRow<'a> {
     pub(crate) role: &'static str,
     pub(crate) content: Cow<'a, str>,
     pub(crate) parts: &'a [ContentPart],
-    /// The body's own key added to the message's metadata (`step`, `code`).
-    pub(crate) marker: Option<(&'static str, &'a str)>,
+    /// The body's own key added to the message's metadata (`step`, `code`,
+    /// `cancelled`, `interrupted`, `gnosari_asset_id`).
+    pub(crate) marker: Option<(&'static str, Cow<'a, str>)>,
 }
 
 const STEP_KEY: &str = "step";
 const INTERIM: &str = "interim";
 const CODE_KEY: &str = "code";
+const VIA_KEY: &str = "via";
+const VOICE: &str = "voice";
+const CANCELLED_KEY: &str = "cancelled";
+const INTERRUPTED_KEY: &str = "interrupted";
+const TRUE: &str = "true";
+/// A user message's attachment, in UUID form (the Gnosari asset id).
+const ATTACHMENT_KEY: &str = "gnosari_asset_id";
 
 #[derive(Serialize, Deserialize)]
 enum ToolStepJson<'a> {
@@ -96,14 +110,30 @@ fn tool_row(step: &ToolStepJson<'_>) -> Result<BodyRow<'static>, StoreError> {
 
 pub(crate) fn encode_body(body: &MessageBody) -> Result<BodyRow<'_>, StoreError> {
     Ok(match body {
-        MessageBody::User { text, parts } => text_row(MessageRole::User, text, parts),
-        MessageBody::Reply { text, parts } => text_row(MessageRole::Assistant, text, parts),
+        MessageBody::User {
+            text,
+            parts,
+            attachment,
+        } => BodyRow {
+            marker: attachment
+                .as_ref()
+                .map(|id| (ATTACHMENT_KEY, Cow::Owned(id.to_uuid()))),
+            ..text_row(MessageRole::User, text, parts)
+        },
+        MessageBody::Reply { text, parts, end } => BodyRow {
+            marker: match end {
+                ReplyEnd::Complete => None,
+                ReplyEnd::Cancelled => Some((CANCELLED_KEY, Cow::Borrowed(TRUE))),
+                ReplyEnd::Interrupted => Some((INTERRUPTED_KEY, Cow::Borrowed(TRUE))),
+            },
+            ..text_row(MessageRole::Assistant, text, parts)
+        },
         MessageBody::Interim { text } => BodyRow {
-            marker: Some((STEP_KEY, INTERIM)),
+            marker: Some((STEP_KEY, Cow::Borrowed(INTERIM))),
             ..text_row(MessageRole::Assistant, text, &[])
         },
         MessageBody::Failure { code, message } => BodyRow {
-            marker: Some((CODE_KEY, code)),
+            marker: Some((CODE_KEY, Cow::Borrowed(code.as_str()))),
             ..text_row(MessageRole::Error, message, &[])
         },
         MessageBody::Event { name } => text_row(MessageRole::Event, name, &[]),
@@ -136,18 +166,64 @@ pub(crate) fn encode_body(body: &MessageBody) -> Result<BodyRow<'_>, StoreError>
     })
 }
 
-/// The row's metadata column: the message's metadata and the body's marker.
+/// The row's metadata column: the message's metadata, the body's marker
+/// and, for a spoken message, `via`.
 pub(crate) fn encode_row_metadata(
     metadata: &Metadata,
     marker: Option<(&str, &str)>,
+    via: Via,
 ) -> Result<Option<String>, StoreError> {
-    match marker {
-        None => encode_metadata(metadata),
-        Some((key, value)) => {
-            let mut with_marker = metadata.clone();
-            with_marker.insert(key.to_owned(), value.to_owned());
-            encode_metadata(&with_marker)
-        }
+    let via = match via {
+        Via::Text => None,
+        Via::Voice => Some((VIA_KEY, VOICE)),
+    };
+    if marker.is_none() && via.is_none() {
+        return encode_metadata(metadata);
+    }
+    let mut with_flags = metadata.clone();
+    for (key, value) in marker.into_iter().chain(via) {
+        with_flags.insert(key.to_owned(), value.to_owned());
+    }
+    encode_metadata(&with_flags)
+}
+
+/// Takes `key` out of `metadata` when it holds `value`, the value written
+/// for the flag; any other value stays the metadata's.
+fn take_flag(metadata: &mut Metadata, key: &str, value: &str) -> bool {
+    let flagged = metadata.get(key).is_some_and(|v| v == value);
+    if flagged {
+        metadata.remove(key);
+    }
+    flagged
+}
+
+/// How a row's message came: taken out of `metadata`.
+pub(crate) fn decode_via(metadata: &mut Metadata) -> Via {
+    match take_flag(metadata, VIA_KEY, VOICE) {
+        true => Via::Voice,
+        false => Via::Text,
+    }
+}
+
+/// A user row's attachment, taken out of `metadata` when it is an id as
+/// written (lowercase UUID form).
+fn decode_attachment(metadata: &mut Metadata) -> Option<MediaId> {
+    let written = metadata.get(ATTACHMENT_KEY)?;
+    let id = MediaId::from_uuid(written)
+        .ok()
+        .filter(|id| id.to_uuid() == *written)?;
+    metadata.remove(ATTACHMENT_KEY);
+    Some(id)
+}
+
+/// How a reply row ended, taken out of `metadata`.
+fn decode_reply_end(metadata: &mut Metadata) -> ReplyEnd {
+    if take_flag(metadata, CANCELLED_KEY, TRUE) {
+        ReplyEnd::Cancelled
+    } else if take_flag(metadata, INTERRUPTED_KEY, TRUE) {
+        ReplyEnd::Interrupted
+    } else {
+        ReplyEnd::Complete
     }
 }
 
@@ -163,17 +239,18 @@ pub(crate) fn decode_body(
         MessageRole::User => MessageBody::User {
             text: content,
             parts,
+            attachment: decode_attachment(metadata),
         },
-        MessageRole::Assistant if metadata.get(STEP_KEY).is_some_and(|s| s == INTERIM) => {
-            metadata.remove(STEP_KEY);
+        MessageRole::Assistant if take_flag(metadata, STEP_KEY, INTERIM) => {
             MessageBody::Interim { text: content }
         }
         MessageRole::Assistant => MessageBody::Reply {
             text: content,
             parts,
+            end: decode_reply_end(metadata),
         },
         MessageRole::Error => MessageBody::Failure {
-            code: metadata.remove(CODE_KEY).unwrap_or_default(),
+            code: ErrorCode::named(&metadata.remove(CODE_KEY).unwrap_or_default()),
             message: content,
         },
         MessageRole::Event => MessageBody::Event { name: content },
@@ -408,11 +485,15 @@ impl NewRow {
             ))
         })?;
         let row = encode_body(&message.body)?;
+        let marker = row
+            .marker
+            .as_ref()
+            .map(|(key, value)| (*key, value.as_ref()));
         Ok(NewRow {
             seq,
             role: row.role,
             parts: encode_parts(row.parts)?,
-            metadata: encode_row_metadata(&message.metadata, row.marker)?,
+            metadata: encode_row_metadata(&message.metadata, marker, message.via)?,
             content: row.content.into_owned(),
             created_at: message.created_at.0,
         })
@@ -448,6 +529,7 @@ impl StoredRow {
             session_id: session_id.clone(),
             seq,
             body,
+            via: decode_via(&mut metadata),
             metadata,
             created_at: Timestamp(self.created_at),
         })
@@ -486,54 +568,4 @@ pub(crate) fn page_start(after: Option<u64>) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn full_media() -> MediaContent {
-        MediaContent {
-            data: Some("aGVsbG8=".into()),
-            url: Some("https://example.com/a.png".into()),
-            storage_ref: Some("s3://bucket/key".into()),
-            mime_type: "image/png".into(),
-            filename: Some("a.png".into()),
-            size_bytes: Some(u64::MAX),
-            width: Some(640),
-            height: Some(480),
-            detail: Some("high".into()),
-            duration_ms: Some(1234),
-            sample_rate: Some(48_000),
-            channels: Some(2),
-        }
-    }
-
-    #[test]
-    fn every_field_and_kind_round_trips() {
-        let parts = vec![
-            ContentPart::text("hi"),
-            ContentPart::media(PartKind::Image, full_media()),
-            ContentPart::media(PartKind::Audio, MediaContent::default()),
-            ContentPart::media(PartKind::Video, full_media()),
-            ContentPart::media(PartKind::File, full_media()),
-            ContentPart::default(),
-        ];
-        let json = encode_parts(&parts).unwrap().unwrap();
-        assert!(json.contains(r#""kind":"image""#));
-        assert_eq!(decode_parts(Some(&json)).unwrap(), parts);
-    }
-
-    #[test]
-    fn empty_values_are_stored_as_null() {
-        assert_eq!(encode_parts(&[]).unwrap(), None);
-        assert_eq!(encode_metadata(&Metadata::new()).unwrap(), None);
-        assert!(decode_parts(None).unwrap().is_empty());
-        assert!(decode_metadata(None).unwrap().is_empty());
-    }
-
-    #[test]
-    fn decode_errors_do_not_quote_the_data() {
-        let err = decode_parts(Some(r#"[{"kind":"secret-kind"}]"#)).unwrap_err();
-        assert!(!err.contains("secret"), "{err}");
-        let err = decode_metadata(Some(r#"{"k":"secret-value","n":1}"#)).unwrap_err();
-        assert!(!err.contains("secret"), "{err}");
-    }
-}
+mod tests;

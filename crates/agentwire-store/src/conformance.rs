@@ -6,9 +6,9 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use agentwire_core::{
-    ContentPart, MediaContent, MessageBody, Metadata, PartKind, SessionCursor, SessionId,
-    SessionRecord, SessionStore, SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome,
-    ToolSide,
+    ContentPart, ErrorCode, MediaContent, MediaId, MessageBody, Metadata, PartKind, ReplyEnd,
+    SessionCursor, SessionId, SessionRecord, SessionStore, SessionSummary, StoreError,
+    StoredMessage, Timestamp, ToolOutcome, ToolSide, Via,
 };
 
 /// Generates one `#[tokio::test]` per conformance check. `$make` is an async
@@ -28,6 +28,7 @@ macro_rules! conformance_tests {
             create_and_load_round_trip,
             create_twice_keeps_the_first,
             messages_round_trip_in_seq_order,
+            typed_flags_round_trip_and_client_keys_stay_metadata,
             recent_messages_are_the_latest_by_seq,
             pages_after_a_seq_walk_every_message_once,
             append_advances_last_active_at,
@@ -86,7 +87,9 @@ pub(crate) fn message(id: &str, seq: u64, at: i64) -> StoredMessage {
         body: MessageBody::User {
             text: format!("message {seq}"),
             parts: Vec::new(),
+            attachment: None,
         },
+        via: Via::Text,
         metadata: Metadata::new(),
         created_at: Timestamp(at),
     }
@@ -151,6 +154,7 @@ pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
             ContentPart::text("look at this"),
             ContentPart::media(PartKind::Image, image.clone()),
         ],
+        attachment: None,
     };
     first.metadata = Metadata::from([
         ("lang".to_owned(), "en".to_owned()),
@@ -177,6 +181,67 @@ pub(crate) async fn messages_round_trip_in_seq_order(store: &dyn SessionStore) {
     for m in all.iter().rev() {
         store.append_message(m).await.unwrap();
     }
+    assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), all);
+}
+
+/// A message's typed flags (how it came, how a reply ended, an attachment)
+/// come back as they went in, and a client's metadata keys of the same
+/// names with other values stay its metadata.
+pub(crate) async fn typed_flags_round_trip_and_client_keys_stay_metadata(store: &dyn SessionStore) {
+    store.create_session(&record("s1", None, 0)).await.unwrap();
+    let client = |pairs: &[(&str, &str)]| -> Metadata {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let reply = |end| MessageBody::Reply {
+        text: "answer".into(),
+        parts: Vec::new(),
+        end,
+    };
+    let attached = MessageBody::User {
+        text: "see the file".into(),
+        parts: vec![ContentPart::media(PartKind::Image, image())],
+        attachment: Some(MediaId::parse("0123456789abcdef0123456789abcdef").unwrap()),
+    };
+    let messages = [
+        (attached, Via::Text, client(&[("plan", "pro")])),
+        (reply(ReplyEnd::Cancelled), Via::Text, Metadata::new()),
+        (reply(ReplyEnd::Interrupted), Via::Voice, Metadata::new()),
+        (reply(ReplyEnd::Complete), Via::Voice, Metadata::new()),
+        (
+            MessageBody::ToolCall {
+                id: "call-1".into(),
+                name: "weather".into(),
+                arguments: serde_json::json!({}),
+                side: ToolSide::Server,
+            },
+            Via::Voice,
+            Metadata::new(),
+        ),
+        (
+            message("s1", 0, 0).body,
+            Via::Text,
+            client(&[
+                ("via", "text"),
+                ("cancelled", "true"),
+                ("interrupted", "yes"),
+                ("gnosari_asset_id", "not-an-id"),
+            ]),
+        ),
+    ];
+    let all: Vec<StoredMessage> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(seq, (body, via, metadata))| StoredMessage {
+            body,
+            via,
+            metadata,
+            ..message("s1", seq as u64, seq as i64 + 1)
+        })
+        .collect();
+    store.append_messages(&all).await.unwrap();
     assert_eq!(store.load_messages(&sid("s1")).await.unwrap(), all);
 }
 
@@ -231,9 +296,10 @@ fn every_other_kind(image: MediaContent) -> Vec<MessageBody> {
         MessageBody::Reply {
             text: "sunny".into(),
             parts: vec![ContentPart::media(PartKind::Image, image)],
+            end: ReplyEnd::Complete,
         },
         MessageBody::Failure {
-            code: "PROVIDER_TIMEOUT".into(),
+            code: ErrorCode::ProviderTimeout,
             message: "the model did not answer in time".into(),
         },
         MessageBody::Event {
@@ -403,6 +469,7 @@ pub(crate) async fn duplicate_seq_is_rejected_alone_in_a_concurrent_batch(
     duplicate.body = MessageBody::User {
         text: "overwrite attempt".into(),
         parts: Vec::new(),
+        attachment: None,
     };
     let mut batch: Vec<StoredMessage> = (1..=50).map(|seq| message("s1", seq, 10)).collect();
     batch.insert(25, duplicate);

@@ -19,9 +19,9 @@ use std::time::Duration;
 use agentwire_core::testing::{CountingIds, FixedClock};
 use agentwire_core::{
     Agent, ConnectionScope, DEFAULT_HISTORY_WINDOW, Engine, Handler, MessageBody, Metadata, Reply,
-    SessionCursor, SessionId, SessionLease, SessionOverview, SessionRecord, SessionStore,
+    ReplyEnd, SessionCursor, SessionId, SessionLease, SessionOverview, SessionRecord, SessionStore,
     SessionSummary, StoreError, StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent,
-    TurnFailure, context_window,
+    TurnFailure, Via, context_window,
 };
 use async_trait::async_trait;
 
@@ -281,6 +281,7 @@ impl Fixture {
                 requested: Some(id.as_str()),
                 content: Some(text.to_owned()),
                 parts: Vec::new(),
+                attachment: None,
                 metadata: Metadata::new(),
                 scope: &self.scope,
             })
@@ -372,13 +373,16 @@ async fn stored_session(store: &FlakyStore, id: &str, turns: u64) -> SessionId {
                 MessageBody::User {
                     text: format!("m{seq}"),
                     parts: Vec::new(),
+                    attachment: None,
                 }
             } else {
                 MessageBody::Reply {
                     text: format!("m{seq}"),
                     parts: Vec::new(),
+                    end: ReplyEnd::Complete,
                 }
             },
+            via: Via::Text,
             metadata: Metadata::new(),
             created_at: Timestamp(1_000),
         })
@@ -510,10 +514,17 @@ pub(crate) async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_termin
                 assert_eq!(stored, ["go".to_owned(), streamed.clone()], "{half_steps}");
                 let messages = fixture.store.load_messages(&fixture.session).await.unwrap();
                 let reply = messages.last().unwrap();
-                assert_eq!(
-                    reply.metadata.get("cancelled").map(String::as_str),
-                    Some("true")
+                assert!(
+                    matches!(
+                        reply.body,
+                        MessageBody::Reply {
+                            end: ReplyEnd::Cancelled,
+                            ..
+                        }
+                    ),
+                    "{half_steps}: {reply:?}"
                 );
+                assert!(reply.metadata.is_empty(), "{half_steps}: {reply:?}");
             }
             TurnEvent::Completed(reply) => {
                 assert_eq!(reply.text, WORDS.concat(), "{half_steps}");

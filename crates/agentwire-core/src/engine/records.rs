@@ -3,7 +3,7 @@
 
 use crate::content::Metadata;
 use crate::ids::SessionId;
-use crate::session::{MessageBody, StoredMessage};
+use crate::session::{MessageBody, ReplyEnd, StoredMessage, Via};
 use crate::time::Timestamp;
 use crate::turn::{Reply, TurnEvent, TurnFailure};
 
@@ -41,10 +41,6 @@ pub(super) enum Ending {
     Cancelled(Reply),
 }
 
-/// The metadata key that marks a stored reply as cut short by a cancel,
-/// so the next turn's context and the sessions API show what the user saw.
-pub const CANCELLED_KEY: &str = "cancelled";
-
 /// How a turn ended, once its reply (if any) has moved into its record.
 pub(super) enum Ended {
     Completed,
@@ -60,37 +56,37 @@ pub(super) fn terminal_record(
     ending: Ending,
     at: Timestamp,
 ) -> (StoredMessage, Ended) {
-    let reply = |reply: Reply| MessageBody::Reply {
+    let reply = |reply: Reply, end| MessageBody::Reply {
         text: reply.text,
         parts: reply.parts,
+        end,
     };
-    let (body, metadata, ended) = match ending {
-        Ending::Ran(Ok(done)) => (reply(done), Metadata::new(), Ended::Completed),
+    let (body, ended) = match ending {
+        Ending::Ran(Ok(done)) => (reply(done, ReplyEnd::Complete), Ended::Completed),
         Ending::Ran(Err(failure)) => (
             MessageBody::Failure {
-                code: failure.code.as_str().to_owned(),
+                code: failure.code,
                 message: failure.message.clone(),
             },
-            Metadata::new(),
             Ended::Failed(failure),
         ),
-        Ending::Cancelled(partial) => (
-            reply(partial),
-            Metadata::from([(CANCELLED_KEY.to_owned(), "true".to_owned())]),
-            Ended::Cancelled,
-        ),
+        // The reply as far as it was streamed, so the next turn's context
+        // and the sessions API show what the user saw.
+        Ending::Cancelled(partial) => (reply(partial, ReplyEnd::Cancelled), Ended::Cancelled),
     };
-    (record(session, body, metadata, at), ended)
+    (record(session, body, Metadata::new(), at), ended)
 }
 
 /// The reply a stored terminal record holds (see [`terminal_record`]).
 pub(super) fn reply_of(record: Option<StoredMessage>) -> Reply {
     match record.map(|record| record.body) {
-        Some(MessageBody::Reply { text, parts }) => Reply { text, parts },
+        Some(MessageBody::Reply { text, parts, .. }) => Reply { text, parts },
         _ => Reply::text(String::new()),
     }
 }
 
+/// A message as the engine stores it, typed ([`Via::Text`]; a voice call
+/// marks its own).
 pub(super) fn record(
     session: &SessionId,
     body: MessageBody,
@@ -101,6 +97,7 @@ pub(super) fn record(
         session_id: session.clone(),
         seq: 0,
         body,
+        via: Via::Text,
         metadata,
         created_at: at,
     }

@@ -9,15 +9,9 @@ use super::records::record;
 use super::{Engine, SubmitError};
 use crate::content::Metadata;
 use crate::ids::SessionId;
-use crate::session::MessageBody;
+use crate::session::{MessageBody, ReplyEnd, StoredMessage, Via};
+use crate::time::Timestamp;
 use crate::turn::{ToolOutcome, ToolSide};
-
-/// The metadata key that marks a message as spoken in a call.
-pub const VOICE_KEY: &str = "via";
-/// Its value.
-pub const VOICE: &str = "voice";
-/// The metadata key that marks a spoken reply the caller cut short.
-pub const INTERRUPTED_KEY: &str = "interrupted";
 
 /// One response of a call and the utterance it answered.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -57,40 +51,46 @@ impl Engine {
         exchange: VoiceExchange,
     ) -> Result<(), SubmitError> {
         let lease = self.attach(session, agent, namespace, owner, true).await?;
-        let now = self.inner.clock.now();
-        let voice = || Metadata::from([(VOICE_KEY.to_owned(), VOICE.to_owned())]);
-        let mut messages = Vec::with_capacity(2 + 2 * exchange.tools.len());
-        if !exchange.user.is_empty() {
-            let user = MessageBody::User {
-                text: exchange.user,
-                parts: Vec::new(),
-            };
-            messages.push(record(session, user, voice(), now));
-        }
-        for step in exchange.tools {
-            let call = MessageBody::ToolCall {
-                id: step.id.clone(),
-                name: step.name,
-                arguments: step.arguments,
-                side: step.side,
-            };
-            messages.push(record(session, call, voice(), now));
-            let result = MessageBody::ToolResult {
-                id: step.id,
-                outcome: step.outcome,
-            };
-            messages.push(record(session, result, voice(), now));
-        }
-        let mut metadata = voice();
-        if exchange.interrupted {
-            metadata.insert(INTERRUPTED_KEY.to_owned(), "true".to_owned());
-        }
-        let reply = MessageBody::Reply {
-            text: exchange.reply,
-            parts: Vec::new(),
-        };
-        messages.push(record(session, reply, metadata, now));
+        let messages = spoken(session, exchange, self.inner.clock.now());
         lease.store_messages(messages, None).await?;
         Ok(())
     }
+}
+
+/// The messages of `exchange`, in the order they were said: the caller's
+/// transcript (when it said something), the tool steps, the reply.
+fn spoken(session: &SessionId, exchange: VoiceExchange, at: Timestamp) -> Vec<StoredMessage> {
+    let voice = |body| StoredMessage {
+        via: Via::Voice,
+        ..record(session, body, Metadata::new(), at)
+    };
+    let mut messages = Vec::with_capacity(2 + 2 * exchange.tools.len());
+    if !exchange.user.is_empty() {
+        messages.push(voice(MessageBody::User {
+            text: exchange.user,
+            parts: Vec::new(),
+            attachment: None,
+        }));
+    }
+    for step in exchange.tools {
+        messages.push(voice(MessageBody::ToolCall {
+            id: step.id.clone(),
+            name: step.name,
+            arguments: step.arguments,
+            side: step.side,
+        }));
+        messages.push(voice(MessageBody::ToolResult {
+            id: step.id,
+            outcome: step.outcome,
+        }));
+    }
+    messages.push(voice(MessageBody::Reply {
+        text: exchange.reply,
+        parts: Vec::new(),
+        end: match exchange.interrupted {
+            true => ReplyEnd::Interrupted,
+            false => ReplyEnd::Complete,
+        },
+    }));
+    messages
 }

@@ -25,7 +25,6 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use agentwire_core::assets::ASSET_METADATA_KEY;
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
     Agent, ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError, MediaId, Metadata,
@@ -38,6 +37,11 @@ use crate::identity::Caller;
 use crate::rate::TokenBucket;
 use crate::socket::TURN_IN_PROGRESS;
 use crate::{AppState, Limits};
+
+/// The metadata key a stored message keeps its attachment's id under (the
+/// stores' row layout): the server's, so a client's key of that name is
+/// dropped and no client can mark a message as attaching anything.
+const ATTACHMENT_KEY: &str = "gnosari_asset_id";
 
 /// A connection's (or a request's) side of admission: its rates.
 pub(crate) struct Admission {
@@ -173,11 +177,9 @@ impl Admission {
         check_storage_refs(state, session, &parts)
             .await
             .map_err(Refusal::Media)?;
-        // The marker is the server's: no client sets it.
-        metadata.remove(ASSET_METADATA_KEY);
-        if let Some(asset) = attach {
-            parts.push(attachment(state, session, intent.caller, &asset).await?);
-            metadata.insert(ASSET_METADATA_KEY.to_owned(), asset.to_uuid());
+        metadata.remove(ATTACHMENT_KEY);
+        if let Some(asset) = &attach {
+            parts.push(attachment(state, session, intent.caller, asset).await?);
         }
         let request = SubmitRequest {
             agent: intent.agent,
@@ -188,6 +190,7 @@ impl Admission {
             requested: intent.requested,
             content: intent.content,
             parts,
+            attachment: attach,
             metadata,
             scope: intent.scope,
         };

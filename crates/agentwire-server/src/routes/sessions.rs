@@ -14,8 +14,11 @@
 //!   `content` the step as an object: `{"call": {id, name, arguments,
 //!   side}}` or `{"result": {id, status, value}}`), by `seq`. Events (such
 //!   as a disclosure acknowledgement) and failure notices are left out, so
-//!   `seq` can skip; media parts and their storage markers
-//!   (`gnosari_asset_id`) are never shown. A page is the `limit` stored
+//!   `seq` can skip; media parts and attachments (and the key stores keep
+//!   an attachment under, `gnosari_asset_id`) are never shown. A message
+//!   spoken in a voice call has `metadata.via: "voice"`, a reply cut short
+//!   `metadata.cancelled: "true"` (a cancelled turn) or
+//!   `metadata.interrupted: "true"` (a barge-in). A page is the `limit` stored
 //!   messages (default 100; values above 500 are taken as 500) after the
 //!   `seq` `after` (from the first when absent), so it is read from the
 //!   store alone, never the whole session, and may show fewer than `limit`
@@ -45,8 +48,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentwire_core::{
-    Credentials, DeleteError, MessageBody, SessionCursor, SessionId, SessionOverview,
+    Credentials, DeleteError, MessageBody, ReplyEnd, SessionCursor, SessionId, SessionOverview,
     SessionRecord, SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome, ToolSide,
+    Via,
 };
 use axum::Router;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
@@ -77,7 +81,8 @@ pub const MAX_MESSAGES_LIMIT: usize = 500;
 /// The API key header, matched case-insensitively like every header name.
 const API_KEY_HEADER: &str = "x-auth-token";
 
-/// Metadata keys never shown: internal storage markers.
+/// Metadata keys never shown: the one stores keep an attachment under
+/// (admission drops a client's; an old row's odd value stays hidden).
 const HIDDEN_METADATA: &[&str] = &["gnosari_asset_id"];
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -500,8 +505,19 @@ impl<'a> MessageOut<'a> {
             .filter(|(k, _)| !HIDDEN_METADATA.contains(&k.as_str()))
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        if message.via == Via::Voice {
+            metadata.insert("via", "voice");
+        }
         let content = match &message.body {
-            MessageBody::User { text, .. } | MessageBody::Reply { text, .. } => Content::Text(text),
+            MessageBody::User { text, .. } => Content::Text(text),
+            MessageBody::Reply { text, end, .. } => {
+                match end {
+                    ReplyEnd::Complete => {}
+                    ReplyEnd::Cancelled => _ = metadata.insert("cancelled", "true"),
+                    ReplyEnd::Interrupted => _ = metadata.insert("interrupted", "true"),
+                }
+                Content::Text(text)
+            }
             MessageBody::Interim { text } => {
                 metadata.insert("step", "interim");
                 Content::Text(text)
@@ -586,6 +602,7 @@ mod tests {
             session_id: SessionId::parse("s").unwrap(),
             seq: 3,
             body,
+            via: Via::Text,
             metadata: Metadata::new(),
             created_at: Timestamp(0),
         }
@@ -596,6 +613,7 @@ mod tests {
         let mut user = stored(MessageBody::User {
             text: "hello".into(),
             parts: Vec::new(),
+            attachment: Some(agentwire_core::MediaId::parse(&"b3".repeat(16)).unwrap()),
         });
         user.metadata.insert("lang".into(), "en".into());
         user.metadata
@@ -640,9 +658,51 @@ mod tests {
         });
         assert!(MessageOut::new(&event).is_none());
         let failure = stored(MessageBody::Failure {
-            code: "INTERNAL_ERROR".into(),
+            code: agentwire_core::ErrorCode::Internal,
             message: "failed".into(),
         });
         assert!(MessageOut::new(&failure).is_none());
+    }
+
+    #[test]
+    fn how_a_message_came_and_a_reply_ended_show_as_metadata() {
+        let reply = |end| MessageBody::Reply {
+            text: "answer".into(),
+            parts: Vec::new(),
+            end,
+        };
+        let metadata_of = |body, via| {
+            let message = StoredMessage {
+                via,
+                ..stored(body)
+            };
+            serde_json::to_value(MessageOut::new(&message).unwrap()).unwrap()["metadata"].clone()
+        };
+        use serde_json::json;
+        assert_eq!(
+            metadata_of(reply(ReplyEnd::Complete), Via::Text),
+            Value::Null
+        );
+        assert_eq!(
+            metadata_of(reply(ReplyEnd::Cancelled), Via::Text),
+            json!({"cancelled": "true"})
+        );
+        assert_eq!(
+            metadata_of(reply(ReplyEnd::Interrupted), Via::Voice),
+            json!({"interrupted": "true", "via": "voice"})
+        );
+        let spoken = MessageBody::User {
+            text: "hi".into(),
+            parts: Vec::new(),
+            attachment: None,
+        };
+        assert_eq!(metadata_of(spoken, Via::Voice), json!({"via": "voice"}));
+        let call = MessageBody::ToolCall {
+            id: "c".into(),
+            name: "weather".into(),
+            arguments: json!({}),
+            side: ToolSide::Server,
+        };
+        assert_eq!(metadata_of(call, Via::Voice), json!({"via": "voice"}));
     }
 }

@@ -16,7 +16,7 @@
 //! a SHA-256 digest of the arguments and, as its outcome, the status and,
 //! for an error or a denial, the server's reason.
 
-use agentwire_core::{MessageBody, StoreError, StoredMessage, ToolOutcome, ToolSide};
+use agentwire_core::{MessageBody, ReplyEnd, StoreError, StoredMessage, ToolOutcome, ToolSide};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -114,13 +114,15 @@ fn seq_of(message: &StoredMessage) -> Result<i64, StoreError> {
     })
 }
 
-/// A reply the turn's cancel cut short (the engine's marker).
+/// A reply the turn's cancel cut short.
 fn is_cancelled_reply(message: &StoredMessage) -> bool {
-    matches!(message.body, MessageBody::Reply { .. })
-        && message
-            .metadata
-            .get(agentwire_core::engine::CANCELLED_KEY)
-            .is_some_and(|v| v == "true")
+    matches!(
+        message.body,
+        MessageBody::Reply {
+            end: ReplyEnd::Cancelled,
+            ..
+        }
+    )
 }
 
 fn digest(arguments: &serde_json::Value) -> Result<String, StoreError> {

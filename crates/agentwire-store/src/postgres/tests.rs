@@ -257,19 +257,17 @@ fn result(seq: u64, id: &str, outcome: agentwire_core::ToolOutcome) -> StoredMes
 }
 
 fn reply(seq: u64, cancelled: bool) -> StoredMessage {
-    let mut reply = step(
+    step(
         seq,
         MessageBody::Reply {
             text: "done".into(),
             parts: Vec::new(),
+            end: match cancelled {
+                true => agentwire_core::ReplyEnd::Cancelled,
+                false => agentwire_core::ReplyEnd::Complete,
+            },
         },
-    );
-    if cancelled {
-        reply
-            .metadata
-            .insert(agentwire_core::engine::CANCELLED_KEY.into(), "true".into());
-    }
-    reply
+    )
 }
 
 /// A ledger row: (turn, call id, side, state, outcome, whether a digest is

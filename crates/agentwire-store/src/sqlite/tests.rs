@@ -33,6 +33,7 @@ async fn data_survives_reopening() {
     stored.body = MessageBody::User {
         text: "kept".into(),
         parts: vec![agentwire_core::ContentPart::text("kept")],
+        attachment: None,
     };
     {
         let store = SqliteStore::open(&path).await.unwrap();
@@ -220,6 +221,7 @@ async fn rejected_errors_name_ids_not_content() {
     m.body = MessageBody::User {
         text: "top secret".into(),
         parts: Vec::new(),
+        attachment: None,
     };
     store.append_message(&m).await.unwrap();
     let err = store.append_message(&m).await.unwrap_err().to_string();
@@ -444,12 +446,14 @@ fn version_2_messages() -> Vec<StoredMessage> {
     rich.body = MessageBody::User {
         text: "look — ünïcode".into(),
         parts: vec![agentwire_core::ContentPart::text("look")],
+        attachment: None,
     };
     rich.metadata = agentwire_core::Metadata::from([("lang".to_owned(), "en".to_owned())]);
     let mut answer = message("a", 1, 11);
     answer.body = MessageBody::Reply {
         text: "seen".into(),
         parts: Vec::new(),
+        end: agentwire_core::ReplyEnd::Complete,
     };
     vec![rich, answer, message("b", 0, 20), message("c", 0, 30)]
 }
