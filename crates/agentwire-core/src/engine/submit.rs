@@ -1,0 +1,162 @@
+//! Accepting a user message: its session resolved, the message added to
+//! the live history, the turn started on the session's log and spawned.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::turn_task::{run_turn, turn_span};
+use super::write::QuestionWrite;
+use super::{
+    Agent, Engine, Fence, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,
+};
+use crate::ids::SessionId;
+use crate::scope::ConnectionScope;
+use crate::session::{MessageBody, StoredMessage, Via};
+use crate::turn::{ClientTools, EventSink, TurnContext, TurnInput};
+
+impl Engine {
+    /// Accepts a user message: resolves its session, stores the message and
+    /// starts the turn.
+    pub async fn submit(&self, req: SubmitRequest<'_>) -> Result<TurnHandle, SubmitError> {
+        let (target, own) = req.target()?;
+        let lease = self
+            .attach(&target, req.agent, req.namespace, req.owner, own)
+            .await?;
+        lease.begin_turn()?;
+        let publishing = lease.publishing_slot().await;
+        let fence = lease.acquire_turn_lease().await?;
+        let span = turn_span(&req.agent.name, lease.id());
+        let now = self.inner.clock.now();
+        let input = TurnInput {
+            text: crate::content::into_effective_text(req.content, &req.parts),
+            parts: req.parts,
+            metadata: req.metadata,
+        };
+        let user_message = StoredMessage {
+            session_id: target,
+            seq: 0,
+            body: MessageBody::User {
+                text: input.text.clone(),
+                parts: input.parts.clone(),
+                attachment: req.attachment,
+            },
+            via: Via::Text,
+            metadata: input.metadata.clone(),
+            created_at: now,
+        };
+        // The message is in the live history at once; its write waits a
+        // moment to go with the turn's records (`write`), so the model is
+        // not kept waiting for a commit and a short turn costs one write.
+        // The turn's records wait for it, so `done` still means stored.
+        let appended = lease
+            .begin_append(vec![user_message])
+            .instrument(span.clone())
+            .await;
+        let (history, question_write) = match appended {
+            Ok(appended) => appended,
+            Err(e) => {
+                lease.release_turn_lease(fence).await;
+                lease.end_turn();
+                return Err(e.into());
+            }
+        };
+        let question_write = QuestionWrite::defer(question_write, span.clone());
+        let started = StartedTurn {
+            agent: req.agent,
+            scope: req.scope,
+            fence,
+            publishing,
+            question_write,
+            span,
+        };
+        Ok(self.start_turn(lease, input, history, started))
+    }
+
+    /// Starts the turn of an accepted message on its session's log and
+    /// spawns its task.
+    fn start_turn(
+        &self,
+        lease: SessionLease,
+        input: TurnInput,
+        history: Arc<Vec<StoredMessage>>,
+        started: StartedTurn<'_>,
+    ) -> TurnHandle {
+        let StartedTurn {
+            agent,
+            scope,
+            fence,
+            publishing,
+            question_write,
+            span,
+        } = started;
+        let log = &lease.session.log;
+        let published = log.head();
+        let writer = log.start_turn(&agent.name);
+        if let Some(slot) = publishing {
+            lease.publish(fence, published, writer.turn(), slot);
+        }
+        span.record("agentwire.turn_id", writer.turn().0);
+        let reader = log.reader_after(writer.turn().0 - 1);
+        let cancel = self.inner.turns_cancel.child_token();
+        lease.session.state.lock().turn_cancel = Some((writer.turn(), cancel.clone()));
+        let (summary_tx, summary_rx) = oneshot::channel();
+        let turn = TurnContext {
+            session_id: lease.id().clone(),
+            input,
+            history: history.clone(),
+            cancel,
+            events: EventSink::new(writer),
+            scope: scope.clone(),
+            client_tools: ClientTools {
+                broker: lease.session.client_tools.clone(),
+                ids: self.inner.ids.clone(),
+                ack_timeout: agent.ack_timeout,
+                result_timeout: agent.client_tool_timeout,
+            },
+            media: self.inner.media.clone(),
+        };
+        drop(history);
+        let turn_lease = lease.clone_lease();
+        tokio::spawn(
+            run_turn(
+                agent.handler.clone(),
+                turn,
+                turn_lease,
+                fence,
+                question_write,
+                summary_tx,
+            )
+            .instrument(span),
+        );
+        TurnHandle {
+            session: lease,
+            events: reader,
+            summary: SummaryNotice(summary_rx),
+        }
+    }
+}
+
+impl SubmitRequest<'_> {
+    /// The session the message is for, and whether it is the connection's
+    /// own (the one it is on, or the one it announced).
+    fn target(&self) -> Result<(SessionId, bool), SubmitError> {
+        Ok(match self.requested {
+            None => (self.current.clone(), true),
+            Some(id) if id == self.current.as_str() => (self.current.clone(), true),
+            Some(id) if id == self.minted.as_str() => (self.minted.clone(), true),
+            Some(id) => (SessionId::parse(id)?, false),
+        })
+    }
+}
+
+/// What an accepted message's turn starts with, past the store.
+struct StartedTurn<'a> {
+    agent: &'a Arc<Agent>,
+    scope: &'a Arc<ConnectionScope>,
+    fence: Fence,
+    publishing: Option<tokio::sync::OwnedMutexGuard<()>>,
+    question_write: QuestionWrite,
+    span: tracing::Span,
+}
