@@ -35,6 +35,7 @@ mod limits;
 mod media;
 mod media_out;
 mod media_owner;
+mod media_routes;
 mod memory_bounds;
 mod messages;
 mod ops;
