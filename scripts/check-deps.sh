@@ -73,6 +73,18 @@ DIALECT_DIRS=(crates/agentwire-server/src/omnia crates/agentwire-server/src/gnos
 ADMISSION_ONLY=('TokenBucket' 'budget::take' 'inbound\.try_take' 'take_turn\(' 'engine\.submit\('
     '\.submit\(' 'SubmitRequest' 'expired_now\(' 'check_storage_refs' 'media\.store\.info')
 
+# The core's types know no wire format: no serde derive, impl or attribute
+# in its sources (comments aside), and serde is not one of its dependencies
+# (serde_json is: `Value` is data, tool arguments). Each crate that writes
+# JSON writes it from mirror structs of its own (agentwire-live's codec.rs,
+# agentwire-store's codec.rs, the dialects).
+CORE_SRC=crates/agentwire-core/src
+CORE_NO_SERDE='\bserde::|\bserde_derive\b|#\[serde\(|\b(Serialize|Deserialize|Serializer|Deserializer)\b'
+
+# Adapters see the core's ports and types, not the engine that drives them:
+# no path through agentwire_core::engine (base64::engine:: is not ours).
+ENGINE_PATHS='agentwire_core::engine\b|(^|[^:[:alnum:]_])engine::'
+
 # ---------------------------------------------------------------- checks
 
 failures=0
@@ -227,6 +239,21 @@ for member in "${members[@]}"; do
             fail "$member depends on $dep (aws-lc and OpenSSL stay out of the build: TLS is rustls on ring)"
         fi
     done
+done
+
+# The core: no serde.
+while IFS= read -r hit; do
+    fail "$hit: serde in the core (core types are not Serialize; the crate that writes the JSON keeps mirror structs)"
+done < <(grep -rnE "$CORE_NO_SERDE" "$CORE_SRC" --include='*.rs' | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' || true)
+if in_list serde ${direct[agentwire-core]}; then
+    fail "agentwire-core depends on serde (core types are not Serialize; serde_json alone, for Value)"
+fi
+
+# Adapters: not the engine's items.
+for crate in "${ADAPTERS[@]}"; do
+    while IFS= read -r hit; do
+        fail "$hit: $crate uses the engine (an adapter sees the core's ports and types, not agentwire_core::engine)"
+    done < <(grep -rnE "$ENGINE_PATHS" "crates/$crate/src" --include='*.rs' || true)
 done
 
 for pattern in "${ADMISSION_ONLY[@]}"; do

@@ -4,8 +4,9 @@
 //!
 //! The crate is pure: it turns text into values and values into text, and
 //! leaves sockets, sessions, screening and limits to the server. The core's
-//! types are not `Serialize`, so every JSON shape is owned here, in private
-//! serde structs that borrow what they write.
+//! types are not `Serialize` (`scripts/check-deps.sh` checks it), so every
+//! JSON shape is owned here, in private serde structs that borrow what they
+//! write.
 //!
 //! - [`inbound`]: `{message, session_id?, client_message_id?, metadata?,
 //!   attachments?}`, parsed once and validated with messages that name the

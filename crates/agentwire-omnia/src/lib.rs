@@ -3,8 +3,9 @@
 //!
 //! The crate is pure: it turns bytes into values and values into bytes, and
 //! leaves sockets, sessions and limits on connections to the server. The
-//! core's types are not `Serialize`, so every JSON shape is owned here, in
-//! private serde structs that borrow from the core values they write.
+//! core's types are not `Serialize` (`scripts/check-deps.sh` checks it), so
+//! every JSON shape is owned here, in private serde structs that borrow
+//! from the core values they write.
 //!
 //! - [`inbound`]: client text frames, validated against the contract's
 //!   limits, with the reference's exact error texts.
