@@ -3,10 +3,11 @@
 //!
 //! A turn never writes to a socket. It appends to its session's log, and a
 //! connection following the session is a [`LogReader`], a cursor into the
-//! log. So the producer never waits for a consumer: a slow or vanished
-//! socket does not slow the turn, two sockets can follow one session, and a
-//! reader that fell behind is served from where it is, not from a queue of
-//! its own (issue #13; `resumable-turns.md`).
+//! log. So the producer does not wait for a consumer short of the log's
+//! bound (and then at most [`SLOW_AGE`], below): a slow or vanished socket
+//! does not slow the turn, two sockets can follow one session, and a reader
+//! that fell behind is served from where it is, not from a queue of its own
+//! (issue #13; `resumable-turns.md`).
 //!
 //! Positions are `(epoch, seq)`. `seq` counts a session's entries from 1
 //! without gaps, whatever the turn. The [`Epoch`] is minted with the log and

@@ -11,8 +11,9 @@
 //!
 //! The task owns the socket outright: a connection costs one task, and the
 //! running turn is read from its session's log ([`LogReader`]), so the
-//! log's cursor is the outbound queue and a slow client never slows the
-//! turn. A client that falls too far behind (the log overtakes it, it is
+//! log's cursor is the outbound queue and a slow client slows the turn only
+//! at the log's bound, for at most `agentwire_core::log::SLOW_AGE`. A
+//! client that falls too far behind (the log overtakes it, it is
 //! [`LogReader::is_slow`], or a write stalls while a turn runs) is closed
 //! with 4008 "slow consumer".
 
