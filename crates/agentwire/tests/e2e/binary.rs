@@ -14,6 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::config_errors::{ONE_AGENT, agentwire, check_config, write_config};
+use crate::credentials::base64url;
 use crate::support::Client;
 
 #[tokio::test]
@@ -285,22 +286,6 @@ const LOG_SECRET: &str = "log-test-hs256-secret-at-least-32-bytes";
 const LOG_PSEUDONYM_KEY: &str = "log-test-pseudonym-key";
 const LOG_PASSWORD: &str = "log-test-agent-password";
 const LOG_BAD_PASSWORD: &str = "log-test-wrong-password";
-
-/// `bytes` in unpadded base64url.
-fn base64url(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
 
 /// An HS256 JWT of the log test's issuer and audience for `sub`, expiring
 /// at `exp`, signed with `secret`.
