@@ -390,3 +390,11 @@ pub(crate) fn at(mut frame: Value, seq: u64) -> Value {
     frame["seq"] = json!(seq);
     frame
 }
+
+/// What a test connection asks for: plain frames, or log positions
+/// (`stream=2`: `seq`, cancel, rejoin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Frames {
+    Plain,
+    Positions,
+}

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{CLIENT_TOOLS_UNAVAILABLE, GnosariParams, MAX_QUEUED, QUEUE_FULL, run};
-use crate::connection::testing::{AGENT, Harness, TestClient, anonymous, at, script, token_caller};
+use crate::connection::testing::{
+    AGENT, Frames, Harness, TestClient, anonymous, at, script, token_caller,
+};
 use crate::identity::Caller;
 
 /// The session a message without `session_id` opens: the engine's second
@@ -20,13 +22,13 @@ const EPOCH: &str = "0000000000000001";
 /// How long a test listens for a frame that must not come.
 const QUIET: Duration = Duration::from_secs(1);
 
-/// A Gnosari connection to the test agent; `positions` is `stream=2`.
-fn connect(harness: &Harness, positions: bool, caller: Caller) -> TestClient {
+/// A Gnosari connection to the test agent; `frames` says whether it asked for `stream=2`.
+fn connect(harness: &Harness, frames: Frames, caller: Caller) -> TestClient {
     let params = GnosariParams {
         agent: harness.agent().agent.clone(),
         agent_name: AGENT.to_owned(),
         caller,
-        positions,
+        positions: frames == Frames::Positions,
         rejoin: None,
     };
     let slot = harness.slot();
@@ -68,7 +70,7 @@ fn error(text: &str, about: Option<(&str, &str)>) -> Value {
 #[tokio::test(start_paused = true)]
 async fn nothing_comes_first_and_a_message_streams_to_agent_completed() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     client.expect_silence(QUIET).await;
     client.send(&message(script::STREAM, "c1"));
     assert_eq!(
@@ -97,7 +99,7 @@ async fn nothing_comes_first_and_a_message_streams_to_agent_completed() {
 #[tokio::test(start_paused = true)]
 async fn an_invalid_frame_is_answered_with_an_error_event() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     client.send(&json!({"message": "  ", "client_message_id": "c1"}));
     let empty = json!({
         "type": "error",
@@ -129,7 +131,7 @@ async fn an_invalid_frame_is_answered_with_an_error_event() {
 async fn past_the_turn_rate_a_message_is_refused() {
     let harness = Harness::new(|limits| limits.abuse.turns_per_minute_per_caller = Some(1));
     let caller = token_caller("owner-a", Duration::from_secs(3600));
-    let mut client = connect(&harness, false, caller);
+    let mut client = connect(&harness, Frames::Plain, caller);
     client.send(&message("one", "c1"));
     assert_eq!(client.recv_n(3).await[2], agent_completed("echo: one"));
     client.send(&follow_up("two", "c2"));
@@ -145,7 +147,7 @@ async fn past_the_frame_rate_a_frame_is_refused() {
         limits.messages_per_second = 1;
         limits.message_burst = 1;
     });
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     client.send(&message("one", "c1"));
     assert_eq!(client.recv_n(3).await[2], agent_completed("echo: one"));
     client.send(&follow_up("two", "c2"));
@@ -158,7 +160,7 @@ async fn a_credential_expiring_mid_turn_refuses_the_queued_message_then_closes_1
     let harness = Harness::new(|_| {});
     // Used until 20 s before its expiry: 20 s from now.
     let caller = token_caller("owner-a", Duration::from_secs(40));
-    let mut client = connect(&harness, false, caller);
+    let mut client = connect(&harness, Frames::Plain, caller);
     client.send(&message(script::HOLD, "c1"));
     assert_eq!(client.recv_n(2).await, [agent_started(), token("partial")]);
     tokio::time::sleep(Duration::from_secs(21)).await;
@@ -181,7 +183,7 @@ async fn a_credential_expiring_mid_turn_refuses_the_queued_message_then_closes_1
 #[tokio::test(start_paused = true)]
 async fn a_message_while_a_turn_runs_is_queued_and_answered_after_it_in_order() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     client.send(&message(script::HOLD, "c1"));
     assert_eq!(client.recv_n(2).await, [agent_started(), token("partial")]);
     client.send(&follow_up("second", "c2"));
@@ -209,7 +211,7 @@ async fn a_message_while_a_turn_runs_is_queued_and_answered_after_it_in_order() 
 #[tokio::test(start_paused = true)]
 async fn past_the_queue_a_message_is_refused_at_once() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     client.send(&message(script::HOLD, "c0"));
     assert_eq!(client.recv_n(2).await, [agent_started(), token("partial")]);
     for n in 1..=MAX_QUEUED {
@@ -230,7 +232,7 @@ async fn past_the_queue_a_message_is_refused_at_once() {
 #[tokio::test(start_paused = true)]
 async fn with_positions_a_cancel_ends_the_turn_cancelled() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, true, anonymous());
+    let mut client = connect(&harness, Frames::Positions, anonymous());
     client.send(&message(script::HOLD, "c1"));
     let stream_info = |turn: u64| {
         let info = json!({
@@ -276,7 +278,7 @@ async fn with_positions_a_cancel_ends_the_turn_cancelled() {
 #[tokio::test(start_paused = true)]
 async fn a_client_tool_call_is_denied_at_once_and_not_shown() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     client.send(&message(script::TOOL, "c1"));
     let reply = format!("no location: {CLIENT_TOOLS_UNAVAILABLE}");
     assert_eq!(

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{ConnectionParams, run};
 use crate::connection::testing::{
-    Harness, NOW_TEXT, TestClient, anonymous, at, script, token_caller,
+    Frames, Harness, NOW_TEXT, TestClient, anonymous, at, script, token_caller,
 };
 use crate::identity::Caller;
 use crate::socket::TURN_IN_PROGRESS;
@@ -19,15 +19,15 @@ const SESSION: &str = "s0";
 /// The log's epoch, as `turn_started` names it: the first the ids mint.
 const EPOCH: &str = "0000000000000001";
 
-/// An Omnia connection to the test agent; `positions` is `stream=2`.
-fn connect(harness: &Harness, positions: bool, caller: Caller) -> TestClient {
+/// An Omnia connection to the test agent; `frames` says whether it asked for `stream=2`.
+fn connect(harness: &Harness, frames: Frames, caller: Caller) -> TestClient {
     let params = ConnectionParams {
         agent: harness.agent(),
         namespace: "default".to_owned(),
         binary: false,
         memory_facet: None,
         caller,
-        positions,
+        positions: frames == Frames::Positions,
         rejoin: None,
         resume_call: None,
         resume_asked: false,
@@ -38,7 +38,7 @@ fn connect(harness: &Harness, positions: bool, caller: Caller) -> TestClient {
 
 /// A connection that has read its `connected`.
 async fn connected(harness: &Harness, caller: Caller) -> TestClient {
-    let mut client = connect(harness, false, caller);
+    let mut client = connect(harness, Frames::Plain, caller);
     assert_eq!(client.recv().await["type"], "connected");
     client
 }
@@ -71,7 +71,7 @@ fn error(session: bool, code: &str, text: &str) -> Value {
 #[tokio::test(start_paused = true)]
 async fn connected_comes_first_and_a_message_streams_to_done() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, false, anonymous());
+    let mut client = connect(&harness, Frames::Plain, anonymous());
     let capabilities = json!({
         "binary_frames": false,
         "max_payload_size": 1_048_576,
@@ -213,7 +213,7 @@ async fn a_second_message_while_a_turn_runs_is_refused_turn_in_progress() {
 #[tokio::test(start_paused = true)]
 async fn with_positions_a_cancel_ends_the_turn_cancelled() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, true, anonymous());
+    let mut client = connect(&harness, Frames::Positions, anonymous());
     let connected = client.recv().await;
     let capabilities = &connected["connected"]["capabilities"];
     assert_eq!(capabilities["cancel"], true);
@@ -321,7 +321,7 @@ async fn a_client_tool_not_acknowledged_in_time_is_denied_and_the_client_told() 
 #[tokio::test(start_paused = true)]
 async fn with_positions_a_cancel_withdraws_a_pending_client_tool_call() {
     let harness = Harness::new(|_| {});
-    let mut client = connect(&harness, true, anonymous());
+    let mut client = connect(&harness, Frames::Positions, anonymous());
     assert_eq!(client.recv().await["type"], "connected");
     client.send(&message(script::TOOL));
     let frames = client.recv_n(2).await;
