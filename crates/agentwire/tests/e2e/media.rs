@@ -79,6 +79,13 @@ pub(crate) async fn request_upload(
     frame["upload_ready"].clone()
 }
 
+/// PUTs `body` to the upload URL an `upload_ready` (or `request-upload`)
+/// answer gave.
+pub(crate) async fn put_upload(server: &TestServer, ready: &Value, body: &[u8]) -> HttpResponse {
+    let url = ready["upload_url"].as_str().unwrap();
+    server.http("PUT", path_of(url), &[], body).await
+}
+
 /// The path and query of an absolute URL.
 pub(crate) fn path_of(url: &str) -> &str {
     let rest = url.split_once("://").unwrap().1;
@@ -323,15 +330,7 @@ async fn messages_may_name_their_own_sessions_media_only() {
     let (mut client, connected) = media.server.connect("agent=test-agent").await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
     let ready = request_upload(&mut client, "cat.jpg", "image/jpeg", 4).await;
-    let put = media
-        .server
-        .http(
-            "PUT",
-            path_of(ready["upload_url"].as_str().unwrap()),
-            &[],
-            b"meow",
-        )
-        .await;
+    let put = put_upload(&media.server, &ready, b"meow").await;
     assert_eq!(put.status, 204);
     let storage_ref = ready["storage_ref"].as_str().unwrap().to_owned();
     let message = |storage_ref: &str| {

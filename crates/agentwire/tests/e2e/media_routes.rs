@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::media::{MID, MediaServer, assert_refused, files, path_of, request_upload, sample};
+use crate::media::{
+    MID, MediaServer, assert_refused, files, path_of, put_upload, request_upload, sample,
+};
 use crate::support::{HttpResponse, TestServer, assert_error, chunked};
 
 /// `POST /media/request-upload` with the JSON `body`.
@@ -93,15 +95,7 @@ async fn request_upload_over_http_and_its_refusals() {
         credentials["storage_ref"],
         format!("omnia://sessions/sess-http/media/{id}")
     );
-    let put = media
-        .server
-        .http(
-            "PUT",
-            path_of(credentials["upload_url"].as_str().unwrap()),
-            &[],
-            b"abc",
-        )
-        .await;
+    let put = put_upload(&media.server, &credentials, b"abc").await;
     assert_eq!(put.status, 204);
     let info = media
         .server
@@ -188,15 +182,7 @@ async fn media_and_upload_urls_expire() {
     let stale = request_upload(&mut client, "late.txt", "text/plain", 1).await;
     let ready = request_upload(&mut client, "a.txt", "text/plain", 2).await;
     let id = ready["upload_id"].as_str().unwrap();
-    let put = media
-        .server
-        .http(
-            "PUT",
-            path_of(ready["upload_url"].as_str().unwrap()),
-            &[],
-            b"hi",
-        )
-        .await;
+    let put = put_upload(&media.server, &ready, b"hi").await;
     assert_eq!(put.status, 204, "{}", put.text());
     let info = media
         .server
@@ -213,15 +199,7 @@ async fn media_and_upload_urls_expire() {
         assert_refused(&response, 410, "media expired");
     }
     // The upload URL expired too.
-    let late = media
-        .server
-        .http(
-            "PUT",
-            path_of(stale["upload_url"].as_str().unwrap()),
-            &[],
-            b"x",
-        )
-        .await;
+    let late = put_upload(&media.server, &stale, b"x").await;
     assert_refused(&late, 400, "upload failed");
     // An expired item cannot be named in a message either.
     client
