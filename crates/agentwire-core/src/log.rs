@@ -321,21 +321,28 @@ impl LogState {
     }
 
     fn push(&mut self, turn: TurnId, event: TurnEvent) -> u64 {
-        self.push_entry(LogEntry {
+        let bytes = entry_bytes(&event);
+        self.push_sized(turn, event, bytes)
+    }
+
+    /// [`LogState::push`] of an event whose [`entry_bytes`] are known.
+    fn push_sized(&mut self, turn: TurnId, event: TurnEvent, bytes: usize) -> u64 {
+        let entry = LogEntry {
             seq: self.head + 1,
             turn,
             event: Arc::new(event),
-        })
+        };
+        self.push_entry(entry, bytes)
     }
 
-    /// Appends `entry`, whose seq is the head + 1.
-    fn push_entry(&mut self, entry: LogEntry) -> u64 {
+    /// Appends `entry`, whose seq is the head + 1 and which counts `bytes`
+    /// against [`MAX_BYTES`].
+    fn push_entry(&mut self, entry: LogEntry, bytes: usize) -> u64 {
         debug_assert_eq!(entry.seq, self.head + 1);
         if entry.event.is_terminal() {
             self.running = None;
         }
         self.head = entry.seq;
-        let bytes = entry_bytes(&entry.event);
         self.bytes += bytes;
         self.entries.push_back(Kept {
             entry,
@@ -465,7 +472,8 @@ impl TurnWriter {
                 }
                 match state.overtakes_reader(bytes) {
                     None => {
-                        state.push(self.turn, event);
+                        // Sized once: the check above counted the same bytes.
+                        state.push_sized(self.turn, event, bytes);
                         break;
                     }
                     Some(ages_out) => {

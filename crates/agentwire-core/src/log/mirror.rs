@@ -133,7 +133,7 @@ impl LogState {
         if let TurnEvent::TurnStarted { .. } = &*entry.event {
             self.open_turn(entry.turn);
         }
-        self.push_entry(entry.clone());
+        self.push_entry(entry.clone(), super::entry_bytes(&entry.event));
         Ok(())
     }
 }
