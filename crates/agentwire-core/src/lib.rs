@@ -1,5 +1,6 @@
-//! The agentwire engine core: sessions, turns, the events a turn emits and the
-//! ports the engine talks through.
+//! The agentwire core: sessions, turns, the events a turn emits, the turn
+//! log they are written to, and the ports the engine (`agentwire-engine`)
+//! talks through.
 //!
 //! # Layout
 //!
@@ -19,16 +20,15 @@
 //! - [`assets`]: the [`MediaResolver`], which turns stored media into what one
 //!   model call sends (inline data or a fresh presigned URL).
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
-//! - [`live`]: the [`TurnLeases`] port: who runs each session's turn, in
-//!   this process ([`LocalLeases`]) or across replicas; and the
-//!   [`live::SharedLogs`] port: turn logs and controls the replicas share.
+//! - [`live`]: the [`TurnLeases`] port: who runs each session's turn
+//!   across replicas; and the [`live::SharedLogs`] port: turn logs and
+//!   controls the replicas share.
 //! - [`log`]: a session's turn log: every event numbered `(epoch, seq)`, one
-//!   [`TurnWriter`] per turn, any number of [`LogReader`]s.
-//! - [`engine`]: the [`Engine`], which owns live sessions, the one-turn-per-session
-//!   rule, resumption and persistence of every accepted message.
+//!   [`TurnWriter`] per turn, any number of [`LogReader`]s. It is here, not
+//!   in the engine, because a [`Handler`] writes to it through its
+//!   [`EventSink`] with no dynamic dispatch per event.
 //! - [`trace`]: the spans a trace is made of (names, attributes, target).
-//! - [`summary`]: the [`Summarizer`] port and the [`SummaryScheduler`], which
-//!   writes a session's summary once it has been idle.
+//! - [`summary`]: the [`Summarizer`] port and the [`SummaryPolicy`].
 //!
 //! # Invariants
 //!
@@ -43,7 +43,6 @@
 pub mod assets;
 pub mod auth;
 pub mod content;
-pub mod engine;
 pub mod error;
 pub mod ids;
 pub mod live;
@@ -68,13 +67,9 @@ pub use auth::{
     AccessLevel, AgentAuth, AuthError, Authenticator, Credentials, Identity, IdentityOrigin,
 };
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
-pub use engine::{
-    Agent, CancelOutcome, DeleteError, Engine, REJOIN_GRACE, RejoinRequest, Rejoined, SessionLease,
-    SubmitError, SubmitRequest, SummaryNotice, TURN_CANCELLED, TURN_INTERRUPTED, TurnHandle,
-};
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};
-pub use live::{Acquired, Fence, LiveError, LocalLeases, TurnLease, TurnLeases};
+pub use live::{Acquired, Fence, LiveError, TurnLease, TurnLeases};
 pub use log::{Epoch, Lagged, LogEntry, LogReader, SessionLog, TurnId, TurnWriter};
 pub use media::{
     Download, InvalidMediaId, InvalidStorageRef, MediaBody, MediaBytes, MediaError, MediaId,
@@ -91,13 +86,14 @@ pub use session::{
     SessionRecord, SessionSummary, StoredMessage, Via, context_window,
 };
 pub use store::{SessionStore, StoreError};
-pub use summary::{Summarizer, SummaryPolicy, SummaryScheduler};
+pub use summary::{Summarizer, SummaryPolicy};
 pub use time::{Clock, Timestamp, UtcDateTime};
 pub use tools::{
     ArgumentValidator, ClientAnswer, ClientCallEnd, ClientToolBroker, ClientToolDecl,
     PendingClientCall,
 };
 pub use turn::{
-    AudioFormat, ClientToolRequest, EventSink, Handler, INTERNAL_ERROR_TEXT, MediaChunk, Reply,
-    ToolCall, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure, TurnInput,
+    AudioFormat, ClientToolRequest, EndingTurn, EventSink, Handler, INTERNAL_ERROR_TEXT,
+    MediaChunk, Reply, TURN_CANCELLED, TURN_INTERRUPTED, ToolCall, ToolOutcome, ToolSide,
+    TurnContext, TurnEvent, TurnFailure, TurnInput, TurnSetup,
 };

@@ -2,8 +2,8 @@
 //! session's turn ([`TurnLeases`]), and the turn logs and controls between
 //! them ([`SharedLogs`], `logs`).
 //!
-//! One process needs none of it shared: [`LocalLeases`] keeps the leases in
-//! memory and is the default. Several processes over one database take
+//! One process needs none of it shared: the engine's own leases keep them in
+//! memory and are the default. Several processes over one database take
 //! their leases from a shared adapter (`agentwire-live`'s Redis one), so
 //! the one-turn-per-session rule holds across them: a session's turn runs on
 //! one replica at a time, and a message for it on any other is refused as
@@ -14,30 +14,21 @@
 //! be checked against the latest one (a replica paused past its lease must
 //! not write after its successor has).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use parking_lot::Mutex;
 
 use crate::ids::SessionId;
 
-mod counters;
 mod logs;
 #[cfg(any(test, feature = "testing"))]
 pub mod logs_conformance;
-#[cfg(any(test, feature = "testing"))]
-mod memory;
 mod rates;
 
-pub use counters::LiveCounters;
 pub use logs::{
     Append, Appended, Control, LogFollower, LogPage, MAX_BATCH, SharedHead, SharedLive, SharedLogs,
     batch_end,
 };
-#[cfg(any(test, feature = "testing"))]
-pub use memory::{MemoryLive, MemoryLiveState};
 pub use rates::{SharedRates, token_interval_us};
 
 /// A lease's number: every grant of a session's lease gets a larger one
@@ -97,66 +88,10 @@ pub trait TurnLeases: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), LiveError>;
 }
 
-/// The leases of one process, in memory: held while a turn runs, gone when
-/// it ends (and with the process). What the engine uses unless it is given
-/// shared ones.
-#[derive(Default)]
-pub struct LocalLeases {
-    held: Mutex<HashMap<SessionId, Fence>>,
-    /// One counter for every session: fences only need to grow per session.
-    next_fence: AtomicU64,
-}
-
-impl LocalLeases {
-    pub fn new() -> LocalLeases {
-        LocalLeases::default()
-    }
-}
-
-#[async_trait]
-impl TurnLeases for LocalLeases {
-    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
-        let mut held = self.held.lock();
-        if held.contains_key(session) {
-            return Ok(Acquired::Held);
-        }
-        let fence = Fence(self.next_fence.fetch_add(1, Ordering::Relaxed) + 1);
-        held.insert(session.clone(), fence);
-        Ok(Acquired::Granted(TurnLease {
-            fence,
-            changed_hands: false,
-        }))
-    }
-
-    async fn renew(&self, session: &SessionId, fence: Fence) -> Result<bool, LiveError> {
-        Ok(self.held.lock().get(session) == Some(&fence))
-    }
-
-    async fn release(&self, session: &SessionId, fence: Fence) -> Result<(), LiveError> {
-        let mut held = self.held.lock();
-        if held.get(session) == Some(&fence) {
-            held.remove(session);
-        }
-        Ok(())
-    }
-
-    fn renew_every(&self) -> Option<Duration> {
-        None
-    }
-
-    fn ttl(&self) -> Duration {
-        Duration::MAX
-    }
-
-    async fn ping(&self) -> Result<(), LiveError> {
-        Ok(())
-    }
-}
-
 /// The conformance suite every [`TurnLeases`] adapter passes, for the
 /// adapters' own tests. `sessions` hands out ids no other test uses;
 /// `other` is a second process's view of the same shared state (for
-/// [`LocalLeases`], the same value: one process).
+/// one process's leases, the same value).
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance {
     use super::*;
@@ -203,59 +138,5 @@ pub mod conformance {
         assert_eq!(leases.acquire(b).await.unwrap(), Acquired::Held);
         leases.release(b, on_b.fence).await.unwrap();
         assert!(leases.ping().await.is_ok());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn session(n: u8) -> SessionId {
-        SessionId::parse(&format!("00000000-0000-4000-8000-0000000000{n:02x}")).unwrap()
-    }
-
-    #[tokio::test]
-    async fn local_leases_pass_the_conformance_suite() {
-        let leases = LocalLeases::new();
-        conformance::one_holder_at_a_time(&leases, &leases, &session(1)).await;
-        conformance::sessions_are_independent(&leases, &session(2), &session(3)).await;
-        assert!(
-            leases.held.lock().is_empty(),
-            "released leases are forgotten"
-        );
-    }
-
-    #[tokio::test]
-    async fn memory_live_passes_the_conformance_suites() {
-        let state = MemoryLiveState::new();
-        let one = MemoryLive::new(&state, "one", Duration::from_secs(10));
-        let two = MemoryLive::new(&state, "two", Duration::from_secs(10));
-        conformance::one_holder_at_a_time(&one, &two, &session(4)).await;
-        conformance::sessions_are_independent(&one, &session(5), &session(6)).await;
-        logs_conformance::appends_are_fenced_and_read_back(&one, &two, &session(7)).await;
-        logs_conformance::turns_are_found_and_epochs_replaced(&one, &two, &session(8)).await;
-        logs_conformance::followers_wait_for_appends(&one, &two, &session(9)).await;
-        logs_conformance::controls_reach_the_holder(&one, &two, &session(10)).await;
-        logs_conformance::rates_are_shared(&one, &two, "turns:alice").await;
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_memory_lease_expires_unless_renewed() {
-        let state = MemoryLiveState::new();
-        let one = MemoryLive::new(&state, "one", Duration::from_secs(3));
-        let two = MemoryLive::new(&state, "two", Duration::from_secs(3));
-        let Acquired::Granted(lease) = one.acquire(&session(11)).await.unwrap() else {
-            panic!("granted");
-        };
-        tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(one.renew(&session(11), lease.fence).await.unwrap());
-        tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(two.acquire(&session(11)).await.unwrap(), Acquired::Held);
-        tokio::time::advance(Duration::from_secs(2)).await;
-        let Acquired::Granted(taken) = two.acquire(&session(11)).await.unwrap() else {
-            panic!("the expired lease is taken over");
-        };
-        assert!(taken.changed_hands && taken.fence > lease.fence);
-        assert!(!one.renew(&session(11), lease.fence).await.unwrap());
     }
 }

@@ -187,7 +187,7 @@ impl SessionLog {
                 open,
                 TurnEvent::Failed(TurnFailure::new(
                     crate::error::ErrorCode::Internal,
-                    crate::engine::TURN_INTERRUPTED,
+                    crate::turn::TURN_INTERRUPTED,
                 )),
             );
         }

@@ -149,7 +149,7 @@ pub enum TurnEvent {
     },
     Completed(Reply),
     Failed(TurnFailure),
-    /// The turn was cancelled ([`crate::Engine::cancel`], or the drain gave
+    /// The turn was cancelled (the engine's cancel, or the drain gave
     /// up on it): the reply as far as it was streamed to the user.
     Cancelled(Reply),
 }
@@ -192,10 +192,10 @@ pub struct TurnContext {
     /// The connection the turn runs for: handlers cache per-connection
     /// resources here.
     pub scope: Arc<crate::scope::ConnectionScope>,
-    pub(crate) events: EventSink,
-    pub(crate) client_tools: ClientTools,
+    events: EventSink,
+    client_tools: ClientTools,
     /// Resolves stored media for each model call; `None`: media is off.
-    pub(crate) media: Option<MediaResolver>,
+    media: Option<MediaResolver>,
 }
 
 /// A tool the client is asked to run.
@@ -211,14 +211,61 @@ pub struct ClientToolRequest {
 }
 
 /// What a turn needs to call the client's tools.
-pub(crate) struct ClientTools {
-    pub(crate) broker: Arc<ClientToolBroker>,
-    pub(crate) ids: Arc<dyn IdSource>,
-    pub(crate) ack_timeout: std::time::Duration,
-    pub(crate) result_timeout: std::time::Duration,
+struct ClientTools {
+    broker: Arc<ClientToolBroker>,
+    ids: Arc<dyn IdSource>,
+    ack_timeout: std::time::Duration,
+    result_timeout: std::time::Duration,
 }
 
+/// Everything a turn runs with, as its runner (the engine) hands it over:
+/// the parts of a [`TurnContext`] a handler reads, and the ones only the
+/// context uses (the log writer, the client tool broker, the media).
+pub struct TurnSetup {
+    pub session_id: SessionId,
+    pub input: TurnInput,
+    pub history: Arc<Vec<StoredMessage>>,
+    pub cancel: CancellationToken,
+    pub scope: Arc<crate::scope::ConnectionScope>,
+    /// The turn's entries in its session's log.
+    pub writer: TurnWriter,
+    /// The session's client calls: where the client's answers arrive.
+    pub client_tools: Arc<ClientToolBroker>,
+    pub ids: Arc<dyn IdSource>,
+    /// How long the client has to acknowledge a call, and to answer it.
+    pub ack_timeout: std::time::Duration,
+    pub result_timeout: std::time::Duration,
+    /// Resolves stored media for each model call; `None`: media is off.
+    pub media: Option<MediaResolver>,
+}
+
+/// Why a cancelled turn's pending client calls ended.
+pub const TURN_CANCELLED: &str = "turn cancelled";
+
+/// The failure of a turn that lost its lease (its renewals failed for a
+/// whole lease's life, or another replica took the session over): it stops
+/// where it is.
+pub const TURN_INTERRUPTED: &str = "turn interrupted";
+
 impl TurnContext {
+    pub fn new(setup: TurnSetup) -> TurnContext {
+        TurnContext {
+            session_id: setup.session_id,
+            input: setup.input,
+            history: setup.history,
+            cancel: setup.cancel,
+            scope: setup.scope,
+            events: EventSink::new(setup.writer),
+            client_tools: ClientTools {
+                broker: setup.client_tools,
+                ids: setup.ids,
+                ack_timeout: setup.ack_timeout,
+                result_timeout: setup.result_timeout,
+            },
+            media: setup.media,
+        }
+    }
+
     pub fn events(&self) -> &EventSink {
         &self.events
     }
@@ -275,9 +322,13 @@ impl TurnContext {
         }
     }
 
-    /// The turn's event sink, dropping everything else the context holds.
-    pub(crate) fn into_events(self) -> EventSink {
-        self.events
+    /// The turn is over for its handler: what its runner needs to end it,
+    /// and nothing else the context holds (its history snapshot goes now).
+    pub fn into_ending(self) -> EndingTurn {
+        EndingTurn {
+            events: self.events,
+            broker: self.client_tools.broker,
+        }
     }
 
     /// `request` as one model call sends it: media parts that name a stored
@@ -353,14 +404,14 @@ pub struct EventSink {
     /// cancelled turn's reply.
     streamed: Arc<parking_lot::Mutex<String>>,
     /// Tool events, kept to be persisted with the turn.
-    pub(crate) tool_log: parking_lot::Mutex<Vec<TurnEvent>>,
+    tool_log: parking_lot::Mutex<Vec<TurnEvent>>,
     /// False in a delegated sub-turn: its work is not stored.
     recording: bool,
     delegation_depth: u32,
 }
 
 impl EventSink {
-    pub(crate) fn new(writer: TurnWriter) -> EventSink {
+    fn new(writer: TurnWriter) -> EventSink {
         EventSink {
             writer: Arc::new(writer),
             streamed: Arc::default(),
@@ -379,18 +430,13 @@ impl EventSink {
         self.send(TurnEvent::TextDelta(delta)).await;
     }
 
-    /// What the user has been shown of the reply so far.
-    pub(crate) fn streamed(&self) -> String {
-        self.streamed.lock().clone()
-    }
-
     pub async fn tool_call(&self, call: ToolCall) {
         self.emit_recorded(TurnEvent::ToolCall(call)).await;
     }
 
     /// The outcome of a client-side call the client will not answer now
     /// (its turn was cancelled): it is told, and it is stored.
-    pub(crate) async fn tool_result_of_client(&self, id: String, outcome: ToolOutcome) {
+    async fn tool_result_of_client(&self, id: String, outcome: ToolOutcome) {
         let event = TurnEvent::ToolResult {
             id,
             outcome,
@@ -452,13 +498,61 @@ impl EventSink {
     /// a reader that reads). An append that does not wait spends a unit of
     /// the task's cooperative budget: a handler that streams from memory
     /// still yields to the other tasks.
-    pub(crate) async fn send(&self, event: TurnEvent) {
+    async fn send(&self, event: TurnEvent) {
         self.writer.append_paced(event).await;
         tokio::task::consume_budget().await;
     }
+}
 
-    /// Ends the turn with its terminal event: the last entry of the turn.
-    pub(crate) fn finish(&self, terminal: TurnEvent) {
-        self.writer.finish(terminal);
+/// A turn whose handler is done or was stopped, in its runner's hands: what
+/// it streamed, what it recorded, and the one terminal that ends it. Only
+/// the runner holds one: a handler sees its turn through `&TurnContext`.
+pub struct EndingTurn {
+    events: EventSink,
+    broker: Arc<ClientToolBroker>,
+}
+
+impl EndingTurn {
+    /// What the user has been shown of the reply: a cancelled turn's reply.
+    pub fn streamed(&self) -> String {
+        self.events.streamed.lock().clone()
+    }
+
+    /// The tool events to store with the turn, taken (a second call gets
+    /// none).
+    pub fn take_recorded(&self) -> Vec<TurnEvent> {
+        std::mem::take(&mut *self.events.tool_log.lock())
+    }
+
+    /// The turn's client calls still waiting for an answer: the client is
+    /// told each one is over (`tool_result` [`TURN_CANCELLED`], the frame a
+    /// timed-out call gets) and a late answer finds nothing to answer.
+    pub async fn withdraw_client_calls(&self) {
+        for id in self.unanswered_client_calls() {
+            self.broker.forget(&id);
+            let outcome = ToolOutcome::Denied(TURN_CANCELLED.to_owned());
+            self.events.tool_result_of_client(id, outcome).await;
+        }
+    }
+
+    fn unanswered_client_calls(&self) -> Vec<String> {
+        let log = self.events.tool_log.lock();
+        let asked = log.iter().filter_map(|event| match event {
+            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => Some(&call.id),
+            _ => None,
+        });
+        asked
+            .filter(|id| {
+                !log.iter().any(
+                    |event| matches!(event, TurnEvent::ToolResult { id: done, .. } if done == *id),
+                )
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Ends the turn with `terminal`: the last entry of the turn.
+    pub fn finish(self, terminal: TurnEvent) {
+        self.events.writer.finish(terminal);
     }
 }

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use agentwire_core::testing::{CountingIds, DownloadsOnly, FixedClock, png_info};
 use agentwire_core::{
-    Agent, ConnectionScope, ContentPart, Download, Engine, Handler, MediaContent, MediaStore,
-    MessageRole, Metadata, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall,
-    PartKind, ProviderError, ProviderErrorKind, Reply, StoredMessage, SubmitRequest, TextSink,
-    Timestamp, ToolOutcome, ToolSide, TurnContext, TurnEvent, TurnFailure,
+    ConnectionScope, ContentPart, Download, Handler, MediaContent, MediaStore, MessageRole,
+    Metadata, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, PartKind,
+    ProviderError, ProviderErrorKind, Reply, StoredMessage, TextSink, Timestamp, ToolOutcome,
+    ToolSide, TurnContext, TurnEvent, TurnFailure,
 };
+use agentwire_engine::{Agent, Engine, SubmitRequest};
 use agentwire_store::MemoryStore;
 use async_trait::async_trait;
 use parking_lot::Mutex;

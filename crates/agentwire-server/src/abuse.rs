@@ -389,7 +389,7 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
 mod tests {
     use std::net::Ipv4Addr;
 
-    use agentwire_core::live::{MemoryLive, MemoryLiveState};
+    use agentwire_engine::{MemoryLive, MemoryLiveState};
 
     use super::*;
 

@@ -30,12 +30,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use agentwire_core::engine::VoiceExchange;
 use agentwire_core::realtime::{CallEvent, CallInput, CallSpec, PCM, RealtimeProvider, ResponseId};
 use agentwire_core::{
-    Agent, AudioFormat, ClientToolBroker, ClientToolDecl, ErrorCode, SessionId, ToolCall,
-    ToolOutcome, ToolSource,
+    AudioFormat, ClientToolBroker, ClientToolDecl, ErrorCode, SessionId, ToolCall, ToolOutcome,
+    ToolSource,
 };
+use agentwire_engine::Agent;
+use agentwire_engine::VoiceExchange;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use agentwire_core::{AccessLevel, Agent};
+use agentwire_core::AccessLevel;
+use agentwire_engine::Agent;
 
 use crate::call;
 

@@ -6,8 +6,9 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use agentwire_core::ErrorCode;
 use agentwire_core::realtime::CallFailure;
-use agentwire_core::{CancelOutcome, ErrorCode};
+use agentwire_engine::CancelOutcome;
 
 use crate::abuse::Limit;
 
@@ -367,7 +368,7 @@ static METRICS: [Metric; 25] = [
 
 /// The engine's live-state counters (`agentwire_live_*`): leases, shared
 /// log batches, mirrored entries, controls between replicas, Redis errors.
-pub fn render_live(out: &mut String, counters: &agentwire_core::live::LiveCounters) {
+pub fn render_live(out: &mut String, counters: &agentwire_engine::LiveCounters) {
     for (name, help, value) in counters.all() {
         let _ = writeln!(
             out,

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{Engine, MediaStore};
+use agentwire_core::MediaStore;
+use agentwire_engine::Engine;
 
 use crate::abuse::AbuseGuard;
 use crate::budget::InboundBudget;

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use agentwire_core::testing::{CountingIds, FixedClock};
 use agentwire_core::{
-    Agent, ConnectionScope, DEFAULT_HISTORY_WINDOW, Engine, Handler, MessageBody, Metadata, Reply,
-    ReplyEnd, SessionCursor, SessionId, SessionLease, SessionOverview, SessionRecord, SessionStore,
-    SessionSummary, StoreError, StoredMessage, SubmitRequest, Timestamp, TurnContext, TurnEvent,
-    TurnFailure, Via, context_window,
+    ConnectionScope, DEFAULT_HISTORY_WINDOW, Handler, MessageBody, Metadata, Reply, ReplyEnd,
+    SessionCursor, SessionId, SessionOverview, SessionRecord, SessionStore, SessionSummary,
+    StoreError, StoredMessage, Timestamp, TurnContext, TurnEvent, TurnFailure, Via, context_window,
 };
+use agentwire_engine::{Agent, Engine, SessionLease, SubmitRequest};
 use async_trait::async_trait;
 
 use crate::MemoryStore;
@@ -270,7 +270,7 @@ impl Fixture {
     }
 
     /// Starts a turn on session `id` as the fixture's connection.
-    async fn submit(&self, id: &SessionId, text: &str) -> agentwire_core::TurnHandle {
+    async fn submit(&self, id: &SessionId, text: &str) -> agentwire_engine::TurnHandle {
         self.engine
             .submit(SubmitRequest {
                 agent: &self.agent,
@@ -504,7 +504,7 @@ pub(crate) async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_termin
         match terminal {
             TurnEvent::Cancelled(partial) => {
                 assert!(
-                    matches!(outcome, agentwire_core::CancelOutcome::Cancelled(_)),
+                    matches!(outcome, agentwire_engine::CancelOutcome::Cancelled(_)),
                     "{half_steps}: {outcome:?}"
                 );
                 assert_eq!(
@@ -530,7 +530,7 @@ pub(crate) async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_termin
                 assert_eq!(reply.text, WORDS.concat(), "{half_steps}");
                 assert_eq!(
                     outcome,
-                    agentwire_core::CancelOutcome::NothingRunning,
+                    agentwire_engine::CancelOutcome::NothingRunning,
                     "{half_steps}"
                 );
             }

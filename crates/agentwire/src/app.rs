@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agentwire_core::realtime::RealtimeProvider;
-use agentwire_core::{Agent, Clock, Engine, Handler, MediaStore, SessionStore, SummaryScheduler};
+use agentwire_core::{Clock, Handler, MediaStore, SessionStore};
+use agentwire_engine::{Agent, Engine, SummaryScheduler};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
 use agentwire_providers::MockRealtime;

@@ -494,7 +494,7 @@ fn a_backfill_reaches_back_from_the_head_and_a_turn_left_open_ends_interrupted()
     let ended = exact(&mirror, 2);
     match &*ended[0].event {
         TurnEvent::Failed(failure) => {
-            assert_eq!(failure.message, crate::engine::TURN_INTERRUPTED);
+            assert_eq!(failure.message, crate::turn::TURN_INTERRUPTED);
             assert_eq!(ended[0].turn, TurnId(1));
         }
         other => panic!("expected the open turn's end, got {other:?}"),

@@ -15,12 +15,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::engine::VoiceToolStep;
 use agentwire_core::realtime::CallInput;
 use agentwire_core::{
     ClientCallEnd, ClientToolBroker, ClientToolDecl, ToolBox, ToolCall, ToolOutcome, ToolSide,
     ToolSource, ToolSpec,
 };
+use agentwire_engine::VoiceToolStep;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -52,7 +52,7 @@ impl CallTools {
     pub(super) async fn open(
         sources: &[Arc<dyn ToolSource>],
         client: &[ClientToolDecl],
-        agent: &agentwire_core::Agent,
+        agent: &agentwire_engine::Agent,
     ) -> CallTools {
         let mut boxes = Vec::with_capacity(sources.len());
         for source in sources {

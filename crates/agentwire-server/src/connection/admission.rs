@@ -27,9 +27,10 @@ use std::sync::atomic::Ordering;
 
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
-    Agent, ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError, MediaId, Metadata,
-    PartKind, SessionId, StorageRef, SubmitError, SubmitRequest, TurnHandle,
+    ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError, MediaId, Metadata, PartKind,
+    SessionId, StorageRef,
 };
+use agentwire_engine::{Agent, SubmitError, SubmitRequest, TurnHandle};
 
 use super::link::CredentialClock;
 use crate::budget::{self, Held, InboundPermit};

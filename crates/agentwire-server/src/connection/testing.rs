@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use agentwire_core::testing::{CountingIds, FixedClock};
 use agentwire_core::{
-    AccessLevel, Agent, ClientToolRequest, Engine, Handler, Identity, IdentityOrigin, Reply,
-    Timestamp, ToolOutcome, TurnContext, TurnFailure,
+    AccessLevel, ClientToolRequest, Handler, Identity, IdentityOrigin, Reply, Timestamp,
+    ToolOutcome, TurnContext, TurnFailure,
 };
+use agentwire_engine::{Agent, Engine};
 use agentwire_store::MemoryStore;
 use async_trait::async_trait;
 use futures_util::{Sink, Stream};

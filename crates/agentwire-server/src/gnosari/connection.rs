@@ -33,9 +33,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use agentwire_core::{
-    Agent, CancelOutcome, ClientAnswer, ConnectionScope, ErrorCode, LogEntry, LogReader, MediaId,
-    RejoinRequest, SessionId, SessionLease, SummaryNotice, ToolSide, TurnEvent, TurnFailure,
+    ClientAnswer, ConnectionScope, ErrorCode, LogEntry, LogReader, MediaId, SessionId, ToolSide,
+    TurnEvent, TurnFailure,
 };
+use agentwire_engine::{Agent, CancelOutcome, RejoinRequest, SessionLease, SummaryNotice};
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
 
 use crate::AppState;

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use agentwire_core::{
-    CancelOutcome, ClientAnswer, ClientToolBroker, ConnectionScope, Epoch, ErrorCode, LogEntry,
-    LogReader, MediaChunk, RejoinRequest, SessionId, SessionLease, SubmitError, TurnEvent,
+    ClientAnswer, ClientToolBroker, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader,
+    MediaChunk, SessionId, TurnEvent,
 };
+use agentwire_engine::{CancelOutcome, RejoinRequest, SessionLease, SubmitError};
 #[cfg(test)]
 mod tests;
 mod voice;

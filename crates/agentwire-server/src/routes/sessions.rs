@@ -48,10 +48,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentwire_core::{
-    Credentials, DeleteError, MessageBody, ReplyEnd, SessionCursor, SessionId, SessionOverview,
-    SessionRecord, SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome, ToolSide,
-    Via,
+    Credentials, MessageBody, ReplyEnd, SessionCursor, SessionId, SessionOverview, SessionRecord,
+    SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome, ToolSide, Via,
 };
+use agentwire_engine::DeleteError;
 use axum::Router;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
 use axum::http::request::Parts;

@@ -465,8 +465,8 @@ async fn two_replicas_with_the_same_summaries_pending_write_each_once() {
         Arc::new(agentwire_core::testing::FixedClock(Timestamp(1_000)));
     // Both start with every summary overdue, as replicas restarted together.
     let (a, b) = tokio::join!(
-        agentwire_core::SummaryScheduler::start(one.clone(), clock.clone(), policies()),
-        agentwire_core::SummaryScheduler::start(two.clone(), clock.clone(), policies()),
+        agentwire_engine::SummaryScheduler::start(one.clone(), clock.clone(), policies()),
+        agentwire_engine::SummaryScheduler::start(two.clone(), clock.clone(), policies()),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::Agent;
+use agentwire_engine::Agent;
 use agentwire_runtime::{Peer, Roster};
 use agentwire_server::{AgentEntry, TeamEntry, TeamMember};
 use anyhow::Context as _;

@@ -7,19 +7,17 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use super::cancel::withdraw_client_calls;
-use super::leases::TURN_INTERRUPTED;
 use super::records::{Ended, Ending, reply_of, terminal_record, tool_records};
 use super::write::QuestionWrite;
 use super::{Fence, SessionLease};
-use crate::time::Timestamp;
-use crate::turn::{Handler, Reply, TurnContext, TurnEvent, TurnFailure};
+use agentwire_core::time::Timestamp;
+use agentwire_core::turn::{Handler, Reply, TURN_INTERRUPTED, TurnContext, TurnEvent, TurnFailure};
 
-/// The `turn` span (`crate::trace`); its parent is the caller's span, the
+/// The `turn` span (`agentwire_core::trace`); its parent is the caller's span, the
 /// connection's. The turn id and the outcome are recorded later.
-pub(super) fn turn_span(agent: &str, session: &crate::ids::SessionId) -> tracing::Span {
+pub(super) fn turn_span(agent: &str, session: &agentwire_core::ids::SessionId) -> tracing::Span {
     tracing::debug_span!(
-        target: crate::trace::TARGET,
+        target: agentwire_core::trace::TARGET,
         "turn",
         agentwire.agent = %agent,
         agentwire.session_id = %session,
@@ -63,35 +61,31 @@ pub(super) async fn run_turn(
         state.turn_cancel = None;
         cancel.is_cancelled()
     };
+    // The whole context goes now, not at the end of this function: while the
+    // turn's history snapshot lives, appending the reply would copy the
+    // session's entire history.
+    let turn = turn.into_ending();
     let ending = match finished {
         _ if lost => {
-            tracing::warn!(session = %turn.session_id, "the turn lost its lease");
-            withdraw_client_calls(&turn).await;
+            tracing::warn!(session = %lease.id(), "the turn lost its lease");
+            turn.withdraw_client_calls().await;
             Ending::Ran(Err(TurnFailure::new(
-                crate::error::ErrorCode::Internal,
+                agentwire_core::error::ErrorCode::Internal,
                 TURN_INTERRUPTED,
             )))
         }
         _ if cancelled => {
-            withdraw_client_calls(&turn).await;
-            Ending::Cancelled(Reply::text(turn.events().streamed()))
+            turn.withdraw_client_calls().await;
+            Ending::Cancelled(Reply::text(turn.streamed()))
         }
         Some(Ok(result)) => Ending::Ran(result),
         Some(Err(_)) | None => {
-            tracing::error!(session = %turn.session_id, "handler panicked");
+            tracing::error!(session = %lease.id(), "handler panicked");
             Ending::Ran(Err(TurnFailure::internal()))
         }
     };
-    // The whole context goes now, not at the end of this function: while the
-    // turn's history snapshot lives, appending the reply would copy the
-    // session's entire history.
-    let events = turn.into_events();
     let now = lease.inner.clock.now();
-    let mut records = tool_records(
-        lease.id(),
-        std::mem::take(&mut *events.tool_log.lock()),
-        now,
-    );
+    let mut records = tool_records(lease.id(), turn.take_recorded(), now);
     let (record, ended) = terminal_record(lease.id(), ending, now);
     records.push(record);
     let summary_due = match &ended {
@@ -124,7 +118,7 @@ pub(super) async fn run_turn(
     // The session is free once the terminal is in the log, at the same
     // moment: a reader that sees it may send the next message at once, and
     // that next turn's start must come after this terminal.
-    lease.end_turn_then(|| events.finish(terminal));
+    lease.end_turn_then(|| turn.finish(terminal));
     // No connection is on the session: its client went away mid-turn and
     // may come back for the end.
     if lease.is_sole() {

@@ -29,9 +29,9 @@ use tracing::Instrument;
 
 use super::records::write_span;
 use super::{LiveSession, LiveState, SessionLease};
-use crate::session::{StoredMessage, retained_start};
-use crate::store::{SessionStore, StoreError};
-use crate::time::Timestamp;
+use agentwire_core::session::{StoredMessage, retained_start};
+use agentwire_core::store::{SessionStore, StoreError};
+use agentwire_core::time::Timestamp;
 
 /// The longest a turn's question waits to share the turn's write.
 pub(super) const QUESTION_WRITE_DELAY: Duration = Duration::from_millis(250);
@@ -49,7 +49,7 @@ pub(super) struct PendingWrite {
     first_seq: u64,
     count: usize,
     was_persisted: bool,
-    fence: Option<crate::live::Fence>,
+    fence: Option<agentwire_core::live::Fence>,
 }
 
 impl SessionLease {

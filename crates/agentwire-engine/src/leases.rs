@@ -1,4 +1,4 @@
-//! A turn's lease on its session ([`crate::live::TurnLeases`]): taken after
+//! A turn's lease on its session ([`agentwire_core::live::TurnLeases`]): taken after
 //! the session's own flag, before anything is stored; renewed while the turn
 //! runs when the leases expire; given up before the terminal is appended, so
 //! a client that answers `done` at once finds the session free (where logs
@@ -7,13 +7,8 @@
 use std::sync::Arc;
 
 use super::{Acquired, Fence, SessionLease, SubmitError};
-use crate::live::LiveCounters;
-use crate::session::retained_start;
-
-/// The failure of a turn that lost its lease (its renewals failed for a
-/// whole lease's life, or another replica took the session over): it stops
-/// where it is.
-pub const TURN_INTERRUPTED: &str = "turn interrupted";
+use crate::LiveCounters;
+use agentwire_core::session::retained_start;
 
 impl SessionLease {
     /// Takes the session's lease for the turn `begin_turn` admitted here;
@@ -101,7 +96,10 @@ impl SessionLease {
         LiveCounters::add(&self.inner.live_counters.leases_lost, 1);
     }
 
-    pub(super) async fn take_over(&self, fence: Fence) -> Result<(), crate::store::StoreError> {
+    pub(super) async fn take_over(
+        &self,
+        fence: Fence,
+    ) -> Result<(), agentwire_core::store::StoreError> {
         if self.shares_logs() {
             self.inner.store.fence_session(self.id(), fence).await?;
         }
@@ -111,7 +109,7 @@ impl SessionLease {
     /// Reads the session's window from the store again, under its append
     /// lock, replacing what this process held: another replica's turns
     /// wrote since.
-    async fn reload_history(&self) -> Result<(), crate::store::StoreError> {
+    async fn reload_history(&self) -> Result<(), agentwire_core::store::StoreError> {
         let _appending = self.session.appending.lock().await;
         let store = &self.inner.store;
         let window = self.session.window;

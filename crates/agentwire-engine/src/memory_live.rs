@@ -13,12 +13,12 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use super::logs::{
+use agentwire_core::ids::SessionId;
+use agentwire_core::live::{Acquired, Fence, LiveError, TurnLease, TurnLeases};
+use agentwire_core::live::{
     Append, Appended, Control, LogFollower, LogPage, SharedHead, SharedLogs, batch_end,
 };
-use super::{Acquired, Fence, LiveError, TurnLease, TurnLeases};
-use crate::ids::SessionId;
-use crate::log::{Epoch, LogEntry, TurnId};
+use agentwire_core::log::{Epoch, LogEntry, TurnId};
 
 /// Batches a session's shared log keeps, as Redis's stream does.
 const KEPT_BATCHES: usize = 256;
@@ -72,9 +72,12 @@ impl SharedSession {
             Some(entry) => self.entries_after(entry.turn.0 - 1),
             None => Vec::new(),
         };
-        let starts_turn = entries
-            .first()
-            .is_some_and(|e| matches!(*e.event, crate::turn::TurnEvent::TurnStarted { .. }));
+        let starts_turn = entries.first().is_some_and(|e| {
+            matches!(
+                *e.event,
+                agentwire_core::turn::TurnEvent::TurnStarted { .. }
+            )
+        });
         if starts_turn { entries } else { Vec::new() }
     }
 
@@ -310,13 +313,14 @@ impl SharedLogs for MemoryLive {
 }
 
 #[async_trait]
-impl super::SharedRates for MemoryLive {
+impl agentwire_core::live::SharedRates for MemoryLive {
     async fn spend(&self, key: &str, per_minute: u32) -> Result<Option<Duration>, LiveError> {
         self.state.check()?;
         let mut buckets = self.state.buckets.lock();
         let (tat, wait) = gcra(&buckets, key, per_minute);
         if wait.is_none() {
-            let interval = Duration::from_micros(super::token_interval_us(per_minute));
+            let interval =
+                Duration::from_micros(agentwire_core::live::token_interval_us(per_minute));
             buckets.insert(key.to_owned(), tat + interval);
         }
         Ok(wait)
@@ -335,7 +339,7 @@ fn gcra(
     key: &str,
     per_minute: u32,
 ) -> (Instant, Option<Duration>) {
-    let interval = Duration::from_micros(super::token_interval_us(per_minute));
+    let interval = Duration::from_micros(agentwire_core::live::token_interval_us(per_minute));
     let tolerance = interval * (per_minute.max(1) - 1);
     let now = Instant::now();
     let tat = buckets.get(key).copied().unwrap_or(now).max(now);
@@ -376,5 +380,49 @@ impl LogFollower for MemoryFollower {
                 return Ok(page);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::live::{conformance, logs_conformance};
+
+    fn session(n: u8) -> SessionId {
+        SessionId::parse(&format!("00000000-0000-4000-8000-0000000000{n:02x}")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn memory_live_passes_the_conformance_suites() {
+        let state = MemoryLiveState::new();
+        let one = MemoryLive::new(&state, "one", Duration::from_secs(10));
+        let two = MemoryLive::new(&state, "two", Duration::from_secs(10));
+        conformance::one_holder_at_a_time(&one, &two, &session(4)).await;
+        conformance::sessions_are_independent(&one, &session(5), &session(6)).await;
+        logs_conformance::appends_are_fenced_and_read_back(&one, &two, &session(7)).await;
+        logs_conformance::turns_are_found_and_epochs_replaced(&one, &two, &session(8)).await;
+        logs_conformance::followers_wait_for_appends(&one, &two, &session(9)).await;
+        logs_conformance::controls_reach_the_holder(&one, &two, &session(10)).await;
+        logs_conformance::rates_are_shared(&one, &two, "turns:alice").await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_memory_lease_expires_unless_renewed() {
+        let state = MemoryLiveState::new();
+        let one = MemoryLive::new(&state, "one", Duration::from_secs(3));
+        let two = MemoryLive::new(&state, "two", Duration::from_secs(3));
+        let Acquired::Granted(lease) = one.acquire(&session(11)).await.unwrap() else {
+            panic!("granted");
+        };
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(one.renew(&session(11), lease.fence).await.unwrap());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(two.acquire(&session(11)).await.unwrap(), Acquired::Held);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let Acquired::Granted(taken) = two.acquire(&session(11)).await.unwrap() else {
+            panic!("the expired lease is taken over");
+        };
+        assert!(taken.changed_hands && taken.fence > lease.fence);
+        assert!(!one.renew(&session(11), lease.fence).await.unwrap());
     }
 }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{Agent, Engine, SessionLease, SubmitError};
-use crate::ids::SessionId;
-use crate::log::{Epoch, LogReader};
+use agentwire_core::ids::SessionId;
+use agentwire_core::log::{Epoch, LogReader};
 
 /// A connection coming back to a session it followed before, at the log
 /// position it had read up to.
@@ -28,7 +28,7 @@ pub struct Rejoined {
     pub epoch: Epoch,
     pub head: u64,
     /// From the start of the turn that holds the client's next entry
-    /// ([`crate::log::SessionLog::rejoin_reader`]) when `replayed`; else from the head,
+    /// ([`agentwire_core::log::SessionLog::rejoin_reader`]) when `replayed`; else from the head,
     /// live only: the log does not reach back to the client's position
     /// (another epoch, or trimmed), so it reloads the history from the
     /// store instead.

@@ -1,11 +1,11 @@
 //! How a turn's outcome becomes stored records: its tool calls, results and
 //! interim text, then its reply or failure, in the order they happened.
 
-use crate::content::Metadata;
-use crate::ids::SessionId;
-use crate::session::{MessageBody, ReplyEnd, StoredMessage, Via};
-use crate::time::Timestamp;
-use crate::turn::{Reply, TurnEvent, TurnFailure};
+use agentwire_core::content::Metadata;
+use agentwire_core::ids::SessionId;
+use agentwire_core::session::{MessageBody, ReplyEnd, StoredMessage, Via};
+use agentwire_core::time::Timestamp;
+use agentwire_core::turn::{Reply, TurnEvent, TurnFailure};
 
 pub(super) fn tool_records(
     session: &SessionId,
@@ -103,11 +103,11 @@ pub(super) fn record(
     }
 }
 
-/// The `store.write` span (`crate::trace`) of one append of `messages`
+/// The `store.write` span (`agentwire_core::trace`) of one append of `messages`
 /// messages, the session's first write when it was not `persisted`.
 pub(super) fn write_span(persisted: bool, messages: usize) -> tracing::Span {
     tracing::debug_span!(
-        target: crate::trace::TARGET,
+        target: agentwire_core::trace::TARGET,
         "store.write",
         db.operation.name = if persisted { "append_messages" } else { "create_session" },
         agentwire.messages = messages,

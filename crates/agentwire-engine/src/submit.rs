@@ -11,10 +11,10 @@ use super::write::QuestionWrite;
 use super::{
     Agent, Engine, Fence, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,
 };
-use crate::ids::SessionId;
-use crate::scope::ConnectionScope;
-use crate::session::{MessageBody, StoredMessage, Via};
-use crate::turn::{ClientTools, EventSink, TurnContext, TurnInput};
+use agentwire_core::ids::SessionId;
+use agentwire_core::scope::ConnectionScope;
+use agentwire_core::session::{MessageBody, StoredMessage, Via};
+use agentwire_core::turn::{TurnContext, TurnInput, TurnSetup};
 
 impl Engine {
     /// Accepts a user message: resolves its session, stores the message and
@@ -30,7 +30,7 @@ impl Engine {
         let span = turn_span(&req.agent.name, lease.id());
         let now = self.inner.clock.now();
         let input = TurnInput {
-            text: crate::content::into_effective_text(req.content, &req.parts),
+            text: agentwire_core::content::into_effective_text(req.content, &req.parts),
             parts: req.parts,
             metadata: req.metadata,
         };
@@ -102,21 +102,19 @@ impl Engine {
         let cancel = self.inner.turns_cancel.child_token();
         lease.session.state.lock().turn_cancel = Some((writer.turn(), cancel.clone()));
         let (summary_tx, summary_rx) = oneshot::channel();
-        let turn = TurnContext {
+        let turn = TurnContext::new(TurnSetup {
             session_id: lease.id().clone(),
             input,
             history: history.clone(),
             cancel,
-            events: EventSink::new(writer),
             scope: scope.clone(),
-            client_tools: ClientTools {
-                broker: lease.session.client_tools.clone(),
-                ids: self.inner.ids.clone(),
-                ack_timeout: agent.ack_timeout,
-                result_timeout: agent.client_tool_timeout,
-            },
+            writer,
+            client_tools: lease.session.client_tools.clone(),
+            ids: self.inner.ids.clone(),
+            ack_timeout: agent.ack_timeout,
+            result_timeout: agent.client_tool_timeout,
             media: self.inner.media.clone(),
-        };
+        });
         drop(history);
         let turn_lease = lease.clone_lease();
         tokio::spawn(

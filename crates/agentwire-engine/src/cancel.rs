@@ -2,8 +2,7 @@
 //! client calls it was waiting on.
 
 use super::SessionLease;
-use crate::log::TurnId;
-use crate::turn::{ToolOutcome, ToolSide, TurnContext, TurnEvent};
+use agentwire_core::log::TurnId;
 
 /// What [`SessionLease::cancel_turn`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,33 +41,3 @@ impl SessionLease {
         }
     }
 }
-
-/// A cancelled turn's client calls still waiting for an answer: the client
-/// is told each one is over (`tool_result` "turn cancelled", the frame a
-/// timed-out call gets) and a late answer finds nothing to answer.
-pub(super) async fn withdraw_client_calls(turn: &TurnContext) {
-    let pending: Vec<String> = {
-        let log = turn.events().tool_log.lock();
-        let asked = log.iter().filter_map(|event| match event {
-            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => Some(&call.id),
-            _ => None,
-        });
-        asked
-            .filter(|id| {
-                !log.iter().any(
-                    |event| matches!(event, TurnEvent::ToolResult { id: done, .. } if done == *id),
-                )
-            })
-            .cloned()
-            .collect()
-    };
-    for id in pending {
-        turn.client_tools.broker.forget(&id);
-        turn.events()
-            .tool_result_of_client(id, ToolOutcome::Denied(TURN_CANCELLED.to_owned()))
-            .await;
-    }
-}
-
-/// Why a cancelled turn's pending client calls ended.
-pub const TURN_CANCELLED: &str = "turn cancelled";

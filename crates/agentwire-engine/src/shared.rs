@@ -1,4 +1,4 @@
-//! A session's log shared by the replicas ([`crate::live::SharedLogs`]):
+//! A session's log shared by the replicas ([`agentwire_core::live::SharedLogs`]):
 //! the running replica publishes its turn's entries, the others mirror them
 //! for their clients, and what a client says to a turn that runs elsewhere
 //! (a cancel, a client tool's answer) is forwarded to where it runs.
@@ -21,17 +21,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::leases::TURN_INTERRUPTED;
 use super::{Acquired, Engine, Fence, Inner, SessionLease, SubmitError};
-use crate::error::ErrorCode;
-use crate::ids::SessionId;
-use crate::live::{
-    Append, Appended, Control, LiveCounters, LiveError, LogFollower, MAX_BATCH, SharedHead,
-    SharedLogs,
+use crate::LiveCounters;
+use agentwire_core::error::ErrorCode;
+use agentwire_core::ids::SessionId;
+use agentwire_core::live::{
+    Append, Appended, Control, LiveError, LogFollower, MAX_BATCH, SharedHead, SharedLogs,
 };
-use crate::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
-use crate::tools::ClientAnswer;
-use crate::turn::{TurnEvent, TurnFailure};
+use agentwire_core::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
+use agentwire_core::tools::ClientAnswer;
+use agentwire_core::turn::TURN_INTERRUPTED;
+use agentwire_core::turn::{TurnEvent, TurnFailure};
 
 /// Whether ending an orphaned turn gives the lease up with its terminal (a
 /// follower that took the lease for it) or keeps it (a turn about to start).
@@ -79,7 +79,7 @@ impl Engine {
     /// their logs to it, and whose sessions mirror turns running on other
     /// replicas; controls other replicas send are delivered here. Call
     /// before the engine is cloned, within a tokio runtime.
-    pub fn with_shared_live(mut self, live: Arc<dyn crate::live::SharedLive>) -> Engine {
+    pub fn with_shared_live(mut self, live: Arc<dyn agentwire_core::live::SharedLive>) -> Engine {
         let controls = live.take_controls();
         {
             let inner = Arc::get_mut(&mut self.inner)
@@ -362,7 +362,7 @@ impl SessionLease {
     async fn end_orphan_holding(
         &self,
         logs: &dyn SharedLogs,
-        granted: crate::live::TurnLease,
+        granted: agentwire_core::live::TurnLease,
     ) -> Result<(), SubmitError> {
         let fence = granted.fence;
         self.catch_up().await?;

@@ -1,5 +1,7 @@
 //! The engine: live sessions, the one-turn-per-session rule, resumption, and
-//! persistence of every accepted message.
+//! persistence of every accepted message. It drives the core's ports
+//! (`agentwire-core`) and does no IO of its own: the store, the shared live
+//! state and the handlers it is given do.
 //!
 //! A connection asks the engine to [`Engine::submit`] a user message. The
 //! engine picks the session (the connection's own, a resumed one, or a new
@@ -20,9 +22,12 @@
 //! [`TurnHandle::summary`]. [`Engine::delete_session`] removes a session
 //! that no turn is running on.
 //!
-//! The turn's own task is `turn_task`; what stops a turn and what a
-//! cancelled turn owes its client calls, `cancel`; a connection coming back
-//! to a session's log, and the grace that keeps a session for it, `rejoin`.
+//! The turn's own task is `turn_task`; what stops a turn, `cancel`; a
+//! connection coming back to a session's log, and the grace that keeps a
+//! session for it, `rejoin`; a turn's lease and the session's window,
+//! `leases`; a log the replicas share, `shared`. The live state of one
+//! process: [`LocalLeases`], and [`MemoryLive`] for tests of several
+//! replicas in one process (feature `testing`). Summaries: [`summary`].
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -33,35 +38,43 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::assets::MediaResolver;
-use crate::content::{ContentPart, Metadata};
-use crate::ids::{IdSource, InvalidSessionId, SessionId};
-use crate::live::{Acquired, Fence, LiveError, LocalLeases, SharedLogs, TurnLeases};
-use crate::log::{Epoch, LogReader, SessionLog, TurnId};
-use crate::media::{MediaId, MediaStore};
-use crate::scope::ConnectionScope;
-use crate::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
-use crate::store::{SessionStore, StoreError};
-use crate::summary::SummaryScheduler;
-use crate::time::{Clock, Timestamp};
-use crate::tools::ClientToolBroker;
+use agentwire_core::assets::MediaResolver;
+use agentwire_core::content::{ContentPart, Metadata};
+use agentwire_core::ids::{IdSource, InvalidSessionId, SessionId};
+use agentwire_core::live::{Acquired, Fence, LiveError, SharedLogs, TurnLeases};
+use agentwire_core::log::{Epoch, LogReader, SessionLog, TurnId};
+use agentwire_core::media::{MediaId, MediaStore};
+use agentwire_core::scope::ConnectionScope;
+use agentwire_core::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
+use agentwire_core::store::{SessionStore, StoreError};
+use agentwire_core::time::{Clock, Timestamp};
+use agentwire_core::tools::ClientToolBroker;
+use agentwire_core::turn::Handler;
+
 mod cancel;
+mod counters;
 mod leases;
+mod local_leases;
+#[cfg(any(test, feature = "testing"))]
+mod memory_live;
 mod records;
 mod rejoin;
 mod shared;
 mod submit;
+pub mod summary;
 mod turn_task;
 mod voice;
 mod write;
 
-pub use cancel::{CancelOutcome, TURN_CANCELLED};
-pub use leases::TURN_INTERRUPTED;
+pub use cancel::CancelOutcome;
+pub use counters::LiveCounters;
+pub use local_leases::LocalLeases;
+#[cfg(any(test, feature = "testing"))]
+pub use memory_live::{MemoryLive, MemoryLiveState};
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
+pub use summary::SummaryScheduler;
 pub use voice::{VoiceExchange, VoiceToolStep};
-
-use crate::turn::Handler;
 
 /// An agent as the engine sees it: its rules and the handler that answers.
 pub struct Agent {
@@ -92,9 +105,9 @@ struct Inner {
     /// process, whose logs are its own.
     logs: Option<Arc<dyn SharedLogs>>,
     /// The rate limits shared with the other replicas; `None`: one process.
-    rates: Option<Arc<dyn crate::live::SharedRates>>,
+    rates: Option<Arc<dyn agentwire_core::live::SharedRates>>,
     /// What was done with the leases and shared logs, for `/metrics`.
-    live_counters: crate::live::LiveCounters,
+    live_counters: crate::LiveCounters,
     /// Sessions some connection or turn holds a lease on. An entry leaves the
     /// map when its last lease is dropped, so memory follows attached clients.
     /// The store is told ([`SessionStore::hold_session`]) while an id is in
@@ -280,7 +293,7 @@ impl Engine {
         }
     }
 
-    /// The engine, whose turns resolve stored media ([`crate::assets`])
+    /// The engine, whose turns resolve stored media ([`agentwire_core::assets`])
     /// through `media` for each model call
     /// ([`TurnContext::resolve_media`]). Call before the engine is cloned.
     pub fn with_media(mut self, media: Arc<dyn MediaStore>) -> Engine {
@@ -292,12 +305,12 @@ impl Engine {
 
     /// The rate limits the replicas share, when they share live state: the
     /// server's per-caller turn limit spends from them.
-    pub fn shared_rates(&self) -> Option<&Arc<dyn crate::live::SharedRates>> {
+    pub fn shared_rates(&self) -> Option<&Arc<dyn agentwire_core::live::SharedRates>> {
         self.inner.rates.as_ref()
     }
 
     /// What this engine did with leases, shared logs and controls.
-    pub fn live_counters(&self) -> &crate::live::LiveCounters {
+    pub fn live_counters(&self) -> &crate::LiveCounters {
         &self.inner.live_counters
     }
 

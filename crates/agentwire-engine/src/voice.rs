@@ -7,11 +7,11 @@
 use super::Agent;
 use super::records::record;
 use super::{Engine, SubmitError};
-use crate::content::Metadata;
-use crate::ids::SessionId;
-use crate::session::{MessageBody, ReplyEnd, StoredMessage, Via};
-use crate::time::Timestamp;
-use crate::turn::{ToolOutcome, ToolSide};
+use agentwire_core::content::Metadata;
+use agentwire_core::ids::SessionId;
+use agentwire_core::session::{MessageBody, ReplyEnd, StoredMessage, Via};
+use agentwire_core::time::Timestamp;
+use agentwire_core::turn::{ToolOutcome, ToolSide};
 
 /// One response of a call and the utterance it answered.
 #[derive(Debug, Clone, PartialEq, Default)]
