@@ -17,6 +17,8 @@
 //! - [`realtime`]: the [`realtime::RealtimeProvider`] port a voice call
 //!   runs on, and the events and input of its [`realtime::CallLink`].
 //! - [`media`]: the [`MediaStore`] port and its ids ([`MediaId`], [`StorageRef`]).
+//! - [`memory`]: agent memory across sessions: the [`AgentMemory`] port and
+//!   the [`MemoryScope`] only the server builds.
 //! - [`assets`]: the [`MediaResolver`], which turns stored media into what one
 //!   model call sends (inline data or a fresh presigned URL).
 //! - [`screening`]: the prompt-injection [`PromptScreen`] for visitor messages.
@@ -48,6 +50,7 @@ pub mod ids;
 pub mod live;
 pub mod log;
 pub mod media;
+pub mod memory;
 pub mod model;
 pub mod realtime;
 pub mod scope;
@@ -74,6 +77,10 @@ pub use log::{Epoch, Lagged, LogEntry, LogReader, SessionLog, TurnId, TurnWriter
 pub use media::{
     Download, InvalidMediaId, InvalidStorageRef, MediaBody, MediaBytes, MediaError, MediaId,
     MediaInfo, MediaStore, StorageRef, UploadSpec, UploadTarget, UploadTicket,
+};
+pub use memory::{
+    About, AgentMemory, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Recall,
+    Remembered, TurnCaller,
 };
 pub use model::{
     ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError,

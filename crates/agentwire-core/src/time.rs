@@ -59,6 +59,24 @@ pub struct UtcDateTime {
     pub nanosecond: u32,
 }
 
+/// RFC 3339 in UTC as Go's `time.Time` writes it (the form Omnia's clients
+/// and PromptKit's tools use): the fraction's trailing zeros trimmed, no
+/// dot on a whole second. `2026-07-24T16:47:30.5Z`, `2026-07-24T16:47:30Z`.
+impl std::fmt::Display for UtcDateTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )?;
+        if self.nanosecond != 0 {
+            let fraction = format!("{:09}", self.nanosecond);
+            write!(f, ".{}", fraction.trim_end_matches('0'))?;
+        }
+        f.write_str("Z")
+    }
+}
+
 const NANOS_PER_SEC: i64 = 1_000_000_000;
 const SECS_PER_DAY: i64 = 86_400;
 
@@ -116,5 +134,19 @@ mod tests {
         assert_eq!(utc(Timestamp(-1)), (1969, 12, 31, 23, 59, 59, 999_999_999));
         assert_eq!(utc(Timestamp(i64::MIN)).0, 1677);
         assert_eq!(utc(Timestamp(i64::MAX)).0, 2262);
+    }
+
+    #[test]
+    fn rfc3339_as_go_writes_it() {
+        let at = Timestamp(1_753_375_650 * NANOS_PER_SEC);
+        assert_eq!(at.to_utc().to_string(), "2025-07-24T16:47:30Z");
+        assert_eq!(
+            Timestamp(at.0 + 500_000_000).to_utc().to_string(),
+            "2025-07-24T16:47:30.5Z"
+        );
+        assert_eq!(
+            Timestamp(at.0 + 7).to_utc().to_string(),
+            "2025-07-24T16:47:30.000000007Z"
+        );
     }
 }

@@ -12,6 +12,7 @@ use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
 use crate::log::TurnWriter;
+use crate::memory::TurnCaller;
 use crate::model::ModelRequest;
 use crate::session::{MessageBody, StoredMessage, Via};
 use crate::tools::{ClientCallEnd, ClientToolBroker};
@@ -192,6 +193,9 @@ pub struct TurnContext {
     /// The connection the turn runs for: handlers cache per-connection
     /// resources here.
     pub scope: Arc<crate::scope::ConnectionScope>,
+    /// Who asked, as the server established it: whose memory the turn may
+    /// read and write ([`crate::memory`]).
+    pub caller: Arc<TurnCaller>,
     events: EventSink,
     client_tools: ClientTools,
     /// Resolves stored media for each model call; `None`: media is off.
@@ -227,6 +231,7 @@ pub struct TurnSetup {
     pub history: Arc<Vec<StoredMessage>>,
     pub cancel: CancellationToken,
     pub scope: Arc<crate::scope::ConnectionScope>,
+    pub caller: Arc<TurnCaller>,
     /// The turn's entries in its session's log.
     pub writer: TurnWriter,
     /// The session's client calls: where the client's answers arrive.
@@ -255,6 +260,7 @@ impl TurnContext {
             history: setup.history,
             cancel: setup.cancel,
             scope: setup.scope,
+            caller: setup.caller,
             events: EventSink::new(setup.writer),
             client_tools: ClientTools {
                 broker: setup.client_tools,
@@ -305,6 +311,7 @@ impl TurnContext {
             history: Arc::new(vec![message]),
             cancel: self.cancel.child_token(),
             scope: self.scope.clone(),
+            caller: self.caller.clone(),
             events: EventSink {
                 writer: self.events.writer.clone(),
                 streamed: self.events.streamed.clone(),

@@ -73,7 +73,7 @@ pub use local_leases::LocalLeases;
 pub use memory_live::{MemoryLive, MemoryLiveState};
 use records::record;
 pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
-pub use summary::SummaryScheduler;
+pub use summary::{MemoryPurge, SummaryScheduler};
 pub use voice::{VoiceExchange, VoiceToolStep};
 
 /// An agent as the engine sees it: its rules and the handler that answers.
@@ -176,6 +176,9 @@ pub struct SubmitRequest<'a> {
     pub namespace: &'a str,
     /// The pseudonymous owner of the caller, `None` when anonymous.
     pub owner: Option<&'a str>,
+    /// The connection's `memory_facet`: with the owner, whose memory the
+    /// turn sees.
+    pub memory_facet: Option<&'a str>,
     /// The session the connection is on now.
     pub current: &'a SessionId,
     /// The session id announced in `connected`.

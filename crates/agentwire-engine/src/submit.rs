@@ -12,6 +12,7 @@ use super::{
     Agent, Engine, Fence, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,
 };
 use agentwire_core::ids::SessionId;
+use agentwire_core::memory::TurnCaller;
 use agentwire_core::scope::ConnectionScope;
 use agentwire_core::session::{MessageBody, StoredMessage, Via};
 use agentwire_core::turn::{TurnContext, TurnInput, TurnSetup};
@@ -63,9 +64,14 @@ impl Engine {
             }
         };
         let question_write = QuestionWrite::defer(question_write, span.clone());
+        let caller = Arc::new(TurnCaller {
+            owner: req.owner.map(str::to_owned),
+            memory_facet: req.memory_facet.map(str::to_owned),
+        });
         let started = StartedTurn {
             agent: req.agent,
             scope: req.scope,
+            caller,
             fence,
             publishing,
             question_write,
@@ -86,6 +92,7 @@ impl Engine {
         let StartedTurn {
             agent,
             scope,
+            caller,
             fence,
             publishing,
             question_write,
@@ -108,6 +115,7 @@ impl Engine {
             history: history.clone(),
             cancel,
             scope: scope.clone(),
+            caller,
             writer,
             client_tools: lease.session.client_tools.clone(),
             ids: self.inner.ids.clone(),
@@ -153,6 +161,7 @@ impl SubmitRequest<'_> {
 struct StartedTurn<'a> {
     agent: &'a Arc<Agent>,
     scope: &'a Arc<ConnectionScope>,
+    caller: Arc<TurnCaller>,
     fence: Fence,
     publishing: Option<tokio::sync::OwnedMutexGuard<()>>,
     question_write: QuestionWrite,

@@ -16,6 +16,11 @@
 //! [`SummaryScheduler::shutdown`] cancels the loop and aborts them (an
 //! aborted summary keeps its due time in the store and runs after the next
 //! start).
+//!
+//! The same task purges agent memory ([`MemoryPurge`]): every `every`, what
+//! was forgotten more than `grace` ago is deleted for good, with its
+//! history. A purge is one idempotent delete, so replicas that run it at
+//! once need no claim: the second deletes nothing.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -26,11 +31,37 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use agentwire_core::AgentMemory;
 use agentwire_core::ids::SessionId;
 use agentwire_core::session::{MessageRole, SessionSummary};
 use agentwire_core::store::{SessionStore, StoreError};
 use agentwire_core::summary::SummaryPolicy;
 use agentwire_core::time::{Clock, Timestamp};
+
+/// What the scheduler's task deletes of agent memory, and when.
+#[derive(Clone)]
+pub struct MemoryPurge {
+    pub store: Arc<dyn AgentMemory>,
+    /// How long a forgotten memory stays (hidden) before it is deleted.
+    pub grace: Duration,
+    /// How often the purge runs; the first run is at start.
+    pub every: Duration,
+}
+
+impl MemoryPurge {
+    async fn run(self, clock: Arc<dyn Clock>) {
+        let before = Timestamp(clock.now().0.saturating_sub(nanos(self.grace)));
+        match self.store.purge_forgotten(before).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "forgotten memories deleted"),
+            Err(error) => tracing::warn!(%error, "purging forgotten memories failed"),
+        }
+    }
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
 
 /// Summaries written at once; further due ones wait for a free slot.
 pub const MAX_RUNNING: usize = 4;
@@ -69,6 +100,7 @@ impl SummaryScheduler {
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
         policies: HashMap<String, SummaryPolicy>,
+        purge: Option<MemoryPurge>,
     ) -> Result<SummaryScheduler, StoreError> {
         let pending = store.pending_summaries().await?;
         if !pending.is_empty() {
@@ -88,6 +120,7 @@ impl SummaryScheduler {
             store: store.clone(),
             clock: clock.clone(),
             policies: policies.clone(),
+            purge,
         };
         let task = tokio::spawn(worker.run(queue, receiver, cancel.clone()));
         Ok(SummaryScheduler {
@@ -191,6 +224,7 @@ struct Worker {
     store: Arc<dyn SessionStore>,
     clock: Arc<dyn Clock>,
     policies: Arc<HashMap<String, SummaryPolicy>>,
+    purge: Option<MemoryPurge>,
 }
 
 impl Worker {
@@ -201,11 +235,18 @@ impl Worker {
         cancel: CancellationToken,
     ) {
         let mut running = JoinSet::new();
+        let mut next_purge = tokio::time::Instant::now();
         loop {
             let wake = queue.earliest().map(|due| self.instant_of(due));
             let may_start = wake.is_some() && running.len() < MAX_RUNNING;
+            let purge = self.purge.as_ref().map(|_| next_purge);
             tokio::select! {
                 () = cancel.cancelled() => break,
+                () = sleep_until(purge) => {
+                    let purge = self.purge.clone().expect("a purge is configured");
+                    next_purge = tokio::time::Instant::now() + purge.every;
+                    running.spawn(purge.run(self.clock.clone()));
+                }
                 command = commands.recv() => match command {
                     Some(Command::Schedule(id, due)) => queue.insert(id, due),
                     Some(Command::Forget(id)) => queue.remove(&id),

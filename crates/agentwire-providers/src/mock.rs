@@ -11,7 +11,10 @@
 //! agentwire's addition: `{{last_tool_result}}` in a scripted text (a text
 //! turn, or the `content` of a tool-call turn) is replaced by the content of
 //! the request's latest tool result, so a script can show that a tool's
-//! output reached the model.
+//! output reached the model. In a scripted tool call's arguments, a string
+//! that is exactly `{{last_tool_result.<key>}}` becomes that key of the
+//! latest tool result (a JSON object), so a script can act on what a tool
+//! returned, such as the id a memory was given.
 
 use std::collections::BTreeMap;
 
@@ -113,11 +116,52 @@ fn with_last_tool_result(text: &str, request: &ModelRequest<'_>) -> String {
     if !text.contains(LAST_TOOL_RESULT) {
         return text.to_owned();
     }
-    let last = request.messages.iter().rev().find_map(|m| match m {
+    text.replace(
+        LAST_TOOL_RESULT,
+        last_tool_result(request).unwrap_or_default(),
+    )
+}
+
+/// The latest tool result's content, if any.
+fn last_tool_result<'r>(request: &'r ModelRequest<'_>) -> Option<&'r str> {
+    request.messages.iter().rev().find_map(|m| match m {
         ModelMessage::Tool { content, .. } => Some(content.as_ref()),
         _ => None,
-    });
-    text.replace(LAST_TOOL_RESULT, last.unwrap_or_default())
+    })
+}
+
+/// `arguments` with each string `{{last_tool_result.<key>}}` replaced by
+/// that key of the latest tool result (`null` when it has none).
+fn with_last_tool_result_fields(
+    arguments: &serde_json::Value,
+    request: &ModelRequest<'_>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match arguments {
+        Value::String(s) => match s
+            .strip_prefix("{{last_tool_result.")
+            .and_then(|rest| rest.strip_suffix("}}"))
+        {
+            Some(key) => last_tool_result(request)
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .and_then(|result| result.get(key).cloned())
+                .unwrap_or(Value::Null),
+            None => arguments.clone(),
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| with_last_tool_result_fields(item, request))
+                .collect(),
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), with_last_tool_result_fields(v, request)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 async fn stream(text: &str, sink: &dyn TextSink) {
@@ -155,7 +199,7 @@ impl ModelProvider for MockProvider {
                     .map(|(i, (name, arguments))| ModelToolCall {
                         id: format!("call_{i}_{name}"),
                         name: name.clone(),
-                        arguments: arguments.clone(),
+                        arguments: with_last_tool_result_fields(arguments, request),
                     })
                     .collect(),
             ),
@@ -209,6 +253,32 @@ mod tests {
         assert_eq!(
             with_last_tool_result("got {{last_tool_result}}.", &ModelRequest::default()),
             "got ."
+        );
+    }
+
+    #[test]
+    fn a_tool_calls_arguments_take_fields_of_the_last_tool_result() {
+        let request = ModelRequest {
+            messages: vec![ModelMessage::Tool {
+                call_id: "a".into(),
+                name: "memory__remember".into(),
+                content: r#"{"status":"remembered","id":"m-7"}"#.into(),
+                is_error: false,
+            }],
+            ..ModelRequest::default()
+        };
+        let arguments = serde_json::json!({
+            "memory_id": "{{last_tool_result.id}}",
+            "nested": ["{{last_tool_result.status}}", "{{last_tool_result.none}}", 3],
+            "plain": "{{last_tool_result}}",
+        });
+        assert_eq!(
+            with_last_tool_result_fields(&arguments, &request),
+            serde_json::json!({
+                "memory_id": "m-7",
+                "nested": ["remembered", null, 3],
+                "plain": "{{last_tool_result}}",
+            })
         );
     }
 

@@ -15,6 +15,7 @@
 //! with the conversation so far, to that agent's model and tools.
 
 mod context;
+pub mod memory;
 mod summary;
 mod team;
 #[cfg(test)]
@@ -60,6 +61,8 @@ pub struct RuntimeSettings {
     pub handoffs: Vec<Handoff>,
     /// Where the targets of `delegations` and `handoffs` are found.
     pub roster: Arc<Roster>,
+    /// The agent's memory tools; `None`: memory is off for it.
+    pub memory: Option<memory::MemorySettings>,
 }
 
 /// `agents[].context_messages` when not configured: the engine's default
@@ -131,6 +134,10 @@ impl RuntimeHandler {
             client: &settings.client_tools,
             server: &boxes,
             team: team::TeamTools::new(settings),
+            memory: settings
+                .memory
+                .as_ref()
+                .map(|m| memory::MemoryTools::new(m, &settings.agent_name)),
         };
         let mut request = ModelRequest {
             system: settings.instructions.clone(),
@@ -192,6 +199,9 @@ struct Tools<'a> {
     /// `delegate_agent` and `transfer_to_*`; they win over a configured
     /// tool of the same name.
     team: team::TeamTools<'a>,
+    /// `memory__*`, when the agent has memory; they win over a configured
+    /// tool of the same name too.
+    memory: Option<memory::MemoryTools<'a>>,
 }
 
 impl Tools<'_> {
@@ -200,6 +210,9 @@ impl Tools<'_> {
     fn side(&self, name: &str) -> &'static str {
         if self.team.delegates(name) || self.team.handoff(name).is_some() {
             return "team";
+        }
+        if self.memory.as_ref().is_some_and(|m| m.handles(name)) {
+            return "memory";
         }
         if self.client.iter().any(|c| c.spec.name == name) {
             return "client";
@@ -216,7 +229,12 @@ impl Tools<'_> {
             .server
             .iter()
             .flat_map(|b| b.tool_box.specs().iter().cloned());
-        client.chain(server).chain(self.team.specs()).collect()
+        let memory = self.memory.iter().flat_map(memory::MemoryTools::specs);
+        client
+            .chain(server)
+            .chain(self.team.specs())
+            .chain(memory)
+            .collect()
     }
 
     /// Runs a round's calls in order, each traced, and adds their results
@@ -266,6 +284,12 @@ impl Tools<'_> {
     ) -> ToolOutcome {
         if self.team.delegates(&call.name) {
             return team::delegate(turn, settings, call).await;
+        }
+        if let Some(memory) = self.memory.as_ref().filter(|m| m.handles(&call.name)) {
+            announce(turn, call).await;
+            let outcome = memory.run(turn, call).await;
+            turn.events().tool_result(&call.id, outcome.clone()).await;
+            return outcome;
         }
         if let Some(decl) = self.client.iter().find(|c| c.spec.name == call.name) {
             if let Err(problem) = decl.validator.validate(&call.arguments) {

@@ -159,6 +159,7 @@ fn runtime_agent(
             })
             .collect(),
         roster: roster.clone(),
+        memory: None,
     }))
 }
 
@@ -260,6 +261,7 @@ async fn run_turn_with_media(
             agent: &agent,
             namespace: "default",
             owner: None,
+            memory_facet: None,
             current: &current,
             minted: &current,
             requested: None,

@@ -276,6 +276,7 @@ impl Fixture {
                 agent: &self.agent,
                 namespace: "default",
                 owner: None,
+                memory_facet: None,
                 current: &self.session,
                 minted: &self.session,
                 requested: Some(id.as_str()),

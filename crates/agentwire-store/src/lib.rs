@@ -16,6 +16,7 @@
 //! by keyset (`last_active_at`, `id`, both descending); a summary's due time
 //! is cleared only by the job that handled that due time.
 
+mod agent_memory;
 mod codec;
 #[cfg(test)]
 mod conformance;

@@ -21,6 +21,8 @@ use agentwire_core::{
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+mod memories;
+
 /// `storage.memory_max_sessions` when not configured.
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 
@@ -53,6 +55,8 @@ impl Default for MemoryLimits {
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// The agents' memories ([`agentwire_core::AgentMemory`]).
+    memories: Mutex<memories::Memories>,
     limits: MemoryLimits,
     /// For `context_ttl`; `None` (no limits): nothing expires.
     clock: Option<Arc<dyn Clock>>,
@@ -95,6 +99,7 @@ impl MemoryStore {
     pub fn with_limits(limits: MemoryLimits, clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore {
             state: Mutex::default(),
+            memories: Mutex::default(),
             limits,
             clock: Some(clock),
         }

@@ -43,6 +43,7 @@ use crate::codec::{self, NewRow, OVERVIEW_COLUMNS, StoredRow};
 use crate::log_write_failure;
 
 mod ledger;
+mod memories;
 mod open;
 mod options;
 mod schema;

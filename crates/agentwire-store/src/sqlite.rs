@@ -415,6 +415,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+mod memories;
 mod pages;
 mod queries;
 mod schema;

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agentwire_core::realtime::RealtimeProvider;
-use agentwire_core::{Clock, Handler, MediaStore, SessionStore};
-use agentwire_engine::{Agent, Engine, SummaryScheduler};
+use agentwire_core::{AgentMemory, Clock, Handler, MediaStore, SessionStore};
+use agentwire_engine::{Agent, Engine, MemoryPurge, SummaryScheduler};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
 use agentwire_providers::MockRealtime;
@@ -27,6 +27,7 @@ use crate::config::{
 };
 use crate::system::{RandomIds, SystemClock};
 
+mod memory;
 mod runtime;
 mod summaries;
 mod team;
@@ -86,10 +87,13 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let any_password = config.agents.iter().any(|a| a.password_argon2.is_some())
         || config.teams.iter().any(|t| t.password_argon2.is_some());
     let identity = identity_settings(&config.auth, any_password, clock.clone())?;
-    let runtime_parts = runtime::RuntimeParts::build(&config)?;
+    let memory = Arc::new(memory::SessionStoreMemory::default());
+    let runtime_parts = runtime::RuntimeParts::build(&config, memory.clone(), clock.clone())?;
     let agents = agent_entries(&config, &runtime_parts)?;
     let teams = team::build(&config, &agents, &runtime_parts)?;
-    let (store, sqlite) = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
+    let opened = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
+    memory.open(opened.memories);
+    let (store, sqlite) = (opened.sessions, opened.sqlite);
     let store = match wrappers.sessions {
         Some(wrap) => wrap(store),
         None => store,
@@ -98,9 +102,15 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     summaries::add_team_policies(&mut summary_policies, &config.teams, &teams, &runtime_parts)?;
     // Every summary due from before a restart is queued here. The task stops
     // with `Engine::shutdown`, or when the engine is dropped.
-    let summaries = SummaryScheduler::start(store.clone(), clock.clone(), summary_policies)
-        .await
-        .context("storage.sessions: cannot read the pending session summaries")?;
+    let purge = MemoryPurge {
+        store: memory.clone(),
+        grace: config.memory.forget_grace,
+        every: config.memory.purge_every,
+    };
+    let summaries =
+        SummaryScheduler::start(store.clone(), clock.clone(), summary_policies, Some(purge))
+            .await
+            .context("storage.sessions: cannot read the pending session summaries")?;
     let engine = Engine::with_summaries(store, clock, Arc::new(RandomIds), summaries);
     let engine = match open_live(&config.live).await? {
         Some(live) => engine.with_shared_live(live),
@@ -276,17 +286,36 @@ fn identity_settings(
     })
 }
 
-/// The session store, and the SQLite one again to close on shutdown. A
-/// memory store is bounded by `storage.memory_max_sessions` and drops
-/// sessions past their agent's `context_ttl`, for every engine agent: the
-/// configured ones and each team endpoint's.
+/// The session store, opened: the sessions, the agents' memories on the
+/// same database, and the SQLite store again to close on shutdown.
+struct OpenedStore {
+    sessions: Arc<dyn SessionStore>,
+    memories: Arc<dyn AgentMemory>,
+    sqlite: Option<SqliteStore>,
+}
+
+impl OpenedStore {
+    fn of<S: SessionStore + AgentMemory>(store: S) -> OpenedStore {
+        let store = Arc::new(store);
+        OpenedStore {
+            sessions: store.clone(),
+            memories: store,
+            sqlite: None,
+        }
+    }
+}
+
+/// The session store. A memory store is bounded by
+/// `storage.memory_max_sessions` and drops sessions past their agent's
+/// `context_ttl`, for every engine agent: the configured ones and each team
+/// endpoint's.
 async fn open_store(
     storage: &SessionStorage,
     agents: &HashMap<String, Arc<AgentEntry>>,
     teams: &HashMap<String, Arc<TeamEntry>>,
     clock: Arc<dyn Clock>,
-) -> anyhow::Result<(Arc<dyn SessionStore>, Option<SqliteStore>)> {
-    let store: Arc<dyn SessionStore> = match storage {
+) -> anyhow::Result<OpenedStore> {
+    let opened = match storage {
         SessionStorage::Memory { max_sessions } => {
             let team_agents = teams
                 .values()
@@ -302,7 +331,7 @@ async fn open_store(
                 max_sessions: *max_sessions,
                 context_ttl,
             };
-            Arc::new(MemoryStore::with_limits(limits, clock))
+            OpenedStore::of(MemoryStore::with_limits(limits, clock))
         }
         SessionStorage::Sqlite(path) => {
             let store = SqliteStore::open(path).await.with_context(|| {
@@ -311,13 +340,17 @@ async fn open_store(
                     path.display()
                 )
             })?;
-            return Ok((Arc::new(store.clone()), Some(store)));
+            let sqlite = Some(store.clone());
+            return Ok(OpenedStore {
+                sqlite,
+                ..OpenedStore::of(store)
+            });
         }
         // The error names the database by its redacted URL, and the
         // store's errors never carry the password.
         #[cfg(feature = "postgres")]
         SessionStorage::Postgres(options) => {
-            Arc::new(PgStore::connect(options).await.with_context(|| {
+            OpenedStore::of(PgStore::connect(options).await.with_context(|| {
                 format!(
                     "storage.sessions: cannot open PostgreSQL database {}",
                     options.url
@@ -325,7 +358,7 @@ async fn open_store(
             })?)
         }
     };
-    Ok((store, None))
+    Ok(opened)
 }
 
 /// `agentwire migrate`: applies the session database's missing migrations;

@@ -13,6 +13,7 @@ mod duration;
 mod env;
 mod live;
 mod media;
+mod memory;
 mod mock;
 mod postgres;
 mod print;
@@ -30,6 +31,7 @@ pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use live::{LiveConfig, RedisConfig};
 pub use media::{MediaBackend, MediaConfig};
+pub use memory::{DEFAULT_FORGET_GRACE, DEFAULT_PURGE_EVERY, MemoryConfig};
 pub use print::{REDACTED, effective_yaml, load_effective_yaml};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
@@ -70,6 +72,8 @@ pub struct Config {
     pub teams: Vec<TeamConfig>,
     /// `telemetry.traces`; `None` when traces are off.
     pub traces: Option<TracesConfig>,
+    /// `memory`: forgetting.
+    pub memory: MemoryConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -211,6 +215,7 @@ fn validate(
     let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
+    let memory = memory::validate_memory(raw.memory)?;
     let allow_unauthenticated = server
         .allow_unauthenticated
         .unwrap_or(!auth.is_configured());
@@ -252,6 +257,7 @@ fn validate(
         agents,
         teams,
         traces,
+        memory,
     })
 }
 

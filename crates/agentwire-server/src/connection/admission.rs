@@ -98,6 +98,8 @@ pub(crate) struct TurnIntent<'a> {
     pub(crate) agent: &'a Arc<Agent>,
     pub(crate) namespace: &'a str,
     pub(crate) caller: &'a Caller,
+    /// The connection's `memory_facet` (Omnia's upgrade parameter).
+    pub(crate) memory_facet: Option<&'a str>,
     pub(crate) credential: &'a CredentialClock,
     pub(crate) busy: Busy,
     /// The session the connection is on now, and the one it announced.
@@ -186,6 +188,7 @@ impl Admission {
             agent: intent.agent,
             namespace: intent.namespace,
             owner: intent.caller.owner.as_deref(),
+            memory_facet: intent.memory_facet,
             current: intent.current,
             minted: intent.minted,
             requested: intent.requested,

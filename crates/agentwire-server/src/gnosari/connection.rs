@@ -594,6 +594,9 @@ impl Gnosari {
             agent: &self.params.agent,
             namespace: NAMESPACE,
             caller: &self.params.caller,
+            // Gnosari has no facet: its memory is the caller's container
+            // without one.
+            memory_facet: None,
             credential: &link.credential,
             // Queued behind the running turn, a message asks once it ended.
             busy: Busy::Idle,

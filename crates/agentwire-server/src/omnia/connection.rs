@@ -537,6 +537,7 @@ impl Omnia {
             agent: &self.params.agent.agent,
             namespace: &self.params.namespace,
             caller: &self.params.caller,
+            memory_facet: self.params.memory_facet.as_deref(),
             credential: &link.credential,
             // One turn at a time per connection: the next is refused.
             busy: match self.turn {

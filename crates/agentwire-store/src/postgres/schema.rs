@@ -28,6 +28,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "tool_calls_per_turn",
         sql: include_str!("0003_tool_calls_per_turn.sql"),
     },
+    Migration {
+        version: 4,
+        name: "memories",
+        sql: include_str!("0004_memories.sql"),
+    },
 ];
 
 pub(super) struct Migration {

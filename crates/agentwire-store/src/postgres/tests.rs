@@ -200,10 +200,10 @@ async fn a_store_that_requires_migrations_refuses_an_unmigrated_database_until_m
     let refused = PgStore::connect(&options).await.unwrap_err();
     let text = refused.to_string();
     assert!(matches!(refused, StoreError::Rejected(_)), "{text}");
-    assert!(text.contains("lacks migrations [1, 2, 3]"), "{text}");
+    assert!(text.contains("lacks migrations [1, 2, 3, 4]"), "{text}");
     assert!(text.contains("agentwire migrate"), "{text}");
     let applied = PgStore::migrate(&options).await.unwrap();
-    assert_eq!(applied, vec![1, 2, 3]);
+    assert_eq!(applied, vec![1, 2, 3, 4]);
     assert!(PgStore::migrate(&options).await.unwrap().is_empty(), "once");
     let store = PgStore::connect(&options).await.unwrap();
     store.create_session(&record("s1", None, 1)).await.unwrap();
@@ -465,8 +465,8 @@ async fn two_replicas_with_the_same_summaries_pending_write_each_once() {
         Arc::new(agentwire_core::testing::FixedClock(Timestamp(1_000)));
     // Both start with every summary overdue, as replicas restarted together.
     let (a, b) = tokio::join!(
-        agentwire_engine::SummaryScheduler::start(one.clone(), clock.clone(), policies()),
-        agentwire_engine::SummaryScheduler::start(two.clone(), clock.clone(), policies()),
+        agentwire_engine::SummaryScheduler::start(one.clone(), clock.clone(), policies(), None),
+        agentwire_engine::SummaryScheduler::start(two.clone(), clock.clone(), policies(), None),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -651,4 +651,12 @@ async fn an_unreachable_database_is_a_startup_error_without_the_password() {
     };
     assert!(message.contains("127.0.0.1:1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");
+}
+
+#[tokio::test]
+async fn the_postgres_store_passes_the_memory_conformance_suite() {
+    let Some((store, _database)) = make().await else {
+        return;
+    };
+    agentwire_core::memory::conformance::all(&store, "pg").await;
 }

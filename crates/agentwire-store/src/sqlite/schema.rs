@@ -84,6 +84,76 @@ pub(super) const MIGRATIONS: &[&str] = &[
         WHERE owner IS NOT NULL;
     CREATE INDEX sessions_summary_due ON sessions (summary_due_at)
         WHERE summary_due_at IS NOT NULL;",
+    // 4: agent memory. A memory's scope is four strings (empty where its
+    // tier has no such key) and a token of them the text index holds, so a
+    // recall searches one scope's rows (`crate::agent_memory`). A live
+    // memory's subject (`about_kind`, `about_key`) is unique in its scope;
+    // the versions it replaced are in `memory_history`. A forgotten memory
+    // keeps its row, hidden from every read, until the grace purges it.
+    "CREATE TABLE memories (
+        key INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        tier TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        facet TEXT NOT NULL,
+        scope_token TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        category TEXT,
+        about_kind TEXT,
+        about_key TEXT,
+        purpose TEXT,
+        title TEXT,
+        summary TEXT,
+        session_id TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        forgotten_at INTEGER
+    );
+    CREATE INDEX memories_by_scope ON memories (owner, agent, facet, tier, updated_at)
+        WHERE forgotten_at IS NULL;
+    CREATE UNIQUE INDEX memories_by_subject
+        ON memories (owner, agent, facet, tier, about_kind, about_key)
+        WHERE about_kind IS NOT NULL AND forgotten_at IS NULL;
+    CREATE INDEX memories_forgotten ON memories (forgotten_at)
+        WHERE forgotten_at IS NOT NULL;
+    CREATE TABLE memory_history (
+        memory_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        category TEXT,
+        purpose TEXT,
+        title TEXT,
+        summary TEXT,
+        session_id TEXT,
+        valid_from INTEGER NOT NULL,
+        valid_until INTEGER NOT NULL
+    );
+    CREATE INDEX memory_history_by_memory ON memory_history (memory_id);
+    CREATE VIRTUAL TABLE memories_text USING fts5(
+        scope_token, content, title, summary, content='memories', content_rowid='key'
+    );
+    CREATE TRIGGER memories_text_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_text (rowid, scope_token, content, title, summary)
+            VALUES (new.key, new.scope_token, new.content, new.title, new.summary);
+    END;
+    CREATE TRIGGER memories_text_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_text (memories_text, rowid, scope_token, content, title, summary)
+            VALUES ('delete', old.key, old.scope_token, old.content, old.title, old.summary);
+    END;
+    CREATE TRIGGER memories_text_update
+    AFTER UPDATE OF scope_token, content, title, summary ON memories BEGIN
+        INSERT INTO memories_text (memories_text, rowid, scope_token, content, title, summary)
+            VALUES ('delete', old.key, old.scope_token, old.content, old.title, old.summary);
+        INSERT INTO memories_text (rowid, scope_token, content, title, summary)
+            VALUES (new.key, new.scope_token, new.content, new.title, new.summary);
+    END;",
 ];
 
 pub(super) enum IntegrityError {

@@ -545,7 +545,20 @@ fn messages_are_keyed_by_integer_session_keys(path: &Path) {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(tables, ["messages", "sessions"]);
+    // The sessions' tables, and agent memory's (version 4) with its text
+    // index's shadow tables: none of version 2's left.
+    let expected = [
+        "memories",
+        "memories_text",
+        "memories_text_config",
+        "memories_text_data",
+        "memories_text_docsize",
+        "memories_text_idx",
+        "memory_history",
+        "messages",
+        "sessions",
+    ];
+    assert_eq!(tables, expected);
     let keys: Vec<(i64, String)> = conn
         .prepare(
             "SELECT DISTINCT m.session_key, s.id FROM messages m

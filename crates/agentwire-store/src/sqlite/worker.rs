@@ -89,18 +89,24 @@ pub(super) enum Command {
     ReleaseMemory {
         reply: Reply<()>,
     },
+    /// Agent memory's commands (`memories.rs`), boxed: a memory's row is
+    /// several times the size of any other command.
+    Memory(Box<super::memories::MemoryCommand>),
 }
 
 /// A command that has run, holding its reply (and result) until the batch
 /// commits.
-struct Outcome(Box<Deliver>);
+pub(super) struct Outcome(Box<Deliver>);
 
 /// Sends a command's result, or the batch's failure (`Some(reason)`) when
 /// the batch did not commit.
 type Deliver = dyn FnOnce(Option<&str>) + Send;
 
 impl Outcome {
-    fn new<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Outcome {
+    pub(super) fn new<T: Send + 'static>(
+        reply: Reply<T>,
+        result: Result<T, StoreError>,
+    ) -> Outcome {
         Outcome(Box::new(move |failure: Option<&str>| {
             let result = match failure {
                 Some(reason) => Err(StoreError::Unavailable(reason.to_owned())),
@@ -117,12 +123,14 @@ impl Outcome {
     }
 }
 
+/// An answer of `reason`, for a command its batch failed before reaching.
+pub(super) fn fail<T: Send + 'static>(reply: Reply<T>, reason: &str) -> Outcome {
+    Outcome::new(reply, Err(StoreError::Unavailable(reason.to_owned())))
+}
+
 impl Command {
     /// Answers without running: the batch failed before reaching it.
     fn skipped(self, reason: &str) -> Outcome {
-        fn fail<T: Send + 'static>(reply: Reply<T>, reason: &str) -> Outcome {
-            Outcome::new(reply, Err(StoreError::Unavailable(reason.to_owned())))
-        }
         match self {
             Command::CreateSession { reply, .. }
             | Command::Append { reply, .. }
@@ -139,6 +147,7 @@ impl Command {
             Command::DeleteSession { reply, .. } => fail(reply, reason),
             Command::LoadSummary { reply, .. } => fail(reply, reason),
             Command::PendingSummaries { reply } => fail(reply, reason),
+            Command::Memory(command) => command.skipped(reason),
         }
     }
 }
@@ -326,6 +335,7 @@ fn execute(tx: &mut Transaction<'_>, command: Command, broken: &mut Option<Strin
         } => written(tx, broken, reply, (&id, None), |conn| {
             clear_summary_due(conn, &id, handled_due)
         }),
+        Command::Memory(command) => super::memories::execute(tx, *command, broken),
     }
 }
 
@@ -346,7 +356,7 @@ fn written<T: Send + 'static>(
 /// Runs `op` in a savepoint of the batch transaction: on error it rolls back
 /// alone. A savepoint that cannot be opened or closed breaks the batch. The
 /// savepoint statements are prepared once and cached, not parsed per write.
-fn write<T>(
+pub(super) fn write<T>(
     tx: &mut Transaction<'_>,
     broken: &mut Option<String>,
     op: impl FnOnce(&Connection) -> Result<T, StoreError>,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{ModelProvider, ToolSource};
+use agentwire_core::{Clock, ModelProvider, ToolSource};
 use agentwire_providers::ProviderSettings;
 use agentwire_runtime::{
     ArgumentValidator, ClientToolDecl, Delegation, Handoff, MetadataTemplate, Roster,
@@ -13,7 +13,9 @@ use agentwire_runtime::{
 use agentwire_tools::ArgumentSchema;
 use anyhow::Context as _;
 
+use super::memory::SessionStoreMemory;
 use crate::config::{Config, FileAgent, FileTool, NamedTool, RuntimeAgentConfig, ToolConfig};
+use agentwire_runtime::memory::MemorySettings;
 
 /// Providers and tools, built once and shared by every agent naming them.
 pub(super) struct RuntimeParts {
@@ -22,6 +24,9 @@ pub(super) struct RuntimeParts {
     /// same endpoint for their own model.
     provider_settings: HashMap<String, ProviderSettings>,
     tools: HashMap<String, BuiltTool>,
+    /// The agents' memory: the session store, once open.
+    memory: Arc<SessionStoreMemory>,
+    clock: Arc<dyn Clock>,
 }
 
 enum BuiltTool {
@@ -39,7 +44,11 @@ impl ArgumentValidator for SchemaValidator {
 }
 
 impl RuntimeParts {
-    pub(super) fn build(config: &Config) -> anyhow::Result<RuntimeParts> {
+    pub(super) fn build(
+        config: &Config,
+        memory: Arc<SessionStoreMemory>,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<RuntimeParts> {
         let mut providers = HashMap::new();
         let mut provider_settings = HashMap::new();
         for settings in &config.providers {
@@ -60,6 +69,8 @@ impl RuntimeParts {
             providers,
             provider_settings,
             tools,
+            memory,
+            clock,
         })
     }
 
@@ -113,6 +124,11 @@ impl RuntimeParts {
                 })
                 .collect(),
             roster: roster.clone(),
+            memory: config.memory.map(|tier| MemorySettings {
+                store: self.memory.clone(),
+                tier,
+                clock: self.clock.clone(),
+            }),
         }))
     }
 
@@ -165,6 +181,7 @@ impl RuntimeParts {
             delegations: agent.delegations.clone(),
             handoffs: agent.handoffs.clone(),
             roster: roster.clone(),
+            memory: None,
         }))
     }
 

@@ -35,6 +35,8 @@ pub(super) struct File {
     /// Prompt-injection screening on the Gnosari endpoints. Default: on,
     /// with the built-in phrase list.
     pub(super) screening: Option<super::screening::RawScreening>,
+    /// Agent memory: how long forgotten memories are kept.
+    pub(super) memory: Option<super::memory::RawMemory>,
     /// The models runtime agents and summarizers use. Default: none.
     #[serde(default)]
     pub(super) providers: Vec<super::runtime::RawProvider>,
@@ -248,6 +250,8 @@ pub(super) struct Agent {
     pub(super) delegations: Option<Vec<String>>,
     /// `runtime`: runtime agents it may hand the turn to. Default: none.
     pub(super) handoffs: Option<Vec<String>>,
+    /// `runtime`: agent memory across sessions. Default: off.
+    pub(super) memory: Option<super::memory::RawAgentMemory>,
     /// `public` (no credential needed) or `private`. Default: `private`
     /// with a password, else `public` when unauthenticated callers are
     /// allowed, else `private`.

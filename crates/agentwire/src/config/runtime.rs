@@ -58,6 +58,8 @@ pub struct RuntimeAgentConfig {
     pub delegations: Vec<String>,
     /// Names from `agents[]` (runtime agents) it may hand a turn to.
     pub handoffs: Vec<String>,
+    /// `memory`: the tier its memory tools write to; `None`: no memory.
+    pub memory: Option<agentwire_core::MemoryTier>,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
@@ -484,13 +486,14 @@ pub(super) fn validate_agent_runtime(
             || raw.context_messages.is_some()
             || raw.message_metadata_template.is_some()
             || raw.delegations.is_some()
-            || raw.handoffs.is_some();
+            || raw.handoffs.is_some()
+            || raw.memory.is_some();
         if !given {
             return Ok(None);
         }
         return Err(ConfigError::new(
             key("handler"),
-            "instructions, provider, tools, max_rounds, context_messages, message_metadata_template, delegations and handoffs need `handler: runtime`",
+            "instructions, provider, tools, max_rounds, context_messages, message_metadata_template, delegations, handoffs and memory need `handler: runtime`",
         ));
     }
     let provider = raw
@@ -536,6 +539,7 @@ pub(super) fn validate_agent_runtime(
         message_metadata_template: raw.message_metadata_template.clone(),
         delegations: raw.delegations.clone().unwrap_or_default(),
         handoffs: raw.handoffs.clone().unwrap_or_default(),
+        memory: super::memory::validate(index, raw.memory.as_ref())?,
     }))
 }
 

@@ -142,6 +142,31 @@ async fn runtime_fields_need_the_runtime_handler() {
         "agents[0].handler",
         "need `handler: runtime`",
     );
+    assert_rejected(
+        "agents:\n  - name: e\n    handler: echo\n    memory: {enabled: true}\n",
+        "agents[0].handler",
+        "memory need `handler: runtime`",
+    );
+}
+
+#[tokio::test]
+async fn memory_keys_are_checked_and_named() {
+    let runtime = "providers:\n  - name: m\n    type: mock\nagents:\n  - name: r\n    handler: runtime\n    provider: m\n";
+    assert_rejected(
+        &format!("{runtime}    memory: {{enabled: true, tier: everyone}}\n"),
+        "agents[0].memory.tier",
+        "\"everyone\" is not a tier: caller_agent or caller",
+    );
+    assert_rejected(
+        &format!("{runtime}    memory: {{enabled: true, remember: all}}\n"),
+        "agents[0].memory.remember",
+        "unknown field",
+    );
+    assert_rejected(
+        &format!("memory: {{purge_every: 0s}}\n{ONE_AGENT}"),
+        "memory.purge_every",
+        "must be greater than 0",
+    );
 }
 
 #[tokio::test]
@@ -538,7 +563,7 @@ async fn delegation_and_handoff_keys_are_checked_and_named() {
         (
             format!("{TEAM_AGENTS}    delegations: [lead]\n"),
             "agents[2].handler",
-            "delegations and handoffs need `handler: runtime`",
+            "delegations, handoffs and memory need `handler: runtime`",
         ),
         (
             lead("    delegations: helper\n"),

@@ -7,6 +7,7 @@ mod fake_http;
 mod support;
 
 mod abuse;
+mod agent_memory;
 mod attachments;
 mod auth;
 mod binary;

@@ -1,0 +1,332 @@
+//! The conformance suite every [`AgentMemory`] store passes, for the
+//! stores' own tests: scopes never leak, a subject is replaced in place,
+//! forgetting holds, and what is written reads back as written. Each check
+//! takes a store with no memories of the owners it uses (`prefix` keeps
+//! the owners of one run apart on a shared database).
+
+use super::*;
+
+fn caller(owner: &str, facet: Option<&str>) -> TurnCaller {
+    TurnCaller {
+        owner: Some(owner.to_owned()),
+        memory_facet: facet.map(str::to_owned),
+    }
+}
+
+/// The scope of `owner`'s memory with `agent`, in `facet`.
+pub fn scope(owner: &str, agent: &str, facet: Option<&str>) -> MemoryScope {
+    MemoryScope::new(MemoryTier::CallerWithAgent, &caller(owner, facet), agent)
+        .expect("an identified caller")
+}
+
+/// A fact of kind `general` saying `content`.
+pub fn fact(content: &str) -> Fact {
+    Fact {
+        kind: "general".to_owned(),
+        content: content.to_owned(),
+        metadata: serde_json::Map::new(),
+        confidence: 0.8,
+        category: None,
+        about: None,
+        purpose: None,
+        title: None,
+        summary: None,
+    }
+}
+
+fn new(id: &str, scope: &MemoryScope, fact: Fact, at: i64) -> NewMemory {
+    NewMemory {
+        id: id.to_owned(),
+        scope: scope.clone(),
+        fact,
+        session_id: None,
+        now: Timestamp(at),
+        expires_at: None,
+    }
+}
+
+fn recall(text: &str, at: i64) -> Recall<'_> {
+    Recall {
+        text,
+        kinds: &[],
+        limit: 10,
+        min_confidence: 0.0,
+        now: Timestamp(at),
+    }
+}
+
+fn listing(at: i64) -> Listing<'static> {
+    Listing {
+        kinds: &[],
+        limit: 10,
+        offset: 0,
+        now: Timestamp(at),
+    }
+}
+
+async fn ids_recalled(store: &dyn AgentMemory, scope: &MemoryScope, text: &str) -> Vec<String> {
+    let found = store
+        .recall(std::slice::from_ref(scope), &recall(text, 100))
+        .await;
+    found.unwrap().into_iter().map(|m| m.id).collect()
+}
+
+async fn ids_listed(store: &dyn AgentMemory, scope: &MemoryScope) -> Vec<String> {
+    let found = store.list(std::slice::from_ref(scope), &listing(100)).await;
+    found.unwrap().into_iter().map(|m| m.id).collect()
+}
+
+/// A memory is read in its own scope and in no other: not another
+/// caller's, agent's, facet's, nor the agent tier's, by recall, list or id.
+pub async fn scopes_do_not_leak(store: &dyn AgentMemory, prefix: &str) {
+    let alice = format!("{prefix}-alice");
+    let bob = format!("{prefix}-bob");
+    let own = scope(&alice, "helper", None);
+    let id = format!("{prefix}-m1");
+    let written = store
+        .remember(new(&id, &own, fact("prefers window seats"), 10))
+        .await;
+    assert_eq!(written.unwrap(), Remembered::Created { id: id.clone() });
+    let only = std::slice::from_ref(&id);
+    assert_eq!(ids_recalled(store, &own, "window seats").await, only);
+    assert_eq!(ids_listed(store, &own).await, only);
+    let agent_tier = MemoryScope::new(MemoryTier::Agent, &caller(&alice, None), "helper").unwrap();
+    let shared = MemoryScope::new(MemoryTier::Caller, &caller(&alice, None), "helper").unwrap();
+    let others = [
+        scope(&bob, "helper", None),
+        scope(&alice, "other", None),
+        scope(&alice, "helper", Some("project-x")),
+        agent_tier,
+        shared,
+    ];
+    for other in &others {
+        assert!(
+            ids_recalled(store, other, "window seats").await.is_empty(),
+            "{other:?}"
+        );
+        assert!(ids_listed(store, other).await.is_empty(), "{other:?}");
+        let opened = store
+            .open(std::slice::from_ref(other), &id, Timestamp(100))
+            .await;
+        assert!(opened.unwrap().is_none(), "{other:?} opened {id}");
+        let forgot = store.forget(other, &id, Timestamp(100)).await.unwrap();
+        assert!(!forgot, "{other:?} forgot {id}");
+    }
+    assert_eq!(ids_recalled(store, &own, "window").await, [id]);
+}
+
+/// A second fact about the same subject replaces the first in place: the
+/// same id, the new text, one memory.
+pub async fn a_subject_is_replaced_in_place(store: &dyn AgentMemory, prefix: &str) {
+    let own = scope(&format!("{prefix}-carol"), "helper", None);
+    let about = About {
+        kind: "preference".to_owned(),
+        key: "seat".to_owned(),
+    };
+    let first = Fact {
+        about: Some(about.clone()),
+        ..fact("prefers aisle seats")
+    };
+    let id = format!("{prefix}-m2");
+    store.remember(new(&id, &own, first, 10)).await.unwrap();
+    let second = Fact {
+        about: Some(about),
+        ..fact("prefers window seats")
+    };
+    let replaced = store
+        .remember(new(&format!("{prefix}-m3"), &own, second, 20))
+        .await;
+    assert_eq!(replaced.unwrap(), Remembered::Replaced { id: id.clone() });
+    let listed = store
+        .list(std::slice::from_ref(&own), &listing(100))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].id, id);
+    assert_eq!(listed[0].fact.content, "prefers window seats");
+    assert_eq!(listed[0].created_at, Timestamp(10));
+    assert_eq!(listed[0].updated_at, Timestamp(20));
+    assert!(ids_recalled(store, &own, "aisle").await.is_empty());
+    // Another scope's fact about the same subject is its own memory.
+    let elsewhere = scope(&format!("{prefix}-carol"), "other", None);
+    let theirs = Fact {
+        about: listed[0].fact.about.clone(),
+        ..fact("prefers aisle seats")
+    };
+    let written = store
+        .remember(new(&format!("{prefix}-m4"), &elsewhere, theirs, 30))
+        .await;
+    assert!(matches!(written.unwrap(), Remembered::Created { .. }));
+}
+
+/// Forgetting hides a memory from every read at once; purging deletes it
+/// once its grace has passed, and not before.
+pub async fn forgetting_holds(store: &dyn AgentMemory, prefix: &str) {
+    let own = scope(&format!("{prefix}-dave"), "helper", None);
+    let id = format!("{prefix}-m5");
+    store
+        .remember(new(&id, &own, fact("lives in Lisbon"), 10))
+        .await
+        .unwrap();
+    assert!(store.forget(&own, &id, Timestamp(50)).await.unwrap());
+    assert!(ids_recalled(store, &own, "Lisbon").await.is_empty());
+    assert!(ids_listed(store, &own).await.is_empty());
+    let opened = store
+        .open(std::slice::from_ref(&own), &id, Timestamp(60))
+        .await;
+    assert!(opened.unwrap().is_none());
+    assert!(!store.forget(&own, &id, Timestamp(60)).await.unwrap());
+    // A new fact after forgetting is a new memory.
+    let again = format!("{prefix}-m6");
+    store
+        .remember(new(&again, &own, fact("lives in Porto"), 70))
+        .await
+        .unwrap();
+    assert_eq!(store.purge_forgotten(Timestamp(50)).await.unwrap(), 0);
+    assert!(store.purge_forgotten(Timestamp(51)).await.unwrap() >= 1);
+    assert_eq!(ids_listed(store, &own).await, [again]);
+}
+
+/// What is written reads back as written: every field of the fact, the
+/// scope, the session and the times.
+pub async fn a_memory_reads_back_as_written(store: &dyn AgentMemory, prefix: &str) {
+    let own = MemoryScope::new(
+        MemoryTier::Caller,
+        &caller(&format!("{prefix}-erin"), Some("matter/7")),
+        "helper",
+    )
+    .unwrap();
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("provenance".to_owned(), "user_requested".into());
+    metadata.insert("n".to_owned(), serde_json::json!([1, {"a": true}]));
+    let fact = Fact {
+        kind: "preference".to_owned(),
+        content: "drinks tea, not coffee — «chá»".to_owned(),
+        metadata,
+        confidence: 0.65,
+        category: Some("memory:preferences".to_owned()),
+        about: Some(About {
+            kind: "drink".to_owned(),
+            key: "morning".to_owned(),
+        }),
+        purpose: Some("personalization".to_owned()),
+        title: Some("Tea".to_owned()),
+        summary: Some("Tea in the morning".to_owned()),
+    };
+    let id = format!("{prefix}-m7");
+    let memory = NewMemory {
+        session_id: Some(SessionId::parse("s-1").unwrap()),
+        expires_at: Some(Timestamp(1_000)),
+        ..new(&id, &own, fact.clone(), 10)
+    };
+    store.remember(memory).await.unwrap();
+    let opened = store
+        .open(std::slice::from_ref(&own), &id, Timestamp(20))
+        .await;
+    let opened = opened.unwrap().expect("the memory");
+    assert_eq!(opened.scope, own);
+    assert_eq!(opened.fact, fact);
+    assert_eq!(
+        opened.session_id.as_ref().map(SessionId::as_str),
+        Some("s-1")
+    );
+    assert_eq!(
+        (opened.created_at, opened.updated_at),
+        (Timestamp(10), Timestamp(10))
+    );
+    assert_eq!(opened.expires_at, Some(Timestamp(1_000)));
+    // Expired, it is gone from every read.
+    let late = store
+        .open(std::slice::from_ref(&own), &id, Timestamp(1_000))
+        .await;
+    assert!(late.unwrap().is_none());
+}
+
+/// Recall matches words, not syntax; filters kinds and confidence; ranks
+/// the better match first; honours its limit. List pages newest first.
+pub async fn reads_filter_rank_and_page(store: &dyn AgentMemory, prefix: &str) {
+    let own = scope(&format!("{prefix}-frank"), "helper", None);
+    let texts = [
+        ("general", 0.9, "the user's dog is called Rex"),
+        (
+            "preference",
+            0.5,
+            "likes dog walks and dog parks in the rain",
+        ),
+        ("general", 0.9, "works as a nurse"),
+    ];
+    for (n, (kind, confidence, text)) in texts.into_iter().enumerate() {
+        let fact = Fact {
+            kind: kind.to_owned(),
+            confidence,
+            ..fact(text)
+        };
+        let id = format!("{prefix}-r{n}");
+        store
+            .remember(new(&id, &own, fact, 10 + n as i64))
+            .await
+            .unwrap();
+    }
+    let scopes = std::slice::from_ref(&own);
+    let found = |query: Recall<'static>| async move {
+        let found = store.recall(scopes, &query).await.unwrap();
+        found.into_iter().map(|m| m.id).collect::<Vec<_>>()
+    };
+    let r = |n: usize| format!("{prefix}-r{n}");
+    assert_eq!(found(recall("nurse", 100)).await, [r(2)]);
+    let mut dogs = found(recall("dog", 100)).await;
+    dogs.sort();
+    assert_eq!(dogs, [r(0), r(1)]);
+    assert!(found(recall("cat", 100)).await.is_empty());
+    assert!(found(recall("", 100)).await.len() <= 3);
+    for hostile in [
+        "\"dog",
+        "dog*",
+        "NEAR(dog rex)",
+        "dog OR",
+        "-dog",
+        "'; DROP",
+        "%_",
+    ] {
+        assert!(
+            store.recall(scopes, &recall(hostile, 100)).await.is_ok(),
+            "{hostile}"
+        );
+    }
+    let preferences = ["preference".to_owned()];
+    let kinds = Recall {
+        kinds: &preferences,
+        ..recall("dog", 100)
+    };
+    assert_eq!(store.recall(scopes, &kinds).await.unwrap()[0].id, r(1));
+    let confident = Recall {
+        min_confidence: 0.6,
+        ..recall("dog", 100)
+    };
+    let confident = store.recall(scopes, &confident).await.unwrap();
+    assert_eq!(confident.iter().map(|m| &m.id).collect::<Vec<_>>(), [&r(0)]);
+    let one = Recall {
+        limit: 1,
+        ..recall("dog", 100)
+    };
+    assert_eq!(store.recall(scopes, &one).await.unwrap().len(), 1);
+    let page = Listing {
+        limit: 2,
+        offset: 1,
+        ..listing(100)
+    };
+    let page = store.list(scopes, &page).await.unwrap();
+    assert_eq!(
+        page.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+        [r(1), r(0)]
+    );
+}
+
+/// Every check, in one call.
+pub async fn all(store: &dyn AgentMemory, prefix: &str) {
+    scopes_do_not_leak(store, prefix).await;
+    a_subject_is_replaced_in_place(store, prefix).await;
+    forgetting_holds(store, prefix).await;
+    a_memory_reads_back_as_written(store, prefix).await;
+    reads_filter_rank_and_page(store, prefix).await;
+}

@@ -1,0 +1,135 @@
+//! Agent memory as the model sees it: Omnia's four tools (`memory__recall`,
+//! `memory__remember`, `memory__list`, `memory__forget`, with PromptKit's
+//! arguments and results and Omnia's extras) and `memory__open`, which
+//! Omnia's docs name and agentwire ships.
+//!
+//! Each tool is a file; every one reads or writes through
+//! [`AgentMemory`] in scopes built here from the turn's [`TurnCaller`] (set
+//! by the server) and the agent's name. No argument a model writes reaches a
+//! scope: an id of another scope is "not found". A write is one store call,
+//! never a model call.
+
+mod args;
+mod forget;
+mod list;
+mod open;
+mod output;
+mod recall;
+mod remember;
+mod specs;
+
+use std::sync::Arc;
+
+use agentwire_core::{
+    AgentMemory, Clock, MemoryScope, MemoryTier, ModelToolCall, ToolOutcome, ToolSpec, TurnContext,
+};
+
+pub use specs::{FORGET_TOOL, LIST_TOOL, OPEN_TOOL, RECALL_TOOL, REMEMBER_TOOL};
+
+/// What a model is told when its caller is anonymous and it tries to
+/// write: caller memory needs an identified caller.
+pub const ANONYMOUS: &str = "memory needs an identified caller";
+
+/// An agent's memory (`agents[].memory` with `enabled: true`).
+#[derive(Clone)]
+pub struct MemorySettings {
+    pub store: Arc<dyn AgentMemory>,
+    /// The caller's tier the agent writes to and reads: `CallerWithAgent`
+    /// (the default) or `Caller` (shared by the agents that choose it).
+    /// The agent's own tier is read besides.
+    pub tier: MemoryTier,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The memory tools of one agent's part of a turn.
+pub(crate) struct MemoryTools<'a> {
+    settings: &'a MemorySettings,
+    agent: &'a str,
+}
+
+/// The scopes one call may touch.
+struct Scopes {
+    /// Where `remember` and `forget` act; `None`: the caller is anonymous.
+    own: Option<MemoryScope>,
+    /// What reads see: the own scope, then the agent's.
+    readable: Vec<MemoryScope>,
+}
+
+impl<'a> MemoryTools<'a> {
+    pub(crate) fn new(settings: &'a MemorySettings, agent: &'a str) -> MemoryTools<'a> {
+        MemoryTools { settings, agent }
+    }
+
+    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
+        specs::all()
+    }
+
+    pub(crate) fn handles(&self, name: &str) -> bool {
+        specs::NAMES.contains(&name)
+    }
+
+    /// Runs `call`; every failure is an error result for the model.
+    pub(crate) async fn run(&self, turn: &TurnContext, call: &ModelToolCall) -> ToolOutcome {
+        let scopes = self.scopes(turn);
+        let memory = Memory {
+            settings: self.settings,
+            scopes: &scopes,
+            turn,
+        };
+        let result = match call.name.as_str() {
+            specs::RECALL_TOOL => recall::run(&memory, &call.arguments).await,
+            specs::REMEMBER_TOOL => remember::run(&memory, &call.arguments).await,
+            specs::LIST_TOOL => list::run(&memory, &call.arguments).await,
+            specs::FORGET_TOOL => forget::run(&memory, &call.arguments).await,
+            specs::OPEN_TOOL => open::run(&memory, &call.arguments).await,
+            other => Err(format!("unknown tool {other:?}")),
+        };
+        match result {
+            Ok(value) => ToolOutcome::Ok(value),
+            Err(error) => ToolOutcome::Error(error),
+        }
+    }
+
+    fn scopes(&self, turn: &TurnContext) -> Scopes {
+        let caller = &turn.caller;
+        let own = MemoryScope::new(self.settings.tier, caller, self.agent).ok();
+        let agents = MemoryScope::new(MemoryTier::Agent, caller, self.agent)
+            .expect("the agent tier needs no caller");
+        let readable = own.iter().cloned().chain([agents]).collect();
+        Scopes { own, readable }
+    }
+}
+
+/// What a tool call works with.
+struct Memory<'a> {
+    settings: &'a MemorySettings,
+    scopes: &'a Scopes,
+    turn: &'a TurnContext,
+}
+
+impl Memory<'_> {
+    fn store(&self) -> &dyn AgentMemory {
+        self.settings.store.as_ref()
+    }
+
+    fn now(&self) -> agentwire_core::Timestamp {
+        self.settings.clock.now()
+    }
+
+    /// The scope a write acts on, or the error the model gets.
+    fn own(&self, tool: &str) -> Result<&MemoryScope, String> {
+        self.scopes
+            .own
+            .as_ref()
+            .ok_or_else(|| format!("memory {tool}: {ANONYMOUS}"))
+    }
+}
+
+/// A store failure, as the model sees it: no detail (it is in the log).
+fn unavailable(tool: &str, error: &agentwire_core::MemoryError) -> String {
+    tracing::warn!(tool, %error, "memory store call failed");
+    format!("memory {tool}: memory is unavailable right now")
+}
+
+#[cfg(test)]
+mod tests;

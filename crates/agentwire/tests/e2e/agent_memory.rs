@@ -1,0 +1,230 @@
+//! Agent memory over real sockets: the scripted model calls the memory
+//! tools, and what one session remembers a later session of the same
+//! caller and agent recalls, on a new connection, while no other caller,
+//! agent, facet or an anonymous caller does. Scopes come from the server:
+//! the model's arguments never name one.
+
+use serde_json::{Value, json};
+
+use crate::credentials::{ALICE_KEY, auth_yaml, token};
+use crate::support::{Client, TestServer};
+
+const MODEL: &str = r#"
+providers:
+  - name: memo
+    type: mock
+    scenarios:
+      remember:
+        turns:
+          1: {tool_calls: [{name: memory__remember, arguments: {content: "prefers window seats", type: preference, about_kind: preference, about_key: seat}}]}
+          2: "Noted: {{last_tool_result}}"
+      correct:
+        turns:
+          1: {tool_calls: [{name: memory__remember, arguments: {content: "prefers aisle seats", about_kind: preference, about_key: seat}}]}
+          2: "Updated: {{last_tool_result}}"
+      recall:
+        turns:
+          1: {tool_calls: [{name: memory__recall, arguments: {query: "which seats"}}]}
+          2: "Recalled: {{last_tool_result}}"
+      forge:
+        turns:
+          1: {tool_calls: [{name: memory__forget, arguments: {memory_id: "FORGED", owner: "alice", scope: {virtual_user_id: "alice"}}}]}
+          2: "Forgot: {{last_tool_result}}"
+"#;
+
+const AGENTS: &str = "  - {name: concierge, handler: runtime, provider: memo, access_level: public, memory: {enabled: true}}
+  - {name: porter, handler: runtime, provider: memo, access_level: public, memory: {enabled: true}}
+";
+
+async fn server() -> TestServer {
+    TestServer::with_runtime(&format!("{MODEL}{}", auth_yaml()), AGENTS).await
+}
+
+/// Connects to `/ws?<query>` as the holder of `bearer` (none: anonymous).
+async fn connect(server: &TestServer, query: &str, bearer: Option<&str>) -> Client {
+    let header = bearer.map(|b| format!("Bearer {b}"));
+    let headers: Vec<(&str, &str)> = header
+        .iter()
+        .map(|h| ("Authorization", h.as_str()))
+        .collect();
+    let mut client = server
+        .try_connect_with(query, &headers)
+        .await
+        .expect("admitted");
+    let connected = client.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    client
+}
+
+/// The reply of one scripted turn on a fresh connection.
+async fn reply(server: &TestServer, query: &str, bearer: Option<&str>, scenario: &str) -> String {
+    let mut client = connect(server, query, bearer).await;
+    client.script(scenario, "hello").await;
+    let turn = client.recv_turn().await;
+    let done = turn.last().unwrap();
+    assert_eq!(done["type"], "done", "{turn:?}");
+    done["content"].as_str().unwrap().to_owned()
+}
+
+/// The tool result a scripted reply quotes after `prefix`.
+fn quoted(reply: &str, prefix: &str) -> Value {
+    let json = reply
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("{reply}"));
+    serde_json::from_str(json).unwrap_or_else(|_| Value::String(json.to_owned()))
+}
+
+#[tokio::test]
+async fn a_fact_remembered_in_one_session_is_recalled_in_the_next_by_its_caller_alone() {
+    let server = server().await;
+    let alice = Some(ALICE_KEY);
+    let noted = quoted(
+        &reply(&server, "agent=concierge", alice, "remember").await,
+        "Noted: ",
+    );
+    assert_eq!(noted["status"], "remembered", "{noted}");
+    let id = noted["id"].as_str().unwrap().to_owned();
+
+    let recalled = quoted(
+        &reply(&server, "agent=concierge", alice, "recall").await,
+        "Recalled: ",
+    );
+    assert_eq!(recalled["count"], 1, "{recalled}");
+    let memory = &recalled["memories"][0];
+    assert_eq!(memory["id"], id.as_str());
+    assert_eq!(memory["content"], "prefers window seats");
+    assert_eq!(memory["type"], "preference");
+    assert_eq!(memory["metadata"]["provenance"], "user_requested");
+    assert_eq!(memory["scope"]["tier"], "caller_agent");
+    assert_eq!(memory["scope"]["agent_id"], "concierge");
+    assert!(memory["scope"]["virtual_user_id"].is_string(), "{memory}");
+    assert!(memory["session_id"].is_string(), "{memory}");
+
+    let bob = token("bob", 600);
+    let strangers: [(&str, Option<&str>); 4] = [
+        ("agent=concierge", Some(&bob)),
+        ("agent=porter", alice),
+        ("agent=concierge&memory_facet=project-x", alice),
+        ("agent=concierge", None),
+    ];
+    for (query, bearer) in strangers {
+        let found = quoted(&reply(&server, query, bearer, "recall").await, "Recalled: ");
+        assert_eq!(found["count"], 0, "{query} {bearer:?}: {found}");
+    }
+}
+
+#[tokio::test]
+async fn the_same_subject_is_replaced_in_place() {
+    let server = server().await;
+    let alice = Some(ALICE_KEY);
+    let first = quoted(
+        &reply(&server, "agent=concierge", alice, "remember").await,
+        "Noted: ",
+    );
+    let second = quoted(
+        &reply(&server, "agent=concierge", alice, "correct").await,
+        "Updated: ",
+    );
+    assert_eq!(first["id"], second["id"]);
+    let recalled = quoted(
+        &reply(&server, "agent=concierge", alice, "recall").await,
+        "Recalled: ",
+    );
+    assert_eq!(recalled["count"], 1, "{recalled}");
+    assert_eq!(recalled["memories"][0]["content"], "prefers aisle seats");
+}
+
+#[tokio::test]
+async fn an_anonymous_caller_cannot_write_and_a_forged_id_is_not_found() {
+    let server = server().await;
+    let anonymous = reply(&server, "agent=concierge", None, "remember").await;
+    assert_eq!(
+        anonymous,
+        "Noted: memory remember: memory needs an identified caller"
+    );
+    let forged = reply(&server, "agent=concierge", Some(ALICE_KEY), "forge").await;
+    assert_eq!(forged, "Forgot: memory forget: memory not found");
+}
+
+#[tokio::test]
+async fn gnosari_shows_the_memory_steps_and_shares_the_callers_memory() {
+    let server = server().await;
+    let mut gnosari = server
+        .connect_gnosari(&format!("concierge?api_key={ALICE_KEY}"))
+        .await;
+    let remember =
+        json!({"message": "remember my seat", "metadata": {"mock_scenario": "remember"}});
+    gnosari.send_json(remember).await;
+    let turn = gnosari.recv_gnosari_turn().await;
+    let call = turn
+        .iter()
+        .find(|e| e["type"] == "tool_call")
+        .expect("a tool_call event");
+    assert_eq!(call["tool_name"], "memory__remember", "{call}");
+    let result = turn
+        .iter()
+        .find(|e| e["type"] == "tool_result")
+        .expect("a tool_result event");
+    assert!(result.to_string().contains("remembered"), "{result}");
+    // The same caller on Omnia, with no facet: the same memory.
+    let recalled = quoted(
+        &reply(&server, "agent=concierge", Some(ALICE_KEY), "recall").await,
+        "Recalled: ",
+    );
+    assert_eq!(recalled["count"], 1, "{recalled}");
+}
+
+/// A model that remembers, forgets what it remembered (by the id the first
+/// tool returned), then recalls.
+const FORGETFUL: &str = r#"
+      forget:
+        turns:
+          1: {tool_calls: [{name: memory__remember, arguments: {content: "lives in Lisbon"}}]}
+          2: {tool_calls: [{name: memory__forget, arguments: {memory_id: "{{last_tool_result.id}}"}}]}
+          3: {tool_calls: [{name: memory__recall, arguments: {query: "Lisbon"}}]}
+          4: "After forgetting: {{last_tool_result}}"
+"#;
+
+/// Memory rows in the SQLite file at `db`, forgotten or not.
+fn stored_memories(db: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT count(*) FROM memories", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn forgetting_hides_at_once_and_the_grace_deletes_the_row() {
+    let top = format!(
+        "{MODEL}{FORGETFUL}{}memory: {{forget_grace: 0s, purge_every: 200ms}}\n",
+        auth_yaml()
+    );
+    let server = TestServer::with_runtime(&top, AGENTS).await;
+    let after = reply(&server, "agent=concierge", Some(ALICE_KEY), "forget").await;
+    assert_eq!(after, r#"After forgetting: {"count":0,"memories":[]}"#);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stored_memories(&server.db_path) > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the forgotten row is still stored"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn within_its_grace_a_forgotten_memory_is_kept_but_never_read() {
+    let server =
+        TestServer::with_runtime(&format!("{MODEL}{FORGETFUL}{}", auth_yaml()), AGENTS).await;
+    let after = reply(&server, "agent=concierge", Some(ALICE_KEY), "forget").await;
+    assert_eq!(after, r#"After forgetting: {"count":0,"memories":[]}"#);
+    let again = quoted(
+        &reply(&server, "agent=concierge", Some(ALICE_KEY), "recall").await,
+        "Recalled: ",
+    );
+    assert_eq!(again["count"], 0);
+    assert_eq!(
+        stored_memories(&server.db_path),
+        1,
+        "kept for its 30-day grace"
+    );
+}
