@@ -79,8 +79,8 @@ pub use media::{
     MediaInfo, MediaStore, StorageRef, UploadSpec, UploadTarget, UploadTicket,
 };
 pub use memory::{
-    About, AgentMemory, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Recall,
-    Remembered, TurnCaller,
+    About, AgentMemory, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Owned,
+    Recall, Remembered, TurnCaller,
 };
 pub use model::{
     ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError,

@@ -244,6 +244,23 @@ pub struct Listing<'a> {
     pub now: Timestamp,
 }
 
+/// A page of one owner's memories, every tier they own (the caller tiers),
+/// newest first: what the owners' API reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Owned<'a> {
+    /// The owner: never empty.
+    pub owner: &'a str,
+    /// Only the memories with this agent, or in this facet (`""`: those
+    /// without one).
+    pub agent: Option<&'a str>,
+    pub facet: Option<&'a str>,
+    /// Only the memory with this id.
+    pub id: Option<&'a str>,
+    pub limit: usize,
+    pub offset: usize,
+    pub now: Timestamp,
+}
+
 /// The most memories one read returns, whatever it asks for.
 pub const MAX_READ: usize = 100;
 
@@ -295,6 +312,19 @@ pub trait AgentMemory: Send + Sync + 'static {
     /// Deletes for good what was forgotten before `before`, and the
     /// history of what it replaced; how many memories went.
     async fn purge_forgotten(&self, before: Timestamp) -> Result<u64, MemoryError>;
+
+    /// The live memories `page.owner` owns, newest first.
+    async fn owned(&self, page: &Owned<'_>) -> Result<Vec<Memory>, MemoryError>;
+
+    /// Deletes for good the memory `id` that `owner` owns, live or
+    /// forgotten, with its history; false when they own no such memory.
+    async fn delete_owned(&self, owner: &str, id: &str) -> Result<bool, MemoryError>;
+
+    /// Deletes for good every memory `owner` owns, with their history, in
+    /// one transaction, and records that it was done (an audit row with
+    /// the owner, the count and `now`, never the text): a data subject's
+    /// request. How many memories went.
+    async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError>;
 }
 
 /// Reciprocal rank fusion's constant: a list's `n`th best (from 1) scores

@@ -109,6 +109,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::media::routes())
         .merge(gnosari::assets::routes())
         .merge(routes::sessions::routes())
+        .merge(routes::memories::routes())
         .merge(routes::agents::routes())
         .merge(routes::console::routes(console))
         .with_state(state)

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::MediaStore;
+use agentwire_core::{AgentMemory, MediaStore};
 use agentwire_engine::Engine;
 
 use crate::abuse::AbuseGuard;
@@ -33,6 +33,8 @@ pub struct AppState {
     abuse: Arc<AbuseGuard>,
     /// Voice calls open now.
     calls: call::Calls,
+    /// The agents' memories, for the owners' API; `None`: not served.
+    memories: Option<Arc<dyn AgentMemory>>,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -70,7 +72,14 @@ impl AppState {
             media,
             identity,
             calls: call::Calls::default(),
+            memories: None,
         }
+    }
+
+    /// The agents' memories (the session store's), for `/api/v1/memories`.
+    pub fn with_memories(mut self, memories: Arc<dyn AgentMemory>) -> AppState {
+        self.memories = Some(memories);
+        self
     }
 
     /// The teams the Gnosari team routes serve, by name.
@@ -133,6 +142,10 @@ impl AppState {
 
     pub(crate) fn abuse(&self) -> &Arc<AbuseGuard> {
         &self.abuse
+    }
+
+    pub(crate) fn memories(&self) -> Option<&Arc<dyn AgentMemory>> {
+        self.memories.as_ref()
     }
 
     pub(crate) fn calls(&self) -> &call::Calls {

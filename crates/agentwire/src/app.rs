@@ -92,7 +92,8 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let agents = agent_entries(&config, &runtime_parts)?;
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let opened = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
-    memory.open(opened.memories);
+    memory.open(opened.memories.clone());
+    let memories = opened.memories;
     let (store, sqlite) = (opened.sessions, opened.sqlite);
     let store = match wrappers.sessions {
         Some(wrap) => wrap(store),
@@ -121,7 +122,9 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         None => engine,
     };
     let settings = server_settings(&config);
-    let state = AppState::new(engine, agents, settings, media, identity).with_teams(teams);
+    let state = AppState::new(engine, agents, settings, media, identity)
+        .with_teams(teams)
+        .with_memories(memories);
     Ok(App {
         state,
         public_url: config.public_url,

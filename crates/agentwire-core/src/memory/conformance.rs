@@ -322,6 +322,130 @@ pub async fn reads_filter_rank_and_page(store: &dyn AgentMemory, prefix: &str) {
     );
 }
 
+/// The ids of `owner`'s live memories `filter` keeps, newest first.
+async fn owned_ids(store: &dyn AgentMemory, filter: Owned<'_>) -> Vec<String> {
+    let found = store.owned(&filter).await.unwrap();
+    found.into_iter().map(|m| m.id).collect()
+}
+
+fn owned_by(owner: &str) -> Owned<'_> {
+    Owned {
+        owner,
+        agent: None,
+        facet: None,
+        id: None,
+        limit: 10,
+        offset: 0,
+        now: Timestamp(100),
+    }
+}
+
+/// Memories `o1`..`o6`: four of `{prefix}-gina`'s (two agents, a facet,
+/// the shared tier), one of `{prefix}-hank`'s, one of the agent's own.
+async fn write_owned(store: &dyn AgentMemory, prefix: &str) -> Vec<MemoryScope> {
+    let alice = format!("{prefix}-gina");
+    let bob = format!("{prefix}-hank");
+    let shared = MemoryScope::new(MemoryTier::Caller, &caller(&alice, None), "helper").unwrap();
+    let agents = MemoryScope::new(MemoryTier::Agent, &caller(&alice, None), "helper").unwrap();
+    let scopes = vec![
+        scope(&alice, "helper", None),
+        scope(&alice, "helper", Some("f1")),
+        shared,
+        scope(&alice, "other", None),
+        scope(&bob, "helper", None),
+        agents,
+    ];
+    for (n, scope) in scopes.iter().enumerate() {
+        let id = format!("{prefix}-o{}", n + 1);
+        store
+            .remember(new(&id, scope, fact("owned fact"), 10 + n as i64))
+            .await
+            .unwrap();
+    }
+    scopes
+}
+
+/// An owner reads every memory they own, and only theirs, filtered by
+/// agent, facet or id; never an agent's own, never with no owner.
+pub async fn an_owner_reads_their_own(store: &dyn AgentMemory, prefix: &str) {
+    write_owned(store, prefix).await;
+    let alice = format!("{prefix}-gina");
+    let o = |n: u8| format!("{prefix}-o{n}");
+    let all = owned_by(&alice);
+    assert_eq!(owned_ids(store, all).await, [o(4), o(3), o(2), o(1)]);
+    let helper = Owned {
+        agent: Some("helper"),
+        ..all
+    };
+    assert_eq!(owned_ids(store, helper).await, [o(2), o(1)]);
+    let in_f1 = Owned {
+        facet: Some("f1"),
+        ..all
+    };
+    assert_eq!(owned_ids(store, in_f1).await, [o(2)]);
+    let no_facet = Owned {
+        facet: Some(""),
+        ..all
+    };
+    assert_eq!(owned_ids(store, no_facet).await, [o(4), o(3), o(1)]);
+    let two = o(2);
+    let one = Owned {
+        id: Some(&two),
+        ..all
+    };
+    assert_eq!(owned_ids(store, one).await, [o(2)]);
+    let five = o(5);
+    let bobs = Owned {
+        id: Some(&five),
+        ..all
+    };
+    assert!(owned_ids(store, bobs).await.is_empty(), "not theirs");
+    assert!(
+        owned_ids(store, owned_by("")).await.is_empty(),
+        "the agent tier has no owner"
+    );
+}
+
+/// An owner deletes one or all of their memories for good (forgotten ones
+/// too), never another's and never an agent's own.
+pub async fn an_owner_deletes_their_own(store: &dyn AgentMemory, prefix: &str) {
+    let prefix = format!("{prefix}-del");
+    let scopes = write_owned(store, &prefix).await;
+    let (alice, bob) = (format!("{prefix}-gina"), format!("{prefix}-hank"));
+    let o = |n: u8| format!("{prefix}-o{n}");
+    assert!(
+        store
+            .forget(&scopes[0], &o(1), Timestamp(50))
+            .await
+            .unwrap()
+    );
+    assert_eq!(owned_ids(store, owned_by(&alice)).await, [o(4), o(3), o(2)]);
+    assert!(!store.delete_owned(&bob, &o(2)).await.unwrap());
+    assert!(!store.delete_owned(&alice, &o(6)).await.unwrap());
+    assert!(
+        store.delete_owned(&alice, &o(1)).await.unwrap(),
+        "forgotten, still theirs"
+    );
+    assert!(store.delete_owned(&alice, &o(2)).await.unwrap());
+    assert!(!store.delete_owned(&alice, &o(2)).await.unwrap());
+    assert_eq!(owned_ids(store, owned_by(&alice)).await, [o(4), o(3)]);
+    assert_eq!(
+        store.delete_all_owned(&alice, Timestamp(60)).await.unwrap(),
+        2
+    );
+    assert!(owned_ids(store, owned_by(&alice)).await.is_empty());
+    assert_eq!(
+        store.delete_all_owned(&alice, Timestamp(61)).await.unwrap(),
+        0
+    );
+    for (scope, n) in [(&scopes[4], 5), (&scopes[5], 6)] {
+        let kept = store
+            .open(std::slice::from_ref(scope), &o(n), Timestamp(100))
+            .await;
+        assert!(kept.unwrap().is_some(), "another's memory stays: o{n}");
+    }
+}
+
 /// Every check, in one call.
 pub async fn all(store: &dyn AgentMemory, prefix: &str) {
     scopes_do_not_leak(store, prefix).await;
@@ -329,4 +453,6 @@ pub async fn all(store: &dyn AgentMemory, prefix: &str) {
     forgetting_holds(store, prefix).await;
     a_memory_reads_back_as_written(store, prefix).await;
     reads_filter_rank_and_page(store, prefix).await;
+    an_owner_reads_their_own(store, prefix).await;
+    an_owner_deletes_their_own(store, prefix).await;
 }

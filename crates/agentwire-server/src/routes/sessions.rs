@@ -48,23 +48,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentwire_core::{
-    Credentials, MessageBody, ReplyEnd, SessionCursor, SessionId, SessionOverview, SessionRecord,
+    MessageBody, ReplyEnd, SessionCursor, SessionId, SessionOverview, SessionRecord,
     SessionSummary, StoreError, StoredMessage, Timestamp, ToolOutcome, ToolSide, Via,
 };
 use agentwire_engine::DeleteError;
 use axum::Router;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::AppState;
-use crate::identity;
 use crate::query::QueryParams;
-use crate::upgrade::{ClientAddress, Refusal};
+use crate::routes::api::{ApiError, Caller, INTERNAL, json, method_not_allowed};
 
 /// Sessions per page when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -77,9 +76,6 @@ pub const DEFAULT_MESSAGES_LIMIT: usize = 100;
 /// The largest page of a session's messages; a larger `limit` is taken as
 /// this.
 pub const MAX_MESSAGES_LIMIT: usize = 500;
-
-/// The API key header, matched case-insensitively like every header name.
-const API_KEY_HEADER: &str = "x-auth-token";
 
 /// Metadata keys never shown: the one stores keep an attachment under
 /// (admission drops a client's; an old row's odd value stays hidden).
@@ -103,120 +99,13 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         )
 }
 
-/// A failure, answered as `{"error": "..."}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ApiError {
-    status: StatusCode,
-    message: &'static str,
-    /// `Retry-After` in seconds: a throttled credential's 429.
-    retry_after_secs: Option<u64>,
-}
-
-impl ApiError {
-    const fn new(status: StatusCode, message: &'static str) -> ApiError {
-        ApiError {
-            status,
-            message,
-            retry_after_secs: None,
-        }
-    }
-}
-
 const NOT_FOUND: ApiError = ApiError::new(StatusCode::NOT_FOUND, "session not found");
 const INVALID_LIMIT: ApiError = ApiError::new(StatusCode::BAD_REQUEST, "invalid limit");
 const INVALID_CURSOR: ApiError = ApiError::new(StatusCode::BAD_REQUEST, "invalid cursor");
 const INVALID_AFTER: ApiError = ApiError::new(StatusCode::BAD_REQUEST, "invalid after");
-const INTERNAL: ApiError =
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
-
-impl From<Refusal> for ApiError {
-    fn from(refusal: Refusal) -> ApiError {
-        ApiError {
-            status: refusal.status,
-            message: refusal.message,
-            retry_after_secs: refusal.retry_after_secs(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            error: &'a str,
-        }
-        let mut response = json(
-            self.status,
-            &Body {
-                error: self.message,
-            },
-        );
-        if let Some(secs) = self.retry_after_secs {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        response
-    }
-}
-
 fn store_failed(e: StoreError) -> ApiError {
     tracing::error!(error = %e, "session store failed");
     INTERNAL
-}
-
-fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
-    let body = serde_json::to_string(body).expect("API bodies serialize");
-    (
-        status,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-fn method_not_allowed(allow: &'static str) -> Response {
-    (
-        [(header::ALLOW, allow)],
-        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
-    )
-        .into_response()
-}
-
-/// The owner the request speaks for; `None` is anonymous.
-struct Caller(Option<String>);
-
-impl FromRequestParts<Arc<AppState>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Caller, ApiError> {
-        let address = ClientAddress::from_request_parts(parts, state)
-            .await
-            .unwrap_or_else(|never| match never {});
-        let query = QueryParams::parse(parts.uri.query());
-        let api_key_header = parts
-            .headers
-            .get(API_KEY_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty());
-        let credentials = Credentials {
-            bearer: identity::bearer(&parts.headers),
-            api_key: api_key_header.or_else(|| query.first("api_key").filter(|v| !v.is_empty())),
-            password: None,
-        };
-        Ok(Caller(
-            identity::identify_owner(state, &credentials, address).await?,
-        ))
-    }
 }
 
 /// The session of the path's `{id}`, if the caller owns it; anything else

@@ -10,7 +10,7 @@ use agentwire_core::{
 use async_trait::async_trait;
 
 use super::MemoryStore;
-use agentwire_core::memory::Listing;
+use agentwire_core::memory::{Listing, Owned};
 
 /// Every memory, live or forgotten, by id; replaced versions apart.
 #[derive(Default)]
@@ -19,6 +19,8 @@ pub(super) struct Memories {
     /// Versions a later fact about the same subject replaced, by the id of
     /// the memory that replaced them; kept until that memory is purged.
     history: HashMap<String, Vec<Memory>>,
+    /// Each owner's request to delete everything: (owner, count, when).
+    audit: Vec<(String, u64, Timestamp)>,
 }
 
 struct Row {
@@ -35,6 +37,20 @@ impl Row {
 }
 
 impl Memories {
+    /// The ids `owner` owns, live or forgotten.
+    fn ids_of(&self, owner: &str) -> Vec<String> {
+        self.rows
+            .values()
+            .filter(|row| !owner.is_empty() && row.memory.scope.owner() == owner)
+            .map(|row| row.memory.id.clone())
+            .collect()
+    }
+
+    fn delete(&mut self, id: &str) {
+        self.rows.remove(id);
+        self.history.remove(id);
+    }
+
     fn live_about(&self, memory: &NewMemory) -> Option<String> {
         let about = memory.fact.about.as_ref()?;
         self.rows
@@ -187,10 +203,54 @@ impl AgentMemory for MemoryStore {
             .map(|row| row.memory.id.clone())
             .collect();
         for id in &gone {
-            memories.rows.remove(id);
-            memories.history.remove(id);
+            memories.delete(id);
         }
         Ok(gone.len() as u64)
+    }
+
+    async fn owned(&self, page: &Owned<'_>) -> Result<Vec<Memory>, MemoryError> {
+        let memories = self.memories.lock();
+        let mut found: Vec<&Memory> = memories
+            .rows
+            .values()
+            .filter(|row| row.forgotten_at.is_none())
+            .filter(|row| row.memory.expires_at.is_none_or(|at| at > page.now))
+            .map(|row| &row.memory)
+            .filter(|m| !page.owner.is_empty() && m.scope.owner() == page.owner)
+            .filter(|m| page.agent.is_none_or(|agent| m.scope.agent() == agent))
+            .filter(|m| page.facet.is_none_or(|facet| m.scope.facet() == facet))
+            .filter(|m| page.id.is_none_or(|id| m.id == id))
+            .collect();
+        found.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        let page_of = found
+            .into_iter()
+            .skip(page.offset)
+            .take(page.limit.min(MAX_READ));
+        Ok(page_of.cloned().collect())
+    }
+
+    async fn delete_owned(&self, owner: &str, id: &str) -> Result<bool, MemoryError> {
+        let mut memories = self.memories.lock();
+        let owned = memories.ids_of(owner).iter().any(|own| own == id);
+        if owned {
+            memories.delete(id);
+        }
+        Ok(owned)
+    }
+
+    async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {
+        let mut memories = self.memories.lock();
+        let ids = memories.ids_of(owner);
+        for id in &ids {
+            memories.delete(id);
+        }
+        let count = ids.len() as u64;
+        memories.audit.push((owner.to_owned(), count, now));
+        Ok(count)
     }
 }
 

@@ -4,7 +4,7 @@
 //! words' `tsquery` against the row's `words`, ranked by `ts_rank`, then
 //! fused by recency ([`fuse`]).
 
-use agentwire_core::memory::{Listing, MAX_READ, fuse, search_words};
+use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
     AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
 };
@@ -374,6 +374,73 @@ impl AgentMemory for PgStore {
             .await
             .map_err(failed)?;
         Ok(changed == 1)
+    }
+
+    async fn owned(&self, page: &Owned<'_>) -> Result<Vec<Memory>, MemoryError> {
+        let columns: Vec<String> = MEMORY_COLUMNS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect();
+        let sql = format!(
+            "SELECT {} FROM memories m
+             WHERE m.owner = $1 AND m.owner <> '' AND m.forgotten_at IS NULL
+             AND (m.expires_at IS NULL OR m.expires_at > $2)
+             AND ($3::text IS NULL OR m.agent = $3) AND ($4::text IS NULL OR m.facet = $4)
+             AND ($7::text IS NULL OR m.id = $7)
+             ORDER BY m.updated_at DESC, m.id LIMIT $5 OFFSET $6",
+            columns.join(", ")
+        );
+        let limit = page.limit.min(MAX_READ) as i64;
+        let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &page.owner,
+            &page.now.0,
+            &page.agent,
+            &page.facet,
+            &limit,
+            &offset,
+            &page.id,
+        ];
+        let rows = self
+            .query("memories", &sql, &params)
+            .await
+            .map_err(failed)?;
+        rows.iter()
+            .map(|row| row_of(row).map_err(failed)?.decode())
+            .collect()
+    }
+
+    async fn delete_owned(&self, owner: &str, id: &str) -> Result<bool, MemoryError> {
+        let sql = "WITH gone AS (
+                DELETE FROM memories WHERE id = $1 AND owner = $2 AND owner <> '' RETURNING id),
+            history AS (
+                DELETE FROM memory_history WHERE memory_id IN (SELECT id FROM gone))
+            SELECT count(*) FROM gone";
+        let rows = self
+            .query("a memory", sql, &[&id, &owner])
+            .await
+            .map_err(failed)?;
+        let count: i64 = rows.first().map_or(0, |row| row.get(0));
+        Ok(count == 1)
+    }
+
+    async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {
+        // One statement: the rows, their history and the audit row go
+        // together or not at all.
+        let sql = "WITH gone AS (
+                DELETE FROM memories WHERE owner = $1 AND owner <> '' RETURNING id),
+            history AS (
+                DELETE FROM memory_history WHERE memory_id IN (SELECT id FROM gone)),
+            audit AS (
+                INSERT INTO memory_audit (at, owner, action, memories)
+                SELECT $2, $1, 'delete_all', count(*) FROM gone WHERE $1 <> '')
+            SELECT count(*) FROM gone";
+        let rows = self
+            .query("an owner's memories", sql, &[&owner, &now.0])
+            .await
+            .map_err(failed)?;
+        let count: i64 = rows.first().map_or(0, |row| row.get(0));
+        Ok(count as u64)
     }
 
     async fn purge_forgotten(&self, before: Timestamp) -> Result<u64, MemoryError> {

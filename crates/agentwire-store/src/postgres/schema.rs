@@ -33,6 +33,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "memories",
         sql: include_str!("0004_memories.sql"),
     },
+    Migration {
+        version: 5,
+        name: "memory_audit",
+        sql: include_str!("0005_memory_audit.sql"),
+    },
 ];
 
 pub(super) struct Migration {

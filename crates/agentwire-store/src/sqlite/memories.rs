@@ -3,7 +3,7 @@
 //! (`memories_text`) for the scope's token and any of the words, ranked by
 //! bm25, then fuses by recency ([`fuse`]).
 
-use agentwire_core::memory::{Listing, MAX_READ, fuse, search_words};
+use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
     AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
 };
@@ -36,11 +36,32 @@ pub(in crate::sqlite) enum MemoryCommand {
         before: i64,
         reply: Reply<u64>,
     },
+    DeleteOwned {
+        owner: String,
+        id: String,
+        reply: Reply<bool>,
+    },
+    DeleteAllOwned {
+        owner: String,
+        now: i64,
+        reply: Reply<u64>,
+    },
+}
+
+/// Whose memories a read sees.
+pub(in crate::sqlite) enum Whose {
+    Scopes(Vec<MemoryScope>),
+    /// Every caller tier `owner` owns, perhaps of one agent or facet.
+    Owner {
+        owner: String,
+        agent: Option<String>,
+        facet: Option<String>,
+    },
 }
 
 /// A read of some scopes' live memories.
 pub(in crate::sqlite) struct Search {
-    scopes: Vec<MemoryScope>,
+    whose: Whose,
     /// The index query, with the scopes' tokens; `None`: no words, newest
     /// first.
     text: Option<String>,
@@ -60,6 +81,8 @@ impl MemoryCommand {
             MemoryCommand::Search { reply, .. } => worker::fail(reply, reason),
             MemoryCommand::Forget { reply, .. } => worker::fail(reply, reason),
             MemoryCommand::Purge { reply, .. } => worker::fail(reply, reason),
+            MemoryCommand::DeleteOwned { reply, .. } => worker::fail(reply, reason),
+            MemoryCommand::DeleteAllOwned { reply, .. } => worker::fail(reply, reason),
         }
     }
 }
@@ -86,6 +109,14 @@ pub(in crate::sqlite) fn execute(
         }
         MemoryCommand::Purge { before, reply } => {
             worker::Outcome::new(reply, worker::write(tx, broken, |conn| purge(conn, before)))
+        }
+        MemoryCommand::DeleteOwned { owner, id, reply } => {
+            let deleted = worker::write(tx, broken, |conn| delete_owned(conn, &owner, &id));
+            worker::Outcome::new(reply, deleted)
+        }
+        MemoryCommand::DeleteAllOwned { owner, now, reply } => {
+            let deleted = worker::write(tx, broken, |conn| delete_all_owned(conn, &owner, now));
+            worker::Outcome::new(reply, deleted)
         }
     }
 }
@@ -208,20 +239,7 @@ fn search(conn: &Connection, query: &Search) -> Result<Vec<MemoryRow>, StoreErro
         ),
         format!("m.confidence >= {}", param(query.min_confidence.into())),
     ];
-    let scopes: Vec<String> = query
-        .scopes
-        .iter()
-        .map(|scope| {
-            format!(
-                "(m.owner = {} AND m.agent = {} AND m.facet = {} AND m.tier = {})",
-                param(scope.owner().to_owned().into()),
-                param(scope.agent().to_owned().into()),
-                param(scope.facet().to_owned().into()),
-                param(scope.tier().as_str().to_owned().into()),
-            )
-        })
-        .collect();
-    conditions.push(format!("({})", scopes.join(" OR ")));
+    conditions.push(whose(&query.whose, &mut param));
     if !query.kinds.is_empty() {
         let kinds: Vec<String> = query
             .kinds
@@ -257,6 +275,82 @@ fn search(conn: &Connection, query: &Search) -> Result<Vec<MemoryRow>, StoreErro
         .query_map(rusqlite::params_from_iter(params), read_row)
         .map_err(failed)?;
     rows.collect::<Result<_, _>>().map_err(failed)
+}
+
+/// The condition that keeps `whose` memories.
+fn whose(whose: &Whose, param: &mut impl FnMut(Value) -> String) -> String {
+    match whose {
+        Whose::Scopes(scopes) => {
+            let scopes: Vec<String> = scopes
+                .iter()
+                .map(|scope| {
+                    format!(
+                        "(m.owner = {} AND m.agent = {} AND m.facet = {} AND m.tier = {})",
+                        param(scope.owner().to_owned().into()),
+                        param(scope.agent().to_owned().into()),
+                        param(scope.facet().to_owned().into()),
+                        param(scope.tier().as_str().to_owned().into()),
+                    )
+                })
+                .collect();
+            format!("({})", scopes.join(" OR "))
+        }
+        Whose::Owner {
+            owner,
+            agent,
+            facet,
+        } => {
+            let mut owned = format!(
+                "m.owner = {} AND m.owner <> ''",
+                param(owner.clone().into())
+            );
+            if let Some(agent) = agent {
+                owned.push_str(&format!(" AND m.agent = {}", param(agent.clone().into())));
+            }
+            if let Some(facet) = facet {
+                owned.push_str(&format!(" AND m.facet = {}", param(facet.clone().into())));
+            }
+            owned
+        }
+    }
+}
+
+/// Deletes `id` if `owner` owns it, with its history.
+fn delete_owned(conn: &Connection, owner: &str, id: &str) -> Result<bool, StoreError> {
+    conn.prepare_cached(
+        "DELETE FROM memory_history WHERE memory_id IN
+            (SELECT id FROM memories WHERE id = ?1 AND owner = ?2 AND owner <> '')",
+    )
+    .and_then(|mut s| s.execute((id, owner)))
+    .map_err(failed)?;
+    let deleted = conn
+        .prepare_cached("DELETE FROM memories WHERE id = ?1 AND owner = ?2 AND owner <> ''")
+        .and_then(|mut s| s.execute((id, owner)))
+        .map_err(failed)?;
+    Ok(deleted == 1)
+}
+
+/// Deletes everything `owner` owns, with its history, and records it.
+fn delete_all_owned(conn: &Connection, owner: &str, now: i64) -> Result<u64, StoreError> {
+    if owner.is_empty() {
+        return Ok(0);
+    }
+    conn.prepare_cached(
+        "DELETE FROM memory_history WHERE memory_id IN
+            (SELECT id FROM memories WHERE owner = ?1)",
+    )
+    .and_then(|mut s| s.execute([owner]))
+    .map_err(failed)?;
+    let deleted = conn
+        .prepare_cached("DELETE FROM memories WHERE owner = ?1")
+        .and_then(|mut s| s.execute([owner]))
+        .map_err(failed)?;
+    conn.prepare_cached(
+        "INSERT INTO memory_audit (at, owner, action, memories) VALUES (?1, ?2, 'delete_all', ?3)",
+    )
+    .and_then(|mut s| s.execute((now, owner, deleted as i64)))
+    .map_err(failed)?;
+    Ok(deleted as u64)
 }
 
 fn prefixed_columns() -> String {
@@ -325,7 +419,11 @@ fn purge(conn: &Connection, before: i64) -> Result<u64, StoreError> {
 
 impl SqliteStore {
     async fn search(&self, query: Search) -> Result<Vec<Memory>, MemoryError> {
-        if query.scopes.is_empty() {
+        let nobody = match &query.whose {
+            Whose::Scopes(scopes) => scopes.is_empty(),
+            Whose::Owner { owner, .. } => owner.is_empty(),
+        };
+        if nobody {
             return Ok(Vec::new());
         }
         let rows = self
@@ -367,7 +465,7 @@ impl AgentMemory for SqliteStore {
         let words = search_words(query.text);
         let limit = query.limit.min(MAX_READ);
         let search = Search {
-            scopes: scopes.to_vec(),
+            whose: Whose::Scopes(scopes.to_vec()),
             text: (!words.is_empty()).then(|| text_query(scopes, &words)),
             id: None,
             kinds: query.kinds.to_vec(),
@@ -386,7 +484,7 @@ impl AgentMemory for SqliteStore {
         page: &Listing<'_>,
     ) -> Result<Vec<Memory>, MemoryError> {
         self.search(Search {
-            scopes: scopes.to_vec(),
+            whose: Whose::Scopes(scopes.to_vec()),
             text: None,
             id: None,
             kinds: page.kinds.to_vec(),
@@ -406,7 +504,7 @@ impl AgentMemory for SqliteStore {
     ) -> Result<Option<Memory>, MemoryError> {
         let found = self
             .search(Search {
-                scopes: scopes.to_vec(),
+                whose: Whose::Scopes(scopes.to_vec()),
                 text: None,
                 id: Some(id.to_owned()),
                 kinds: Vec::new(),
@@ -430,6 +528,43 @@ impl AgentMemory for SqliteStore {
             Command::Memory(Box::new(MemoryCommand::Forget {
                 scope,
                 id,
+                now: now.0,
+                reply,
+            }))
+        };
+        self.call(command).await.map_err(store_failed)
+    }
+
+    async fn owned(&self, page: &Owned<'_>) -> Result<Vec<Memory>, MemoryError> {
+        self.search(Search {
+            whose: Whose::Owner {
+                owner: page.owner.to_owned(),
+                agent: page.agent.map(str::to_owned),
+                facet: page.facet.map(str::to_owned),
+            },
+            text: None,
+            id: page.id.map(str::to_owned),
+            kinds: Vec::new(),
+            min_confidence: f64::NEG_INFINITY,
+            now: page.now.0,
+            limit: page.limit.min(MAX_READ),
+            offset: page.offset,
+        })
+        .await
+    }
+
+    async fn delete_owned(&self, owner: &str, id: &str) -> Result<bool, MemoryError> {
+        let (owner, id) = (owner.to_owned(), id.to_owned());
+        let command =
+            |reply| Command::Memory(Box::new(MemoryCommand::DeleteOwned { owner, id, reply }));
+        self.call(command).await.map_err(store_failed)
+    }
+
+    async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {
+        let owner = owner.to_owned();
+        let command = |reply| {
+            Command::Memory(Box::new(MemoryCommand::DeleteAllOwned {
+                owner,
                 now: now.0,
                 reply,
             }))

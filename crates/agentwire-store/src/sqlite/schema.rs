@@ -154,6 +154,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         INSERT INTO memories_text (rowid, scope_token, content, title, summary)
             VALUES (new.key, new.scope_token, new.content, new.title, new.summary);
     END;",
+    // 5: the owners' requests to delete all their memories: who, how many,
+    // when; never what.
+    "CREATE TABLE memory_audit (
+        at INTEGER NOT NULL,
+        owner TEXT NOT NULL,
+        action TEXT NOT NULL,
+        memories INTEGER NOT NULL
+    );",
 ];
 
 pub(super) enum IntegrityError {

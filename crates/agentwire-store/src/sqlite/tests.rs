@@ -554,6 +554,7 @@ fn messages_are_keyed_by_integer_session_keys(path: &Path) {
         "memories_text_data",
         "memories_text_docsize",
         "memories_text_idx",
+        "memory_audit",
         "memory_history",
         "messages",
         "sessions",

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use agentwire_core::memory::Listing;
 use agentwire_core::{
-    AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered, Timestamp,
+    AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Owned, Recall, Remembered, Timestamp,
 };
 use async_trait::async_trait;
 
@@ -74,5 +74,17 @@ impl AgentMemory for SessionStoreMemory {
 
     async fn purge_forgotten(&self, before: Timestamp) -> Result<u64, MemoryError> {
         self.store()?.purge_forgotten(before).await
+    }
+
+    async fn owned(&self, page: &Owned<'_>) -> Result<Vec<Memory>, MemoryError> {
+        self.store()?.owned(page).await
+    }
+
+    async fn delete_owned(&self, owner: &str, id: &str) -> Result<bool, MemoryError> {
+        self.store()?.delete_owned(owner, id).await
+    }
+
+    async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {
+        self.store()?.delete_all_owned(owner, now).await
     }
 }

@@ -228,3 +228,153 @@ async fn within_its_grace_a_forgotten_memory_is_kept_but_never_read() {
         "kept for its 30-day grace"
     );
 }
+
+/// `METHOD path` on the memories API as the holder of `bearer`.
+async fn api(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: &[u8],
+) -> crate::support::HttpResponse {
+    let header = bearer.map(|b| format!("Bearer {b}"));
+    let headers: Vec<(&str, &str)> = header
+        .iter()
+        .map(|h| ("Authorization", h.as_str()))
+        .collect();
+    server.http(method, path, &headers, body).await
+}
+
+fn body(response: &crate::support::HttpResponse) -> Value {
+    serde_json::from_slice(&response.body).unwrap_or(Value::Null)
+}
+
+/// The contents of the caller's memories, sorted.
+async fn contents(server: &TestServer, bearer: Option<&str>, query: &str) -> Vec<String> {
+    let listed = api(
+        server,
+        "GET",
+        &format!("/api/v1/memories{query}"),
+        bearer,
+        b"",
+    )
+    .await;
+    assert_eq!(
+        listed.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&listed.body)
+    );
+    let mut contents: Vec<String> = body(&listed)["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    contents.sort();
+    contents
+}
+
+/// Alice's two memories: the seat preference without a facet, and its
+/// correction in facet `trip-7` (its id returned).
+async fn alices_two_memories(server: &TestServer) -> String {
+    let alice = Some(ALICE_KEY);
+    reply(server, "agent=concierge", alice, "remember").await;
+    let noted = reply(
+        server,
+        "agent=concierge&memory_facet=trip-7",
+        alice,
+        "correct",
+    )
+    .await;
+    quoted(&noted, "Updated: ")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_owner_lists_and_reads_their_memories_and_no_one_elses() {
+    let server = server().await;
+    let alice = Some(ALICE_KEY);
+    let bob_token = token("bob", 600);
+    let bob = Some(bob_token.as_str());
+    let in_facet = alices_two_memories(&server).await;
+    let both = ["prefers aisle seats", "prefers window seats"];
+    assert_eq!(contents(&server, alice, "").await, both);
+    assert_eq!(
+        contents(&server, alice, "?memory_facet=").await,
+        ["prefers window seats"]
+    );
+    let facet = "?memory_facet=trip-7&agent=concierge";
+    assert_eq!(
+        contents(&server, alice, facet).await,
+        ["prefers aisle seats"]
+    );
+    assert!(contents(&server, bob, "").await.is_empty());
+    let anonymous = api(&server, "GET", "/api/v1/memories", None, b"").await;
+    assert_eq!(anonymous.status, 401, "no credential, as the sessions API");
+
+    let path = format!("/api/v1/memories/{in_facet}");
+    let shown = api(&server, "GET", &path, alice, b"").await;
+    assert_eq!(shown.status, 200);
+    let shown = body(&shown);
+    assert_eq!(shown["tier"], "caller_agent");
+    assert_eq!(shown["agent"], "concierge");
+    assert_eq!(shown["memory_facet"], "trip-7");
+    assert_eq!(shown["about_key"], "seat");
+    assert_eq!(shown["metadata"]["provenance"], "user_requested");
+    let theirs = api(&server, "GET", &path, bob, b"").await;
+    assert_eq!(
+        (theirs.status, body(&theirs)),
+        (404, json!({"error": "memory not found"}))
+    );
+    assert_eq!(api(&server, "DELETE", &path, bob, b"").await.status, 404);
+}
+
+#[tokio::test]
+async fn an_owner_exports_deletes_and_imports_their_memories() {
+    let server = server().await;
+    let alice = Some(ALICE_KEY);
+    let in_facet = alices_two_memories(&server).await;
+    let export = api(&server, "GET", "/api/v1/memories/export", alice, b"").await;
+    assert_eq!(export.status, 200);
+    assert_eq!(export.header("content-type"), Some("application/x-ndjson"));
+    let exported = export.body.clone();
+    assert_eq!(String::from_utf8_lossy(&exported).lines().count(), 2);
+
+    let path = format!("/api/v1/memories/{in_facet}");
+    assert_eq!(api(&server, "DELETE", &path, alice, b"").await.status, 204);
+    assert_eq!(api(&server, "GET", &path, alice, b"").await.status, 404);
+    let all = api(&server, "DELETE", "/api/v1/memories", alice, b"").await;
+    assert_eq!((all.status, body(&all)), (200, json!({"deleted": 1})));
+    assert!(contents(&server, alice, "").await.is_empty());
+    let recalled = quoted(
+        &reply(&server, "agent=concierge", alice, "recall").await,
+        "Recalled: ",
+    );
+    assert_eq!(recalled["count"], 0, "deleted means gone from recall too");
+
+    let import = "/api/v1/memories/import";
+    let imported = api(&server, "POST", import, alice, &exported).await;
+    assert_eq!(
+        (imported.status, body(&imported)),
+        (200, json!({"imported": 2}))
+    );
+    let both = ["prefers aisle seats", "prefers window seats"];
+    assert_eq!(contents(&server, alice, "").await, both);
+    let recalled = quoted(
+        &reply(&server, "agent=concierge", alice, "recall").await,
+        "Recalled: ",
+    );
+    assert_eq!(recalled["memories"][0]["content"], "prefers window seats");
+
+    let line = b"{\"tier\":\"agent\",\"content\":\"secret text\"}\n";
+    let bad = api(&server, "POST", import, alice, line).await;
+    let refused = json!({"error": "invalid line 1: tier must be caller_agent or caller"});
+    assert_eq!((bad.status, body(&bad)), (400, refused));
+    assert_eq!(
+        api(&server, "POST", import, None, &exported).await.status,
+        401
+    );
+}
