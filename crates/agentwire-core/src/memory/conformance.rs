@@ -6,6 +6,9 @@
 
 use super::*;
 
+mod isolation;
+pub use isolation::{Universe, isolation_holds};
+
 fn caller(owner: &str, facet: Option<&str>) -> TurnCaller {
     TurnCaller {
         owner: Some(owner.to_owned()),

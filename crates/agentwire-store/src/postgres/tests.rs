@@ -660,3 +660,14 @@ async fn the_postgres_store_passes_the_memory_conformance_suite() {
     };
     agentwire_core::memory::conformance::all(&store, "pg").await;
 }
+
+/// 100,000 random operations over 200 callers, 5 facets and 3 agents: no
+/// read crosses a scope, nothing forgotten or deleted is read.
+#[tokio::test]
+async fn no_memory_scope_is_crossed_in_100000_random_operations() {
+    let Some((store, _database)) = make().await else {
+        return;
+    };
+    use agentwire_core::memory::conformance::{Universe, isolation_holds};
+    isolation_holds(&store, "iso", Universe::FULL, 100_000, 0x5eed).await;
+}
