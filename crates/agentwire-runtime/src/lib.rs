@@ -139,8 +139,15 @@ impl RuntimeHandler {
                 .as_ref()
                 .map(|m| memory::MemoryTools::new(m, &settings.agent_name)),
         };
+        let system = match &settings.memory {
+            Some(memory) => {
+                let instructions = settings.instructions.clone();
+                memory::with_note(instructions, memory, &settings.agent_name, turn).await
+            }
+            None => settings.instructions.clone(),
+        };
         let mut request = ModelRequest {
-            system: settings.instructions.clone(),
+            system,
             messages: std::mem::take(messages),
             tools: tools.specs(),
             metadata: Cow::Borrowed(&turn.input.metadata),

@@ -9,6 +9,7 @@
 //! scope: an id of another scope is "not found". A write is one store call,
 //! never a model call.
 
+mod ambient;
 mod args;
 mod forget;
 mod list;
@@ -24,6 +25,8 @@ use agentwire_core::{
     AgentMemory, Clock, MemoryScope, MemoryTier, ModelToolCall, ToolOutcome, ToolSpec, TurnContext,
 };
 
+pub(crate) use ambient::with_note;
+pub use ambient::{NOTE_HEADING, Retrieval};
 pub use specs::{FORGET_TOOL, LIST_TOOL, OPEN_TOOL, RECALL_TOOL, REMEMBER_TOOL};
 
 /// What a model is told when its caller is anonymous and it tries to
@@ -39,6 +42,8 @@ pub struct MemorySettings {
     /// The agent's own tier is read besides.
     pub tier: MemoryTier,
     pub clock: Arc<dyn Clock>,
+    /// Ambient recall before each answer; `None`: the tools alone.
+    pub retrieval: Option<Retrieval>,
 }
 
 /// The memory tools of one agent's part of a turn.
@@ -48,11 +53,11 @@ pub(crate) struct MemoryTools<'a> {
 }
 
 /// The scopes one call may touch.
-struct Scopes {
+pub(crate) struct Scopes {
     /// Where `remember` and `forget` act; `None`: the caller is anonymous.
     own: Option<MemoryScope>,
     /// What reads see: the own scope, then the agent's.
-    readable: Vec<MemoryScope>,
+    pub(crate) readable: Vec<MemoryScope>,
 }
 
 impl<'a> MemoryTools<'a> {
@@ -90,7 +95,7 @@ impl<'a> MemoryTools<'a> {
         }
     }
 
-    fn scopes(&self, turn: &TurnContext) -> Scopes {
+    pub(crate) fn scopes(&self, turn: &TurnContext) -> Scopes {
         let caller = &turn.caller;
         let own = MemoryScope::new(self.settings.tier, caller, self.agent).ok();
         let agents = MemoryScope::new(MemoryTier::Agent, caller, self.agent)

@@ -22,6 +22,7 @@ fn settings(store: &Arc<MemoryStore>, tier: MemoryTier) -> MemorySettings {
         store: store.clone(),
         tier,
         clock: Arc::new(FixedClock(Timestamp(NOW))),
+        retrieval: None,
     }
 }
 
@@ -400,5 +401,123 @@ fn the_tools_are_omnias_with_open() {
     );
     assert!(
         specs[1].description.contains("about_kind") && specs[1].description.contains("about_key")
+    );
+}
+
+/// A model that answers "ok" and keeps the system prompt of each request.
+#[derive(Default)]
+struct Prompts(parking_lot::Mutex<Vec<Option<String>>>);
+
+#[async_trait::async_trait]
+impl agentwire_core::ModelProvider for Prompts {
+    fn provider_name(&self) -> &'static str {
+        "mock"
+    }
+
+    fn model(&self) -> &str {
+        "prompts"
+    }
+
+    async fn complete(
+        &self,
+        request: &agentwire_core::ModelRequest<'_>,
+        _text: &dyn agentwire_core::TextSink,
+    ) -> Result<agentwire_core::ModelReply, agentwire_core::ProviderError> {
+        self.0.lock().push(request.system.clone());
+        Ok(agentwire_core::ModelReply {
+            text: "ok".to_owned(),
+            ..Default::default()
+        })
+    }
+}
+
+fn handler(model: &Arc<Prompts>, memory: MemorySettings) -> crate::RuntimeHandler {
+    crate::RuntimeHandler::new(crate::RuntimeSettings {
+        agent_name: "helper".to_owned(),
+        instructions: Some("Be brief.".to_owned()),
+        provider: model.clone(),
+        server_tools: Vec::new(),
+        client_tools: Vec::new(),
+        max_rounds: 3,
+        context_messages: crate::DEFAULT_CONTEXT_MESSAGES,
+        metadata_template: None,
+        delegations: Vec::new(),
+        handoffs: Vec::new(),
+        roster: crate::Roster::new(),
+        memory: Some(memory),
+    })
+}
+
+fn asking(owner: Option<&str>, text: &str) -> TurnContext {
+    let mut turn = turn(owner, None);
+    turn.input.text = text.to_owned();
+    turn
+}
+
+#[tokio::test]
+async fn ambient_recall_puts_the_best_matches_in_the_system_prompt_within_budget() {
+    use agentwire_core::Handler;
+    let store = Arc::new(MemoryStore::new());
+    let mut memory = settings(&store, MemoryTier::CallerWithAgent);
+    let alice = turn(Some("alice"), None);
+    let facts = [
+        "prefers window seats",
+        "flies to Lisbon in May",
+        "hates early flights",
+    ];
+    for fact in facts {
+        let remembered = call(
+            &memory,
+            "helper",
+            &alice,
+            specs::REMEMBER_TOOL,
+            json!({"content": fact}),
+        );
+        remembered.await.unwrap();
+    }
+    memory.retrieval = Some(super::Retrieval {
+        limit: 5,
+        max_chars: 40,
+    });
+    let model = Arc::new(Prompts::default());
+    let agent = handler(&model, memory.clone());
+    agent
+        .run(&asking(Some("alice"), "book my flights and seats"))
+        .await
+        .unwrap();
+    agent
+        .run(&asking(Some("bob"), "book my flights and seats"))
+        .await
+        .unwrap();
+    agent
+        .run(&asking(Some("alice"), "what is the weather"))
+        .await
+        .unwrap();
+    let prompts = model.0.lock().clone();
+    let alices = prompts[0].as_deref().unwrap();
+    assert!(
+        alices.starts_with("Be brief.\n\nWhat you remember about this user"),
+        "{alices}"
+    );
+    // Two of the three match; both fit in 40 characters, no third would.
+    assert!(alices.contains("\n- prefers window seats"), "{alices}");
+    assert!(alices.contains("\n- hates early flights"), "{alices}");
+    assert!(!alices.contains("Lisbon"), "{alices}");
+    assert_eq!(
+        prompts[1].as_deref(),
+        Some("Be brief."),
+        "another caller recalls nothing"
+    );
+    assert_eq!(prompts[2].as_deref(), Some("Be brief."), "nothing matches");
+    memory.retrieval = None;
+    let model = Arc::new(Prompts::default());
+    handler(&model, memory)
+        .run(&asking(Some("alice"), "seats"))
+        .await
+        .unwrap();
+    assert_eq!(
+        model.0.lock()[0].as_deref(),
+        Some("Be brief."),
+        "off without retrieval"
     );
 }

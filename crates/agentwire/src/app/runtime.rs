@@ -124,10 +124,11 @@ impl RuntimeParts {
                 })
                 .collect(),
             roster: roster.clone(),
-            memory: config.memory.map(|tier| MemorySettings {
+            memory: config.memory.map(|memory| MemorySettings {
                 store: self.memory.clone(),
-                tier,
+                tier: memory.tier,
                 clock: self.clock.clone(),
+                retrieval: memory.retrieval,
             }),
         }))
     }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::ConfigError;
 use super::duration::ConfigDuration;
 use agentwire_core::MemoryTier;
+use agentwire_runtime::memory::Retrieval;
 
 /// `agents[].memory` as written.
 #[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
@@ -25,6 +26,29 @@ pub(super) struct RawAgentMemory {
     /// Always within the connection's `memory_facet`. Default:
     /// `caller_agent`.
     tier: Option<String>,
+    /// Ambient recall: before the agent answers, the memories that best
+    /// match the user's message are added to its system prompt. Default:
+    /// off (the model recalls through `memory__recall` alone).
+    retrieval: Option<RawRetrieval>,
+}
+
+/// `agents[].memory.retrieval` as written.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetrieval {
+    /// The most memories added, 1 to 20. Default: `5`.
+    limit: Option<usize>,
+    /// The most characters of memory text added; a memory that does not
+    /// fit whole is left out. Default: `2000`.
+    max_chars: Option<usize>,
+}
+
+/// A runtime agent's memory, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentMemoryConfig {
+    /// The caller tier its tools write to.
+    pub tier: MemoryTier,
+    pub retrieval: Option<Retrieval>,
 }
 
 /// `memory` as written.
@@ -67,20 +91,46 @@ pub(super) fn validate_memory(raw: Option<RawMemory>) -> Result<MemoryConfig, Co
     })
 }
 
-/// Validated: the tier an agent with memory writes to; `None`: memory off.
+/// Validated: an agent's memory; `None`: memory off.
 pub(super) fn validate(
     index: usize,
     raw: Option<&RawAgentMemory>,
-) -> Result<Option<MemoryTier>, ConfigError> {
+) -> Result<Option<AgentMemoryConfig>, ConfigError> {
     let Some(raw) = raw.filter(|raw| raw.enabled) else {
         return Ok(None);
     };
-    match raw.tier.as_deref() {
-        None | Some("caller_agent") => Ok(Some(MemoryTier::CallerWithAgent)),
-        Some("caller") => Ok(Some(MemoryTier::Caller)),
-        Some(other) => Err(ConfigError::new(
-            format!("agents[{index}].memory.tier"),
-            format!("{other:?} is not a tier: caller_agent or caller"),
-        )),
+    let key = |field: &str| format!("agents[{index}].memory.{field}");
+    let tier = match raw.tier.as_deref() {
+        None | Some("caller_agent") => MemoryTier::CallerWithAgent,
+        Some("caller") => MemoryTier::Caller,
+        Some(other) => {
+            return Err(ConfigError::new(
+                key("tier"),
+                format!("{other:?} is not a tier: caller_agent or caller"),
+            ));
+        }
+    };
+    let retrieval = match &raw.retrieval {
+        Some(raw) => Some(validate_retrieval(raw, &key)?),
+        None => None,
+    };
+    Ok(Some(AgentMemoryConfig { tier, retrieval }))
+}
+
+fn validate_retrieval(
+    raw: &RawRetrieval,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Retrieval, ConfigError> {
+    let limit = raw.limit.unwrap_or(5);
+    if !(1..=20).contains(&limit) {
+        return Err(ConfigError::new(key("retrieval.limit"), "must be 1 to 20"));
     }
+    let max_chars = raw.max_chars.unwrap_or(2000);
+    if max_chars == 0 {
+        return Err(ConfigError::new(
+            key("retrieval.max_chars"),
+            "must be greater than 0",
+        ));
+    }
+    Ok(Retrieval { limit, max_chars })
 }

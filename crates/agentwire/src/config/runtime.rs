@@ -58,8 +58,8 @@ pub struct RuntimeAgentConfig {
     pub delegations: Vec<String>,
     /// Names from `agents[]` (runtime agents) it may hand a turn to.
     pub handoffs: Vec<String>,
-    /// `memory`: the tier its memory tools write to; `None`: no memory.
-    pub memory: Option<agentwire_core::MemoryTier>,
+    /// `memory`: its memory tools and ambient recall; `None`: no memory.
+    pub memory: Option<super::memory::AgentMemoryConfig>,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]

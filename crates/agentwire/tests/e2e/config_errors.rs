@@ -163,6 +163,11 @@ async fn memory_keys_are_checked_and_named() {
         "unknown field",
     );
     assert_rejected(
+        &format!("{runtime}    memory: {{enabled: true, retrieval: {{limit: 50}}}}\n"),
+        "agents[0].memory.retrieval.limit",
+        "must be 1 to 20",
+    );
+    assert_rejected(
         &format!("memory: {{purge_every: 0s}}\n{ONE_AGENT}"),
         "memory.purge_every",
         "must be greater than 0",
