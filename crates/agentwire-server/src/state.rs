@@ -13,6 +13,7 @@ use crate::call;
 use crate::entries::{AgentEntry, TeamEntry};
 use crate::identity::IdentitySettings;
 use crate::lifecycle::Lifecycle;
+use crate::memory_metrics::MemoryMetrics;
 use crate::metrics::Metrics;
 use crate::settings::ServerSettings;
 
@@ -33,8 +34,9 @@ pub struct AppState {
     abuse: Arc<AbuseGuard>,
     /// Voice calls open now.
     calls: call::Calls,
-    /// The agents' memories, for the owners' API; `None`: not served.
-    memories: Option<Arc<dyn AgentMemory>>,
+    /// The agents' memories, for the owners' API, and what they did, for
+    /// `/metrics`; `None`: not served.
+    memories: Option<(Arc<dyn AgentMemory>, Arc<MemoryMetrics>)>,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -76,9 +78,14 @@ impl AppState {
         }
     }
 
-    /// The agents' memories (the session store's), for `/api/v1/memories`.
-    pub fn with_memories(mut self, memories: Arc<dyn AgentMemory>) -> AppState {
-        self.memories = Some(memories);
+    /// The agents' memories (the session store's, measured by `metrics`),
+    /// for `/api/v1/memories` and `/metrics`.
+    pub fn with_memories(
+        mut self,
+        memories: Arc<dyn AgentMemory>,
+        metrics: Arc<MemoryMetrics>,
+    ) -> AppState {
+        self.memories = Some((memories, metrics));
         self
     }
 
@@ -145,7 +152,11 @@ impl AppState {
     }
 
     pub(crate) fn memories(&self) -> Option<&Arc<dyn AgentMemory>> {
-        self.memories.as_ref()
+        self.memories.as_ref().map(|(memories, _)| memories)
+    }
+
+    pub(crate) fn memory_metrics(&self) -> Option<&MemoryMetrics> {
+        self.memories.as_ref().map(|(_, metrics)| metrics.as_ref())
     }
 
     pub(crate) fn calls(&self) -> &call::Calls {

@@ -14,7 +14,8 @@ use agentwire_providers::MockRealtime;
 use agentwire_runtime::{Peer, Roster};
 use agentwire_server::call::Voice;
 use agentwire_server::{
-    AgentEntry, AppState, IdentitySettings, Limits, MediaService, ServerSettings, TeamEntry,
+    AgentEntry, AppState, IdentitySettings, Limits, MeasuredMemory, MediaService, MemoryMetrics,
+    ServerSettings, TeamEntry,
 };
 #[cfg(feature = "postgres")]
 use agentwire_store::PgStore;
@@ -87,13 +88,17 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let any_password = config.agents.iter().any(|a| a.password_argon2.is_some())
         || config.teams.iter().any(|t| t.password_argon2.is_some());
     let identity = identity_settings(&config.auth, any_password, clock.clone())?;
+    // Every use of memory goes through one measured handle, filled once the
+    // session store is open.
     let memory = Arc::new(memory::SessionStoreMemory::default());
-    let runtime_parts = runtime::RuntimeParts::build(&config, memory.clone(), clock.clone())?;
+    let memory_metrics = Arc::new(MemoryMetrics::default());
+    let measured: Arc<dyn AgentMemory> =
+        Arc::new(MeasuredMemory::new(memory.clone(), memory_metrics.clone()));
+    let runtime_parts = runtime::RuntimeParts::build(&config, measured.clone(), clock.clone())?;
     let agents = agent_entries(&config, &runtime_parts)?;
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let opened = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
-    memory.open(opened.memories.clone());
-    let memories = opened.memories;
+    memory.open(opened.memories);
     let (store, sqlite) = (opened.sessions, opened.sqlite);
     let store = match wrappers.sessions {
         Some(wrap) => wrap(store),
@@ -104,7 +109,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     // Every summary due from before a restart is queued here. The task stops
     // with `Engine::shutdown`, or when the engine is dropped.
     let purge = MemoryPurge {
-        store: memory.clone(),
+        store: measured.clone(),
         grace: config.memory.forget_grace,
         every: config.memory.purge_every,
     };
@@ -124,7 +129,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let settings = server_settings(&config);
     let state = AppState::new(engine, agents, settings, media, identity)
         .with_teams(teams)
-        .with_memories(memories);
+        .with_memories(measured, memory_metrics);
     Ok(App {
         state,
         public_url: config.public_url,

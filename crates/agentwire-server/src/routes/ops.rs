@@ -49,6 +49,9 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     };
     let mut body = state.metrics().render(&gauges);
     crate::metrics::render_live(&mut body, state.engine().live_counters());
+    if let Some(memory) = state.memory_metrics() {
+        memory.render(&mut body);
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{Clock, ModelProvider, ToolSource};
+use agentwire_core::{AgentMemory, Clock, ModelProvider, ToolSource};
 use agentwire_providers::ProviderSettings;
 use agentwire_runtime::{
     ArgumentValidator, ClientToolDecl, Delegation, Handoff, MetadataTemplate, Roster,
@@ -13,7 +13,6 @@ use agentwire_runtime::{
 use agentwire_tools::ArgumentSchema;
 use anyhow::Context as _;
 
-use super::memory::SessionStoreMemory;
 use crate::config::{Config, FileAgent, FileTool, NamedTool, RuntimeAgentConfig, ToolConfig};
 use agentwire_runtime::memory::MemorySettings;
 
@@ -24,8 +23,8 @@ pub(super) struct RuntimeParts {
     /// same endpoint for their own model.
     provider_settings: HashMap<String, ProviderSettings>,
     tools: HashMap<String, BuiltTool>,
-    /// The agents' memory: the session store, once open.
-    memory: Arc<SessionStoreMemory>,
+    /// The agents' memory: the session store, once open, measured.
+    memory: Arc<dyn AgentMemory>,
     clock: Arc<dyn Clock>,
 }
 
@@ -46,7 +45,7 @@ impl ArgumentValidator for SchemaValidator {
 impl RuntimeParts {
     pub(super) fn build(
         config: &Config,
-        memory: Arc<SessionStoreMemory>,
+        memory: Arc<dyn AgentMemory>,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<RuntimeParts> {
         let mut providers = HashMap::new();

@@ -378,3 +378,41 @@ async fn an_owner_exports_deletes_and_imports_their_memories() {
         401
     );
 }
+
+/// The value of the sample `name` in `/metrics`.
+async fn sample(server: &TestServer, name: &str) -> f64 {
+    let (_, body) = server.get("/metrics").await;
+    let line = body.lines().find(|l| l.split(' ').next() == Some(name));
+    let value = line
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or_else(|| panic!("{name}"));
+    value.parse().unwrap()
+}
+
+#[tokio::test]
+async fn metrics_count_memory_calls_without_their_text() {
+    let server = server().await;
+    let alice = Some(ALICE_KEY);
+    reply(&server, "agent=concierge", alice, "remember").await;
+    reply(&server, "agent=concierge", alice, "recall").await;
+    reply(&server, "agent=concierge", alice, "forge").await;
+    assert_eq!(
+        sample(&server, "agentwire_memory_write_seconds_count").await,
+        1.0
+    );
+    assert_eq!(
+        sample(&server, "agentwire_memory_recall_seconds_count").await,
+        1.0
+    );
+    let bucket = "agentwire_memory_recall_seconds_bucket{le=\"+Inf\"}";
+    assert_eq!(sample(&server, bucket).await, 1.0);
+    assert_eq!(sample(&server, "agentwire_memory_forgets_total").await, 0.0);
+    let all = api(&server, "DELETE", "/api/v1/memories", alice, b"").await;
+    assert_eq!(body(&all), json!({"deleted": 1}));
+    assert_eq!(
+        sample(&server, "agentwire_memory_hard_deletes_total").await,
+        1.0
+    );
+    let (_, text) = server.get("/metrics").await;
+    assert!(!text.contains("window seats"), "no memory text in /metrics");
+}
