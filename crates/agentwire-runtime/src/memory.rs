@@ -44,6 +44,9 @@ pub struct MemorySettings {
     pub clock: Arc<dyn Clock>,
     /// Ambient recall before each answer; `None`: the tools alone.
     pub retrieval: Option<Retrieval>,
+    /// How long a memory of each consent category lives; a category not
+    /// named here, and a memory without one, lives until forgotten.
+    pub category_ttl: Arc<std::collections::BTreeMap<String, std::time::Duration>>,
 }
 
 /// The memory tools of one agent's part of a turn.

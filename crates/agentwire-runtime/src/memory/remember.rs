@@ -23,13 +23,18 @@ pub(super) async fn run(memory: &Memory<'_>, arguments: &Value) -> Result<Value,
     let args = Args::new("remember", arguments)?;
     let fact = fact(&args)?;
     let scope = memory.own("remember")?.clone();
+    let now = memory.now();
+    let ttl = fact
+        .category
+        .as_ref()
+        .and_then(|c| memory.settings.category_ttl.get(c));
     let new = NewMemory {
         id: memory.turn.new_call_id(),
         scope,
         fact,
         session_id: Some(memory.turn.session_id.clone()),
-        now: memory.now(),
-        expires_at: None,
+        now,
+        expires_at: ttl.map(|ttl| now.plus(*ttl)),
     };
     let remembered = memory
         .store()

@@ -23,6 +23,7 @@ fn settings(store: &Arc<MemoryStore>, tier: MemoryTier) -> MemorySettings {
         tier,
         clock: Arc::new(FixedClock(Timestamp(NOW))),
         retrieval: None,
+        category_ttl: Arc::default(),
     }
 }
 
@@ -520,4 +521,44 @@ async fn ambient_recall_puts_the_best_matches_in_the_system_prompt_within_budget
         Some("Be brief."),
         "off without retrieval"
     );
+}
+
+#[tokio::test]
+async fn a_category_with_a_ttl_expires_and_is_read_no_more() {
+    let store = Arc::new(MemoryStore::new());
+    let hour = std::time::Duration::from_secs(3600);
+    let ttl = std::collections::BTreeMap::from([("memory:health".to_owned(), hour)]);
+    let memory = MemorySettings {
+        category_ttl: Arc::new(ttl),
+        ..settings(&store, MemoryTier::CallerWithAgent)
+    };
+    let alice = turn(Some("alice"), None);
+    let health = json!({"content": "is allergic to peanuts", "category": "memory:health"});
+    call(&memory, "helper", &alice, specs::REMEMBER_TOOL, health)
+        .await
+        .unwrap();
+    let other = json!({"content": "likes peanuts in stories", "category": "memory:preferences"});
+    call(&memory, "helper", &alice, specs::REMEMBER_TOOL, other)
+        .await
+        .unwrap();
+    let query = json!({"query": "peanuts"});
+    let now = call(&memory, "helper", &alice, specs::RECALL_TOOL, query.clone())
+        .await
+        .unwrap();
+    assert_eq!(now["count"], 2);
+    let expiring = now["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metadata"]["category"] == "memory:health");
+    assert_eq!(expiring.unwrap()["expires_at"], "2026-12-05T11:00:00Z");
+    let later = MemorySettings {
+        clock: Arc::new(FixedClock(Timestamp(NOW).plus(hour))),
+        ..memory
+    };
+    let then = call(&later, "helper", &alice, specs::RECALL_TOOL, query)
+        .await
+        .unwrap();
+    assert_eq!(then["count"], 1);
+    assert_eq!(then["memories"][0]["content"], "likes peanuts in stories");
 }

@@ -26,6 +26,8 @@ pub(super) struct RuntimeParts {
     /// The agents' memory: the session store, once open, measured.
     memory: Arc<dyn AgentMemory>,
     clock: Arc<dyn Clock>,
+    /// `memory.category_ttl`.
+    category_ttl: Arc<std::collections::BTreeMap<String, std::time::Duration>>,
 }
 
 enum BuiltTool {
@@ -70,6 +72,7 @@ impl RuntimeParts {
             tools,
             memory,
             clock,
+            category_ttl: Arc::new(config.memory.category_ttl.clone()),
         })
     }
 
@@ -128,6 +131,7 @@ impl RuntimeParts {
                 tier: memory.tier,
                 clock: self.clock.clone(),
                 retrieval: memory.retrieval,
+                category_ttl: self.category_ttl.clone(),
             }),
         }))
     }

@@ -57,11 +57,17 @@ pub struct AgentMemoryConfig {
 pub(super) struct RawMemory {
     /// How long a forgotten memory stays, hidden from every read, before
     /// it is deleted for good with its history; `0s` deletes it at the
-    /// next purge. Default: `30d`.
+    /// next purge. Default: `720h` (30 days).
     forget_grace: Option<ConfigDuration>,
     /// How often forgotten memories past their grace are deleted (the
     /// first time at startup). Default: `1h`.
     purge_every: Option<ConfigDuration>,
+    /// How long a memory of a consent category lives, by category
+    /// (`memory:identity`, `memory:preferences`, `memory:context`,
+    /// `memory:location`, `memory:health`, `memory:history`): past it, no
+    /// read sees it. Default: none (memories live until forgotten).
+    #[serde(default)]
+    category_ttl: std::collections::BTreeMap<String, ConfigDuration>,
 }
 
 /// `memory.forget_grace` when not configured.
@@ -74,6 +80,8 @@ pub const DEFAULT_PURGE_EVERY: Duration = Duration::from_secs(3600);
 pub struct MemoryConfig {
     pub forget_grace: Duration,
     pub purge_every: Duration,
+    /// `category_ttl`, validated: each key a consent category.
+    pub category_ttl: std::collections::BTreeMap<String, Duration>,
 }
 
 pub(super) fn validate_memory(raw: Option<RawMemory>) -> Result<MemoryConfig, ConfigError> {
@@ -85,9 +93,22 @@ pub(super) fn validate_memory(raw: Option<RawMemory>) -> Result<MemoryConfig, Co
             "must be greater than 0",
         ));
     }
+    let mut category_ttl = std::collections::BTreeMap::new();
+    for (category, ttl) in raw.category_ttl {
+        let key = format!("memory.category_ttl.{category}");
+        if !agentwire_core::memory::MEMORY_CATEGORIES.contains(&category.as_str()) {
+            let known = agentwire_core::memory::MEMORY_CATEGORIES.join(", ");
+            return Err(ConfigError::new(key, format!("not a category: {known}")));
+        }
+        if ttl.0.is_zero() {
+            return Err(ConfigError::new(key, "must be greater than 0"));
+        }
+        category_ttl.insert(category, ttl.0);
+    }
     Ok(MemoryConfig {
         forget_grace: raw.forget_grace.map_or(DEFAULT_FORGET_GRACE, |d| d.0),
         purge_every,
+        category_ttl,
     })
 }
 

@@ -168,6 +168,11 @@ async fn memory_keys_are_checked_and_named() {
         "must be 1 to 20",
     );
     assert_rejected(
+        &format!("memory: {{category_ttl: {{memory:secrets: 24h}}}}\n{ONE_AGENT}"),
+        "memory.category_ttl.memory:secrets",
+        "not a category",
+    );
+    assert_rejected(
         &format!("memory: {{purge_every: 0s}}\n{ONE_AGENT}"),
         "memory.purge_every",
         "must be greater than 0",
