@@ -309,8 +309,8 @@ pub trait AgentMemory: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<bool, MemoryError>;
 
-    /// Deletes for good what was forgotten before `before`, and the
-    /// history of what it replaced; how many memories went.
+    /// Deletes for good what was forgotten, or expired, before `before`,
+    /// and the history of what it replaced; how many memories went.
     async fn purge_forgotten(&self, before: Timestamp) -> Result<u64, MemoryError>;
 
     /// The live memories `page.owner` owns, newest first.

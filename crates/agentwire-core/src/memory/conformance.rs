@@ -185,8 +185,19 @@ pub async fn forgetting_holds(store: &dyn AgentMemory, prefix: &str) {
         .remember(new(&again, &own, fact("lives in Porto"), 70))
         .await
         .unwrap();
+    // Expired (at 80) is purged as forgotten is, after the same grace.
+    let soon = format!("{prefix}-m6b");
+    let expiring = NewMemory {
+        expires_at: Some(Timestamp(80)),
+        ..new(&soon, &own, fact("visits Porto"), 75)
+    };
+    store.remember(expiring).await.unwrap();
     assert_eq!(store.purge_forgotten(Timestamp(50)).await.unwrap(), 0);
     assert!(store.purge_forgotten(Timestamp(51)).await.unwrap() >= 1);
+    let scopes = std::slice::from_ref(&own);
+    let live = store.open(scopes, &soon, Timestamp(79)).await.unwrap();
+    assert!(live.is_some(), "not expired yet, not purged");
+    assert!(store.purge_forgotten(Timestamp(81)).await.unwrap() >= 1);
     assert_eq!(ids_listed(store, &own).await, [again]);
 }
 

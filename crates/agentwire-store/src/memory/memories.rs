@@ -231,7 +231,10 @@ impl AgentMemory for MemoryStore {
         let gone: Vec<String> = memories
             .rows
             .values()
-            .filter(|row| row.forgotten_at.is_some_and(|at| at < before))
+            .filter(|row| {
+                let forgotten = row.forgotten_at.is_some_and(|at| at < before);
+                forgotten || row.memory.expires_at.is_some_and(|at| at < before)
+            })
             .map(|row| row.memory.id.clone())
             .collect();
         for id in &gone {

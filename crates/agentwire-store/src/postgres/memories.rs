@@ -445,7 +445,7 @@ impl AgentMemory for PgStore {
 
     async fn purge_forgotten(&self, before: Timestamp) -> Result<u64, MemoryError> {
         let sql = "WITH gone AS (
-                DELETE FROM memories WHERE forgotten_at < $1 RETURNING id),
+                DELETE FROM memories WHERE forgotten_at < $1 OR expires_at < $1 RETURNING id),
             history AS (
                 DELETE FROM memory_history WHERE memory_id IN (SELECT id FROM gone))
             SELECT count(*) FROM gone";

@@ -38,6 +38,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "memory_audit",
         sql: include_str!("0005_memory_audit.sql"),
     },
+    Migration {
+        version: 6,
+        name: "memories_expiring",
+        sql: include_str!("0006_memories_expiring.sql"),
+    },
 ];
 
 pub(super) struct Migration {

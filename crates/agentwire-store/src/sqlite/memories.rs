@@ -406,12 +406,12 @@ fn forget(conn: &Connection, scope: &MemoryScope, id: &str, now: i64) -> Result<
 fn purge(conn: &Connection, before: i64) -> Result<u64, StoreError> {
     conn.prepare_cached(
         "DELETE FROM memory_history WHERE memory_id IN
-            (SELECT id FROM memories WHERE forgotten_at < ?1)",
+            (SELECT id FROM memories WHERE forgotten_at < ?1 OR expires_at < ?1)",
     )
     .and_then(|mut s| s.execute([before]))
     .map_err(failed)?;
     let deleted = conn
-        .prepare_cached("DELETE FROM memories WHERE forgotten_at < ?1")
+        .prepare_cached("DELETE FROM memories WHERE forgotten_at < ?1 OR expires_at < ?1")
         .and_then(|mut s| s.execute([before]))
         .map_err(failed)?;
     Ok(deleted as u64)

@@ -162,6 +162,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         action TEXT NOT NULL,
         memories INTEGER NOT NULL
     );",
+    // 6: expired memories are purged like forgotten ones.
+    "CREATE INDEX memories_expiring ON memories (expires_at)
+        WHERE expires_at IS NOT NULL;",
 ];
 
 pub(super) enum IntegrityError {
