@@ -10,9 +10,10 @@
 //! A scope is one of three tiers: the caller's memory with one agent (the
 //! default), the caller's memory shared by every agent that opts into it,
 //! and an agent's own memory, shared by every caller and read-only to the
-//! model. Each is further split by the facet, the container (a project, a
-//! client, a matter) the connection names; no facet is a container of its
-//! own, not a wildcard.
+//! model. The caller's tiers are further split by the facet, the container
+//! (a project, a client, a matter) the connection names; no facet is a
+//! container of its own, not a wildcard. The agent's own memory is the
+//! agent's, not a container's: it has no facet.
 //!
 //! Writes never call a model. A fact about the same subject (`about_kind`
 //! and `about_key`) replaces the one before it in place: same id, the old
@@ -92,12 +93,12 @@ impl MemoryScope {
     /// The caller's memory in `tier`, or the agent's own (`MemoryTier::Agent`,
     /// which needs no caller).
     pub fn new(tier: MemoryTier, caller: &TurnCaller, agent: &str) -> Result<Self, ScopeError> {
-        let facet = caller.memory_facet.clone().unwrap_or_default();
+        let facet = || caller.memory_facet.clone().unwrap_or_default();
         let owner = || caller.owner.clone().ok_or(ScopeError::Anonymous);
-        let (owner, agent) = match tier {
-            MemoryTier::CallerWithAgent => (owner()?, agent.to_owned()),
-            MemoryTier::Caller => (owner()?, String::new()),
-            MemoryTier::Agent => (String::new(), agent.to_owned()),
+        let (owner, agent, facet) = match tier {
+            MemoryTier::CallerWithAgent => (owner()?, agent.to_owned(), facet()),
+            MemoryTier::Caller => (owner()?, String::new(), facet()),
+            MemoryTier::Agent => (String::new(), agent.to_owned(), String::new()),
         };
         Ok(MemoryScope {
             tier,

@@ -99,6 +99,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let opened = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
     memory.open(opened.memories);
+    memory::write_agent_facts(measured.as_ref(), &config, clock.as_ref(), &RandomIds).await?;
     let (store, sqlite) = (opened.sessions, opened.sqlite);
     let store = match wrappers.sessions {
         Some(wrap) => wrap(store),

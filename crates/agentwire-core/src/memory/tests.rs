@@ -79,6 +79,11 @@ fn only_an_identified_caller_has_a_caller_tier() {
         owner: Some("o".to_owned()),
         memory_facet: Some("f".to_owned()),
     };
+    let agents = MemoryScope::new(MemoryTier::Agent, &caller, "a").unwrap();
+    assert_eq!(
+        agents, agent,
+        "the agent's own memory has no owner and no facet"
+    );
     let shared = MemoryScope::new(MemoryTier::Caller, &caller, "a").unwrap();
     assert_eq!(
         (shared.owner(), shared.agent(), shared.facet()),

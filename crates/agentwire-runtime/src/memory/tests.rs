@@ -562,3 +562,54 @@ async fn a_category_with_a_ttl_expires_and_is_read_no_more() {
     assert_eq!(then["count"], 1);
     assert_eq!(then["memories"][0]["content"], "likes peanuts in stories");
 }
+
+#[tokio::test]
+async fn the_agents_own_memory_is_read_but_never_forgotten_by_the_model() {
+    use agentwire_core::AgentMemory;
+    let store = Arc::new(MemoryStore::new());
+    let memory = settings(&store, MemoryTier::CallerWithAgent);
+    let agents =
+        agentwire_core::MemoryScope::new(MemoryTier::Agent, &TurnCaller::default(), "helper");
+    let fact = agentwire_core::Fact {
+        kind: "general".to_owned(),
+        content: "Checkout is at 11:00.".to_owned(),
+        metadata: serde_json::Map::new(),
+        confidence: 1.0,
+        category: None,
+        about: None,
+        purpose: None,
+        title: None,
+        summary: None,
+    };
+    let new = agentwire_core::NewMemory {
+        id: "fact-1".to_owned(),
+        scope: agents.unwrap(),
+        fact,
+        session_id: None,
+        now: Timestamp(NOW),
+        expires_at: None,
+    };
+    store.remember(new).await.unwrap();
+    let alice = turn(Some("alice"), Some("trip-7"));
+    let found = call(
+        &memory,
+        "helper",
+        &alice,
+        specs::RECALL_TOOL,
+        json!({"query": "checkout"}),
+    )
+    .await;
+    assert_eq!(found.unwrap()["memories"][0]["id"], "fact-1");
+    let forget = json!({"memory_id": "fact-1"});
+    let refused = call(&memory, "helper", &alice, specs::FORGET_TOOL, forget).await;
+    assert_eq!(refused.unwrap_err(), "memory forget: memory not found");
+    let opened = call(
+        &memory,
+        "helper",
+        &alice,
+        specs::OPEN_TOOL,
+        json!({"memory_id": "fact-1"}),
+    )
+    .await;
+    assert_eq!(opened.unwrap()["content"], "Checkout is at 11:00.");
+}

@@ -9,8 +9,10 @@ use std::sync::{Arc, OnceLock};
 
 use agentwire_core::memory::Listing;
 use agentwire_core::{
-    AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Owned, Recall, Remembered, Timestamp,
+    About, AgentMemory, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Owned,
+    Recall, Remembered, Timestamp, TurnCaller,
 };
+use anyhow::Context as _;
 use async_trait::async_trait;
 
 #[derive(Default)]
@@ -87,4 +89,102 @@ impl AgentMemory for SessionStoreMemory {
     async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {
         self.store()?.delete_all_owned(owner, now).await
     }
+}
+
+/// Writes each runtime agent's `memory.facts` into its own memory (the
+/// agent tier, no owner, no facet): fact `n` replaces the fact written at
+/// place `n` before (its subject is `agent_fact` `n`), and a fact past the
+/// end of the list is forgotten. A store that fails is a startup error
+/// naming the agent's key.
+pub(super) async fn write_agent_facts(
+    store: &dyn AgentMemory,
+    config: &crate::config::Config,
+    clock: &dyn agentwire_core::Clock,
+    ids: &dyn agentwire_core::IdSource,
+) -> anyhow::Result<()> {
+    for (index, agent) in config.agents.iter().enumerate() {
+        let Some(memory) = agent.runtime.as_ref().and_then(|r| r.memory.as_ref()) else {
+            continue;
+        };
+        let key = || format!("agents[{index}].memory.facts");
+        let scope = MemoryScope::new(MemoryTier::Agent, &TurnCaller::default(), &agent.name)
+            .expect("the agent tier needs no caller");
+        let now = clock.now();
+        for (n, content) in memory.facts.iter().enumerate() {
+            let fact = configured_fact(n, content);
+            let new = NewMemory {
+                id: ids.call_id(),
+                scope: scope.clone(),
+                fact,
+                session_id: None,
+                now,
+                expires_at: None,
+            };
+            let written = store.remember(new).await;
+            written.with_context(|| format!("{}: cannot write fact {n}", key()))?;
+        }
+        forget_facts_past(store, &scope, memory.facts.len(), now)
+            .await
+            .with_context(key)?;
+    }
+    Ok(())
+}
+
+/// The fact at place `n` of an agent's `memory.facts`.
+fn configured_fact(n: usize, content: &str) -> Fact {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("provenance".to_owned(), "configuration".into());
+    Fact {
+        kind: "general".to_owned(),
+        content: content.to_owned(),
+        metadata,
+        confidence: 1.0,
+        category: None,
+        about: Some(About {
+            kind: AGENT_FACT.to_owned(),
+            key: n.to_string(),
+        }),
+        purpose: None,
+        title: None,
+        summary: None,
+    }
+}
+
+/// The subject kind of configured facts.
+const AGENT_FACT: &str = "agent_fact";
+
+/// Forgets the configured facts of `scope` at place `count` or later: the
+/// list got shorter.
+async fn forget_facts_past(
+    store: &dyn AgentMemory,
+    scope: &MemoryScope,
+    count: usize,
+    now: Timestamp,
+) -> Result<(), MemoryError> {
+    let scopes = std::slice::from_ref(scope);
+    let mut stale = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = Listing {
+            kinds: &[],
+            limit: agentwire_core::memory::MAX_READ,
+            offset,
+            now,
+        };
+        let found = store.list(scopes, &page).await?;
+        let past_the_end = found.iter().filter(|m| {
+            m.fact.about.as_ref().is_some_and(|about| {
+                about.kind == AGENT_FACT && about.key.parse::<usize>().is_ok_and(|n| n >= count)
+            })
+        });
+        stale.extend(past_the_end.map(|m| m.id.clone()));
+        if found.len() < agentwire_core::memory::MAX_READ {
+            break;
+        }
+        offset += agentwire_core::memory::MAX_READ;
+    }
+    for id in stale {
+        store.forget(scope, &id, now).await?;
+    }
+    Ok(())
 }

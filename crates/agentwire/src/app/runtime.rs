@@ -126,7 +126,7 @@ impl RuntimeParts {
                 })
                 .collect(),
             roster: roster.clone(),
-            memory: config.memory.map(|memory| MemorySettings {
+            memory: config.memory.as_ref().map(|memory| MemorySettings {
                 store: self.memory.clone(),
                 tier: memory.tier,
                 clock: self.clock.clone(),

@@ -30,6 +30,12 @@ pub(super) struct RawAgentMemory {
     /// match the user's message are added to its system prompt. Default:
     /// off (the model recalls through `memory__recall` alone).
     retrieval: Option<RawRetrieval>,
+    /// The agent's own memory: facts every caller's turns may recall
+    /// (whatever their facet), never the model's to change. Written at
+    /// startup, each replacing the one at its place in the list before.
+    /// Default: none.
+    #[serde(default)]
+    facts: Vec<String>,
 }
 
 /// `agents[].memory.retrieval` as written.
@@ -44,12 +50,17 @@ pub(super) struct RawRetrieval {
 }
 
 /// A runtime agent's memory, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMemoryConfig {
     /// The caller tier its tools write to.
     pub tier: MemoryTier,
     pub retrieval: Option<Retrieval>,
+    /// `facts`: the agent's own memory.
+    pub facts: Vec<String>,
 }
+
+/// The longest configured fact, in bytes, as the tools'.
+const MAX_FACT_BYTES: usize = 32 * 1024;
 
 /// `memory` as written.
 #[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
@@ -135,7 +146,17 @@ pub(super) fn validate(
         Some(raw) => Some(validate_retrieval(raw, &key)?),
         None => None,
     };
-    Ok(Some(AgentMemoryConfig { tier, retrieval }))
+    for (n, fact) in raw.facts.iter().enumerate() {
+        if fact.trim().is_empty() || fact.len() > MAX_FACT_BYTES {
+            let message = format!("must be 1 to {MAX_FACT_BYTES} bytes");
+            return Err(ConfigError::new(key(&format!("facts[{n}]")), message));
+        }
+    }
+    Ok(Some(AgentMemoryConfig {
+        tier,
+        retrieval,
+        facts: raw.facts.clone(),
+    }))
 }
 
 fn validate_retrieval(

@@ -416,3 +416,46 @@ async fn metrics_count_memory_calls_without_their_text() {
     let (_, text) = server.get("/metrics").await;
     assert!(!text.contains("window seats"), "no memory text in /metrics");
 }
+
+/// A model that recalls the hotel's checkout time.
+const HOTEL: &str = r#"
+      checkout:
+        turns:
+          1: {tool_calls: [{name: memory__recall, arguments: {query: "checkout"}}]}
+          2: "Recalled: {{last_tool_result}}"
+"#;
+
+#[tokio::test]
+async fn an_agents_configured_facts_are_every_callers_to_recall_and_no_ones_to_change() {
+    let agents = "  - {name: concierge, handler: runtime, provider: memo, access_level: public, memory: {enabled: true, facts: [\"Checkout is at 11:00.\"]}}\n";
+    let server = TestServer::with_runtime(&format!("{MODEL}{HOTEL}{}", auth_yaml()), agents).await;
+    let bob_token = token("bob", 600);
+    let callers: [(&str, Option<&str>); 3] = [
+        ("agent=concierge", Some(ALICE_KEY)),
+        ("agent=concierge&memory_facet=trip-7", Some(&bob_token)),
+        ("agent=concierge", None),
+    ];
+    for (query, bearer) in callers {
+        let found = quoted(
+            &reply(&server, query, bearer, "checkout").await,
+            "Recalled: ",
+        );
+        assert_eq!(found["count"], 1, "{query} {bearer:?}: {found}");
+        let memory = &found["memories"][0];
+        assert_eq!(memory["content"], "Checkout is at 11:00.");
+        assert_eq!(
+            memory["scope"],
+            json!({"tier": "agent", "agent_id": "concierge"})
+        );
+        assert_eq!(memory["metadata"]["provenance"], "configuration");
+    }
+    // Not a caller's: not listed, not deletable, not forgettable.
+    assert!(contents(&server, Some(ALICE_KEY), "").await.is_empty());
+    let all = api(&server, "DELETE", "/api/v1/memories", Some(ALICE_KEY), b"").await;
+    assert_eq!(body(&all), json!({"deleted": 0}));
+    let found = quoted(
+        &reply(&server, "agent=concierge", None, "checkout").await,
+        "Recalled: ",
+    );
+    assert_eq!(found["count"], 1, "still there");
+}
