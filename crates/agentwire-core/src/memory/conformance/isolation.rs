@@ -145,11 +145,11 @@ impl Run<'_> {
     fn scopes(&mut self) -> (MemoryScope, Vec<MemoryScope>) {
         let caller = self.caller();
         let agent = self.agent();
-        // The agent's own tier is written by operators, rarely: a few in
-        // a hundred, so its scopes stay within one read.
-        let tier = match self.rng.below(100) {
-            0..2 => MemoryTier::Agent,
-            2..35 => MemoryTier::Caller,
+        // The agent's own tier is written by operators, rarely: a few in a
+        // thousand, so its scopes (one per agent) stay within one read.
+        let tier = match self.rng.below(1000) {
+            0..3 => MemoryTier::Agent,
+            3..350 => MemoryTier::Caller,
             _ => MemoryTier::CallerWithAgent,
         };
         let own = MemoryScope::new(tier, &caller, &agent).unwrap();
