@@ -79,8 +79,8 @@ pub use media::{
     MediaInfo, MediaStore, StorageRef, UploadSpec, UploadTarget, UploadTicket,
 };
 pub use memory::{
-    About, AgentMemory, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Owned,
-    Recall, Remembered, TurnCaller,
+    About, AgentMemory, EmbedError, Embedder, Fact, Likeness, Memory, MemoryError, MemoryScope,
+    MemoryTier, NewMemory, Owned, Recall, Remembered, Similar, TurnCaller,
 };
 pub use model::{
     ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError,

@@ -200,25 +200,60 @@ pub struct NewMemory {
     pub session_id: Option<SessionId>,
     pub now: Timestamp,
     pub expires_at: Option<Timestamp>,
+    /// Its embedding, when the agent's memory has an embedder and it
+    /// answered: kept with the row, so recall finds it by meaning and a
+    /// later write that says nearly the same supersedes it.
+    pub vector: Option<Vec<f32>>,
 }
 
 /// What a write did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Remembered {
     Created {
         id: String,
+    },
+    /// Created, beside live memories of the scope that say nearly the
+    /// same (cosine at least [`DUPLICATE_SIMILARITY`]), best first.
+    CreatedBeside {
+        id: String,
+        similar: Vec<Similar>,
     },
     /// It replaced the scope's memory about the same subject, which keeps
     /// its id; the old version is kept as history, never read.
     Replaced {
         id: String,
     },
+    /// It said nearly what a live memory of the scope says (cosine at
+    /// least [`SUPERSEDE_SIMILARITY`]) and replaced it, as a subject does.
+    Superseded {
+        id: String,
+        similarity: f32,
+    },
 }
 
 impl Remembered {
     pub fn id(&self) -> &str {
         match self {
-            Remembered::Created { id } | Remembered::Replaced { id } => id,
+            Remembered::Created { id }
+            | Remembered::CreatedBeside { id, .. }
+            | Remembered::Replaced { id }
+            | Remembered::Superseded { id, .. } => id,
+        }
+    }
+
+    /// What a store's write did, by what the write's vector found (`K`: the
+    /// id of a memory it resembles).
+    pub fn judged(id: String, likeness: Likeness<String>) -> Remembered {
+        match likeness {
+            Likeness::New => Remembered::Created { id },
+            Likeness::Supersedes(id, similarity) => Remembered::Superseded { id, similarity },
+            Likeness::Resembles(alike) => Remembered::CreatedBeside {
+                id,
+                similar: alike
+                    .into_iter()
+                    .map(|(id, similarity)| Similar { id, similarity })
+                    .collect(),
+            },
         }
     }
 }
@@ -228,6 +263,9 @@ impl Remembered {
 pub struct Recall<'a> {
     /// Words to look for; ranked by relevance (full text), then by recency.
     pub text: &'a str,
+    /// The text's embedding: memories with vectors are ranked by
+    /// similarity too, the two rankings fused.
+    pub vector: Option<&'a [f32]>,
     /// Only memories of these kinds; empty: any.
     pub kinds: &'a [String],
     pub limit: usize,
@@ -379,6 +417,11 @@ pub fn search_words(text: &str) -> Vec<String> {
 
 /// The most words of a recall's text searched for.
 pub const MAX_SEARCH_WORDS: usize = 32;
+
+pub mod vectors;
+pub use vectors::{
+    DUPLICATE_SIMILARITY, EmbedError, Embedder, Likeness, SUPERSEDE_SIMILARITY, Similar,
+};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;

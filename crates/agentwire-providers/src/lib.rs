@@ -13,6 +13,8 @@
 //! - `cascade`: local voice ([`Cascade`]) on the realtime port: speech-to-text,
 //!   the agent's text model and text-to-speech over OpenAI-compatible HTTP,
 //!   with the mock's energy VAD and output pacing (`vad`, shared).
+//! - `embeddings`: an OpenAI-compatible embeddings endpoint
+//!   ([`OpenAiEmbeddings`]) behind agent memory's `Embedder` port.
 //! - [`sse`]: the Server-Sent Events parser both HTTP providers read with.
 //! - `streaming`: what the two streaming HTTP providers share: the provider
 //!   around a wire format and one reply loop over the SSE body; each wire
@@ -44,6 +46,8 @@ use crate::streaming::{Endpoint, HttpProvider, Wire};
 mod anthropic;
 mod cascade;
 pub use cascade::{Cascade, CascadeSettings, SpeechEndpoint};
+mod embeddings;
+pub use embeddings::{EmbeddingsSettings, OpenAiEmbeddings};
 mod http;
 mod mock;
 pub use mock::SCENARIO_KEY as MOCK_SCENARIO_KEY;
@@ -65,6 +69,13 @@ pub mod fuzzing;
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// The Anthropic API, the default `base_url` of [`ProviderKind::Anthropic`].
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// Checks a configured `base_url` as building an endpoint on it would: an
+/// http or https URL without a query or fragment. The error does not
+/// repeat the URL (it could carry credentials).
+pub fn check_base_url(base_url: &str) -> Result<(), String> {
+    http::endpoint(base_url, OPENAI_DEFAULT_BASE_URL, "").map(drop)
+}
 
 /// An API key. Its `Debug` prints `ApiKey(<redacted>)`; it has no `Display`.
 #[derive(Clone, PartialEq, Eq)]

@@ -22,7 +22,8 @@ mod specs;
 use std::sync::Arc;
 
 use agentwire_core::{
-    AgentMemory, Clock, MemoryScope, MemoryTier, ModelToolCall, ToolOutcome, ToolSpec, TurnContext,
+    AgentMemory, Clock, Embedder, MemoryScope, MemoryTier, ModelToolCall, ToolOutcome, ToolSpec,
+    TurnContext,
 };
 
 pub(crate) use ambient::with_note;
@@ -47,6 +48,43 @@ pub struct MemorySettings {
     /// How long a memory of each consent category lives; a category not
     /// named here, and a memory without one, lives until forgotten.
     pub category_ttl: Arc<std::collections::BTreeMap<String, std::time::Duration>>,
+    /// `memory.embeddings`: memories are kept with vectors and recalled
+    /// by meaning too; `None`: by words alone.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+/// The most bytes of a text that are embedded: about 2,000 tokens, inside
+/// every embedding model's input limit. A longer memory is found by
+/// meaning through its beginning, and by any of its words.
+pub const MAX_EMBEDDED_BYTES: usize = 8 * 1024;
+
+impl MemorySettings {
+    /// The embedding of `text` (its first [`MAX_EMBEDDED_BYTES`]), or
+    /// `None`: no embedder, or it failed (logged without the text; the
+    /// memory is then written, or recalled, by words alone).
+    pub(crate) async fn embed(&self, text: &str, tool: &str) -> Option<Vec<f32>> {
+        let embedder = self.embedder.as_ref()?;
+        let mut end = text.len().min(MAX_EMBEDDED_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        match embedder.embed(&[&text[..end]]).await {
+            Ok(mut vectors) if vectors.len() == 1 => vectors.pop(),
+            Ok(vectors) => {
+                let count = vectors.len();
+                tracing::warn!(
+                    tool,
+                    count,
+                    "the embeddings endpoint answered the wrong count"
+                );
+                None
+            }
+            Err(error) => {
+                tracing::warn!(tool, %error, "embedding failed; memory by words alone");
+                None
+            }
+        }
+    }
 }
 
 /// The memory tools of one agent's part of a turn.

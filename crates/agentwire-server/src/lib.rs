@@ -81,7 +81,7 @@ pub use budget::InboundBudget;
 pub use entries::{AgentEntry, TeamEntry, TeamMember};
 pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
-pub use memory_metrics::{MeasuredMemory, MemoryMetrics};
+pub use memory_metrics::{MeasuredEmbedder, MeasuredMemory, MemoryMetrics};
 pub use metrics::Metrics;
 pub use settings::{Limits, ServerSettings};
 pub use state::{AppState, MediaService};

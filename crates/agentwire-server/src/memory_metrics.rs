@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use agentwire_core::memory::Listing;
 use agentwire_core::{
-    AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Owned, Recall, Remembered, Timestamp,
+    AgentMemory, EmbedError, Embedder, Memory, MemoryError, MemoryScope, NewMemory, Owned, Recall,
+    Remembered, Timestamp,
 };
 use async_trait::async_trait;
 
@@ -65,6 +66,9 @@ pub struct MemoryMetrics {
     /// Memories deleted for good: purged after their grace, or by an owner.
     hard_deletes: AtomicU64,
     failures: AtomicU64,
+    /// Calls to `memory.embeddings`, and those that failed.
+    embed: Latency,
+    embed_failures: AtomicU64,
 }
 
 impl MemoryMetrics {
@@ -77,6 +81,11 @@ impl MemoryMetrics {
         self.write.render(
             "agentwire_memory_write_seconds",
             "Memories written (remembered, replaced, imported), by how long the store took.",
+            out,
+        );
+        self.embed.render(
+            "agentwire_memory_embed_seconds",
+            "Calls to the embeddings endpoint (memory.embeddings), by how long they took.",
             out,
         );
         let counters = [
@@ -100,6 +109,11 @@ impl MemoryMetrics {
                 "Calls to the memory store that failed.",
                 &self.failures,
             ),
+            (
+                "embed_failures_total",
+                "Calls to the embeddings endpoint that failed (memory by words alone).",
+                &self.embed_failures,
+            ),
         ];
         for (name, help, counter) in counters {
             let value = counter.load(Ordering::Relaxed);
@@ -114,6 +128,31 @@ impl MemoryMetrics {
     fn outcome<T>(&self, result: Result<T, MemoryError>) -> Result<T, MemoryError> {
         if result.is_err() {
             self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// An embeddings endpoint whose calls [`MemoryMetrics`] times and counts.
+pub struct MeasuredEmbedder {
+    inner: Arc<dyn Embedder>,
+    metrics: Arc<MemoryMetrics>,
+}
+
+impl MeasuredEmbedder {
+    pub fn new(inner: Arc<dyn Embedder>, metrics: Arc<MemoryMetrics>) -> MeasuredEmbedder {
+        MeasuredEmbedder { inner, metrics }
+    }
+}
+
+#[async_trait]
+impl Embedder for MeasuredEmbedder {
+    async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let started = Instant::now();
+        let result = self.inner.embed(texts).await;
+        self.metrics.embed.observe(started);
+        if result.is_err() {
+            add(&self.metrics.embed_failures, 1);
         }
         result
     }

@@ -2,12 +2,16 @@
 //! `MEMORIES` memories across `CALLERS` callers (three agents each, no
 //! facet), then times `SAMPLES` recalls (two words of the vocabulary, the
 //! caller's scope and the agent's) and `SAMPLES` remembers, one at a time,
-//! and prints p50, p95 and p99 in milliseconds. `bench/memory.sh` runs it
-//! on SQLite and PostgreSQL and writes the figures to the book.
+//! and prints p50, p95 and p99 in milliseconds. With `DIMENSIONS` above 0,
+//! every memory is stored with a random vector of that length and every
+//! recall and remember carries one (the exact search and the supersession
+//! check then run). `bench/memory.sh` runs it on SQLite and PostgreSQL and
+//! writes the figures to the book.
 //!
 //! `cargo run --release -p agentwire-store --features postgres --example
-//! memory_bench -- sqlite|postgres [MEMORIES] [CALLERS]`; PostgreSQL's URL
-//! is `AGENTWIRE_BENCH_POSTGRES` (a database the bench may fill).
+//! memory_bench -- sqlite|postgres [MEMORIES] [CALLERS] [DIMENSIONS]`;
+//! PostgreSQL's URL is `AGENTWIRE_BENCH_POSTGRES` (a database the bench
+//! may fill).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +33,12 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+    }
+
+    /// `dimensions` numbers in [-1, 1); none for 0.
+    fn vector(&mut self, dimensions: usize) -> Option<Vec<f32>> {
+        let number = |rng: &mut Rng| rng.below(1 << 16) as f32 / 32_768.0 - 1.0;
+        (dimensions > 0).then(|| (0..dimensions).map(|_| number(self)).collect())
     }
 }
 
@@ -84,7 +94,13 @@ fn fact(content: String) -> Fact {
     }
 }
 
-fn new(id: String, scope: MemoryScope, content: String, at: i64) -> NewMemory {
+fn new(
+    id: String,
+    scope: MemoryScope,
+    content: String,
+    at: i64,
+    vector: Option<Vec<f32>>,
+) -> NewMemory {
     NewMemory {
         id,
         scope,
@@ -92,10 +108,22 @@ fn new(id: String, scope: MemoryScope, content: String, at: i64) -> NewMemory {
         session_id: None,
         now: Timestamp(at),
         expires_at: None,
+        vector,
     }
 }
 
-async fn fill(store: Arc<dyn AgentMemory>, memories: usize, callers: usize) {
+/// What to fill and measure.
+#[derive(Clone, Copy)]
+struct Shape {
+    memories: usize,
+    callers: usize,
+    dimensions: usize,
+}
+
+async fn fill(store: Arc<dyn AgentMemory>, shape: Shape) {
+    let Shape {
+        memories, callers, ..
+    } = shape;
     let words = Arc::new(vocabulary());
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -105,7 +133,9 @@ async fn fill(store: Arc<dyn AgentMemory>, memories: usize, callers: usize) {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (worker as u64 + 1));
             for n in (worker..memories).step_by(FILL_CONCURRENCY) {
                 let scope = scope(n % callers, (n / callers) % AGENTS);
-                let memory = new(format!("m{n}"), scope, sentence(&mut rng, &words), n as i64);
+                let content = sentence(&mut rng, &words);
+                let vector = rng.vector(shape.dimensions);
+                let memory = new(format!("m{n}"), scope, content, n as i64, vector);
                 store.remember(memory).await.expect("remember");
             }
         }));
@@ -114,7 +144,10 @@ async fn fill(store: Arc<dyn AgentMemory>, memories: usize, callers: usize) {
         task.await.unwrap();
     }
     let took = started.elapsed();
-    println!("filled {memories} memories across {callers} callers in {took:.1?}");
+    let dimensions = shape.dimensions;
+    println!(
+        "filled {memories} memories across {callers} callers ({dimensions} dimensions) in {took:.1?}"
+    );
 }
 
 fn percentiles(name: &str, mut samples: Vec<Duration>) {
@@ -130,7 +163,12 @@ fn percentiles(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-async fn measure(store: &dyn AgentMemory, memories: usize, callers: usize) {
+async fn measure(store: &dyn AgentMemory, shape: Shape) {
+    let Shape {
+        memories,
+        callers,
+        dimensions,
+    } = shape;
     let words = vocabulary();
     let mut rng = Rng(0x1234_5678);
     let mut recalls = Vec::with_capacity(SAMPLES);
@@ -150,8 +188,10 @@ async fn measure(store: &dyn AgentMemory, memories: usize, callers: usize) {
             words[rng.below(words.len())],
             words[rng.below(words.len())]
         );
+        let vector = rng.vector(dimensions);
         let query = Recall {
             text: &text,
+            vector: vector.as_deref(),
             kinds: &[],
             limit: 10,
             min_confidence: 0.0,
@@ -170,6 +210,7 @@ async fn measure(store: &dyn AgentMemory, memories: usize, callers: usize) {
             scope,
             sentence(&mut rng, &words),
             (memories + n) as i64,
+            rng.vector(dimensions),
         );
         let started = Instant::now();
         store.remember(memory).await.expect("remember");
@@ -210,9 +251,12 @@ async fn open(kind: &str) -> Arc<dyn AgentMemory> {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let kind = args.get(1).map_or("sqlite", String::as_str);
-    let memories = args.get(2).map_or(1_000_000, |n| n.parse().unwrap());
-    let callers = args.get(3).map_or(10_000, |n| n.parse().unwrap());
+    let shape = Shape {
+        memories: args.get(2).map_or(1_000_000, |n| n.parse().unwrap()),
+        callers: args.get(3).map_or(10_000, |n| n.parse().unwrap()),
+        dimensions: args.get(4).map_or(0, |n| n.parse().unwrap()),
+    };
     let store = open(kind).await;
-    fill(store.clone(), memories, callers).await;
-    measure(store.as_ref(), memories, callers).await;
+    fill(store.clone(), shape).await;
+    measure(store.as_ref(), shape).await;
 }

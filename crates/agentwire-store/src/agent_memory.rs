@@ -8,6 +8,7 @@
 //! may share a token (a 64-bit hash): every query also checks the scope's
 //! columns, so a shared token costs a few candidates, never a leak.
 
+use agentwire_core::memory::vectors::vector_bytes;
 use agentwire_core::{
     About, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, SessionId, Timestamp,
 };
@@ -36,6 +37,9 @@ pub(crate) struct MemoryRow {
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
     pub(crate) expires_at: Option<i64>,
+    /// The embedding ([`vector_bytes`]); written, never read back with
+    /// the row (a vector search reads it apart).
+    pub(crate) vector: Option<Vec<u8>>,
 }
 
 /// The columns of a [`MemoryRow`], in its order, for `SELECT`s.
@@ -52,6 +56,7 @@ impl MemoryRow {
             session_id,
             now,
             expires_at,
+            vector,
         } = memory;
         let (about_kind, about_key) = match fact.about {
             Some(About { kind, key }) => (Some(kind), Some(key)),
@@ -78,6 +83,7 @@ impl MemoryRow {
             created_at: now.0,
             updated_at: now.0,
             expires_at: expires_at.map(|at| at.0),
+            vector: vector.as_deref().map(vector_bytes),
         }
     }
 

@@ -94,12 +94,21 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let memory_metrics = Arc::new(MemoryMetrics::default());
     let measured: Arc<dyn AgentMemory> =
         Arc::new(MeasuredMemory::new(memory.clone(), memory_metrics.clone()));
-    let runtime_parts = runtime::RuntimeParts::build(&config, measured.clone(), clock.clone())?;
+    let runtime_parts =
+        runtime::RuntimeParts::build(&config, measured.clone(), &memory_metrics, clock.clone())?;
     let agents = agent_entries(&config, &runtime_parts)?;
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let opened = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
     memory.open(opened.memories);
-    memory::write_agent_facts(measured.as_ref(), &config, clock.as_ref(), &RandomIds).await?;
+    let embedder = runtime_parts.embedder();
+    memory::write_agent_facts(
+        measured.as_ref(),
+        &config,
+        embedder,
+        clock.as_ref(),
+        &RandomIds,
+    )
+    .await?;
     let (store, sqlite) = (opened.sessions, opened.sqlite);
     let store = match wrappers.sessions {
         Some(wrap) => wrap(store),

@@ -215,7 +215,7 @@ fn validate(
     let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
-    let memory = memory::validate_memory(raw.memory)?;
+    let memory = memory::validate_memory(raw.memory, lookup)?;
     let allow_unauthenticated = server
         .allow_unauthenticated
         .unwrap_or(!auth.is_configured());

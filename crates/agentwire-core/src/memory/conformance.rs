@@ -7,7 +7,9 @@
 use super::*;
 
 mod isolation;
+mod vectors;
 pub use isolation::{Universe, isolation_holds};
+pub use vectors::vectors_rank_supersede_and_resemble;
 
 fn caller(owner: &str, facet: Option<&str>) -> TurnCaller {
     TurnCaller {
@@ -45,12 +47,14 @@ fn new(id: &str, scope: &MemoryScope, fact: Fact, at: i64) -> NewMemory {
         session_id: None,
         now: Timestamp(at),
         expires_at: None,
+        vector: None,
     }
 }
 
 fn recall(text: &str, at: i64) -> Recall<'_> {
     Recall {
         text,
+        vector: None,
         kinds: &[],
         limit: 10,
         min_confidence: 0.0,
@@ -469,4 +473,5 @@ pub async fn all(store: &dyn AgentMemory, prefix: &str) {
     reads_filter_rank_and_page(store, prefix).await;
     an_owner_reads_their_own(store, prefix).await;
     an_owner_deletes_their_own(store, prefix).await;
+    vectors_rank_supersede_and_resemble(store, prefix).await;
 }

@@ -50,8 +50,10 @@ async fn note(
         return None;
     }
     let scopes = MemoryTools::new(settings, agent).scopes(turn);
+    let vector = settings.embed(&turn.input.text, "retrieval").await;
     let query = Recall {
         text: &turn.input.text,
+        vector: vector.as_deref(),
         kinds: &[],
         limit: retrieval.limit,
         min_confidence: 0.0,

@@ -16,8 +16,10 @@ pub(super) async fn run(memory: &Memory<'_>, arguments: &Value) -> Result<Value,
     let args = Args::new("recall", arguments)?;
     let text = args.required("query")?;
     let kinds = args.strings("types")?;
+    let vector = memory.settings.embed(text, "recall").await;
     let query = Recall {
         text,
+        vector: vector.as_deref(),
         kinds: &kinds,
         limit: args.count("limit", DEFAULT_LIMIT, MAX_READ)?,
         min_confidence: args.fraction("min_confidence")?.unwrap_or(0.0),

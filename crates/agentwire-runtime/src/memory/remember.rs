@@ -4,7 +4,7 @@
 //! `metadata.provenance` is always `user_requested`.
 
 use agentwire_core::memory::MEMORY_CATEGORIES;
-use agentwire_core::{About, Fact, NewMemory};
+use agentwire_core::{About, Fact, NewMemory, Remembered};
 use serde_json::{Value, json};
 
 use super::args::Args;
@@ -28,6 +28,7 @@ pub(super) async fn run(memory: &Memory<'_>, arguments: &Value) -> Result<Value,
         .category
         .as_ref()
         .and_then(|c| memory.settings.category_ttl.get(c));
+    let vector = memory.settings.embed(&fact.content, "remember").await;
     let new = NewMemory {
         id: memory.turn.new_call_id(),
         scope,
@@ -35,13 +36,42 @@ pub(super) async fn run(memory: &Memory<'_>, arguments: &Value) -> Result<Value,
         session_id: Some(memory.turn.session_id.clone()),
         now,
         expires_at: ttl.map(|ttl| now.plus(*ttl)),
+        vector,
     };
     let remembered = memory
         .store()
         .remember(new)
         .await
         .map_err(|e| unavailable("remember", &e))?;
-    Ok(json!({"status": "remembered", "id": remembered.id()}))
+    Ok(result(&remembered))
+}
+
+/// `{"status": "remembered", "id"}`, as Omnia answers; a write that
+/// superseded a memory that said nearly the same adds its `similarity`,
+/// and one kept beside memories that resemble it lists them as
+/// `potential_duplicates` (`{memory_id, similarity}`), as Omnia's store
+/// does.
+fn result(remembered: &Remembered) -> Value {
+    let mut result = json!({"status": "remembered", "id": remembered.id()});
+    match remembered {
+        Remembered::Superseded { similarity, .. } => {
+            result["superseded"] = json!({"similarity": rounded(*similarity)});
+        }
+        Remembered::CreatedBeside { similar, .. } => {
+            let alike: Vec<Value> = similar
+                .iter()
+                .map(|s| json!({"memory_id": s.id, "similarity": rounded(s.similarity)}))
+                .collect();
+            result["potential_duplicates"] = alike.into();
+        }
+        Remembered::Created { .. } | Remembered::Replaced { .. } => {}
+    }
+    result
+}
+
+/// A similarity to three decimals, as the model reads it.
+fn rounded(similarity: f32) -> f64 {
+    (f64::from(similarity) * 1000.0).round() / 1000.0
 }
 
 fn fact(args: &Args<'_>) -> Result<Fact, String> {

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 use super::{MemorySettings, MemoryTools, specs};
 
+mod vectors;
+
 /// 2026-12-05T10:00:00Z.
 const NOW: i64 = 1_796_464_800_000_000_000;
 
@@ -24,6 +26,7 @@ fn settings(store: &Arc<MemoryStore>, tier: MemoryTier) -> MemorySettings {
         clock: Arc::new(FixedClock(Timestamp(NOW))),
         retrieval: None,
         category_ttl: Arc::default(),
+        embedder: None,
     }
 }
 
@@ -588,6 +591,7 @@ async fn the_agents_own_memory_is_read_but_never_forgotten_by_the_model() {
         session_id: None,
         now: Timestamp(NOW),
         expires_at: None,
+        vector: None,
     };
     store.remember(new).await.unwrap();
     let alice = turn(Some("alice"), Some("trip-7"));

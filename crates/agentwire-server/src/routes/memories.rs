@@ -226,6 +226,9 @@ impl MemoryJson {
             session_id: None,
             now,
             expires_at: None,
+            // Vectors are not exported: an imported memory is found by its
+            // words until it is written again.
+            vector: None,
         })
     }
 }

@@ -1,9 +1,10 @@
 //! Agent memory in the in-memory store: maps behind their own lock,
 //! indexed by scope and by subject, searched by whole words as the
-//! databases' full-text indexes do.
+//! databases' full-text indexes do, and by vector as they do.
 
 use std::collections::{HashMap, HashSet};
 
+use agentwire_core::memory::vectors::{VECTOR_CANDIDATES, likeness, nearest};
 use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
     About, AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered, Timestamp,
@@ -30,6 +31,7 @@ pub(super) struct Memories {
 struct Row {
     memory: Memory,
     forgotten_at: Option<Timestamp>,
+    vector: Option<Vec<f32>>,
 }
 
 impl Row {
@@ -53,7 +55,7 @@ impl Memories {
         Some((memory.scope.clone(), about))
     }
 
-    fn insert(&mut self, memory: Memory) {
+    fn insert(&mut self, memory: Memory, vector: Option<Vec<f32>>) {
         if let Some(subject) = Self::subject_of(&memory) {
             self.by_subject.insert(subject, memory.id.clone());
         }
@@ -62,8 +64,51 @@ impl Memories {
         let row = Row {
             memory,
             forgotten_at: None,
+            vector,
         };
         self.rows.insert(row.memory.id.clone(), row);
+    }
+
+    /// Replaces the live memory `id` with `memory` (which keeps `id` and
+    /// the creation time); the old version goes to the history.
+    fn replace(&mut self, id: &str, mut memory: Memory, vector: Option<Vec<f32>>) {
+        let row = self.rows.get_mut(id).expect("a live memory is stored");
+        memory.id = id.to_owned();
+        memory.created_at = row.memory.created_at;
+        row.vector = vector;
+        let old = std::mem::replace(&mut row.memory, memory);
+        self.history.entry(id.to_owned()).or_default().push(old);
+    }
+
+    /// How a write without a subject compares with the live memories of
+    /// its scope without one, by vector.
+    fn likeness_of(&self, memory: &NewMemory) -> agentwire_core::Likeness<String> {
+        let Some(vector) = memory.vector.as_deref() else {
+            return agentwire_core::Likeness::New;
+        };
+        let readable = self.readable(std::slice::from_ref(&memory.scope), memory.now, &[]);
+        let candidates = readable
+            .into_iter()
+            .filter(|m| m.fact.about.is_none())
+            .filter_map(|m| Some((m.id.clone(), self.rows.get(&m.id)?.vector.as_ref()?)))
+            .take(VECTOR_CANDIDATES);
+        likeness(nearest(vector, candidates, MAX_READ))
+    }
+
+    /// The live memories of `scopes` (of `query`'s kinds and confidence)
+    /// nearest to `vector`, best first.
+    fn nearest(&self, scopes: &[MemoryScope], query: &Recall<'_>, vector: &[f32]) -> Vec<Memory> {
+        let readable = self.readable(scopes, query.now, query.kinds);
+        let candidates = readable
+            .into_iter()
+            .filter(|m| m.fact.confidence >= query.min_confidence)
+            .filter_map(|m| Some((&m.id, self.rows.get(&m.id)?.vector.as_ref()?)))
+            .take(VECTOR_CANDIDATES);
+        let found = nearest(vector, candidates, query.limit.min(MAX_READ));
+        let similar = found.into_iter().filter(|(_, s)| *s > 0.0);
+        similar
+            .filter_map(|(id, _)| Some(self.rows.get(id)?.memory.clone()))
+            .collect()
     }
 
     fn forget(&mut self, id: &str, now: Timestamp) {
@@ -139,8 +184,12 @@ impl AgentMemory for MemoryStore {
         let mut memories = self.memories.lock();
         let subject = memory.fact.about.clone().map(|a| (memory.scope.clone(), a));
         let replaced = subject.and_then(|s| memories.by_subject.get(&s).cloned());
-        let mut stored = Memory {
-            id: replaced.clone().unwrap_or_else(|| memory.id.clone()),
+        let judged = match &replaced {
+            Some(_) => agentwire_core::Likeness::New,
+            None => memories.likeness_of(&memory),
+        };
+        let stored = Memory {
+            id: memory.id.clone(),
             scope: memory.scope,
             fact: memory.fact,
             session_id: memory.session_id,
@@ -148,19 +197,16 @@ impl AgentMemory for MemoryStore {
             updated_at: memory.now,
             expires_at: memory.expires_at,
         };
-        let Some(id) = replaced else {
-            let id = stored.id.clone();
-            memories.insert(stored);
-            return Ok(Remembered::Created { id });
-        };
-        let row = memories
-            .rows
-            .get_mut(&id)
-            .expect("a subject's memory is stored");
-        stored.created_at = row.memory.created_at;
-        let old = std::mem::replace(&mut row.memory, stored);
-        memories.history.entry(id.clone()).or_default().push(old);
-        Ok(Remembered::Replaced { id })
+        if let Some(id) = replaced {
+            memories.replace(&id, stored, memory.vector);
+            return Ok(Remembered::Replaced { id });
+        }
+        if let agentwire_core::Likeness::Supersedes(id, _) = &judged {
+            memories.replace(id, stored, memory.vector);
+        } else {
+            memories.insert(stored, memory.vector);
+        }
+        Ok(Remembered::judged(memory.id, judged))
     }
 
     async fn recall(
@@ -182,7 +228,11 @@ impl AgentMemory for MemoryStore {
         // Stable: equal matches stay newest first.
         ranked.sort_by_key(|(matched, _)| std::cmp::Reverse(*matched));
         let by_text = ranked.into_iter().map(|(_, m)| m.clone()).collect();
-        Ok(fuse(vec![by_text], query.now, limit))
+        let mut lists = vec![by_text];
+        if let Some(vector) = query.vector {
+            lists.push(memories.nearest(scopes, query, vector));
+        }
+        Ok(fuse(lists, query.now, limit))
     }
 
     async fn list(

@@ -1,12 +1,15 @@
 //! Agent memory in the PostgreSQL store: the [`AgentMemory`] port on
 //! [`PgStore`]. A read names its scopes as four arrays (one element per
 //! scope), so every read is one prepared statement; recall matches the
-//! words' `tsquery` against the row's `words`, ranked by `ts_rank`, then
-//! fused by recency ([`fuse`]).
+//! words' `tsquery` against the row's `words`, ranked by `ts_rank`, and,
+//! with a vector, compares the scopes' stored vectors exactly (the most
+//! recently written [`VECTOR_CANDIDATES`]); the lists are fused with
+//! recency ([`fuse`]).
 
+use agentwire_core::memory::vectors::{VECTOR_CANDIDATES, likeness, nearest, vector_from_bytes};
 use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
-    AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
+    AgentMemory, Likeness, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
 };
 
 use super::*;
@@ -88,11 +91,13 @@ fn row_of(row: &Row) -> Result<MemoryRow, StoreError> {
         created_at: get(row, 17, &what)?,
         updated_at: get(row, 18, &what)?,
         expires_at: get(row, 19, &what)?,
+        vector: None,
     })
 }
 
 /// A read: `filter` and `order` on the readable memories, with its own
 /// parameters from `$8` on.
+#[derive(Clone, Copy)]
 struct Read<'a> {
     scopes: &'a [MemoryScope],
     kinds: &'a [String],
@@ -127,6 +132,58 @@ impl PgStore {
         rows.iter()
             .map(|row| row_of(row).map_err(failed)?.decode())
             .collect()
+    }
+
+    /// The memories `read` finds (its filter and order aside) nearest to
+    /// `vector`, best first: at most `limit`, none at a similarity of 0 or
+    /// less.
+    async fn nearest(
+        &self,
+        read: Read<'_>,
+        vector: &[f32],
+        limit: i64,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        if read.scopes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let arrays = ScopeArrays::of(read.scopes);
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &arrays.owner,
+            &arrays.agent,
+            &arrays.facet,
+            &arrays.tier,
+            &read.kinds,
+            &read.min_confidence,
+            &read.now.0,
+        ];
+        let sql = format!(
+            "SELECT m.id, m.vector FROM memories m WHERE {READABLE} AND m.vector IS NOT NULL
+             ORDER BY m.updated_at DESC LIMIT {VECTOR_CANDIDATES}"
+        );
+        let rows = self
+            .query("memories", &sql, &params)
+            .await
+            .map_err(failed)?;
+        let candidates = rows.iter().filter_map(|r| {
+            let bytes: &[u8] = r.get(1);
+            Some((r.get::<_, String>(0), vector_from_bytes(bytes)?))
+        });
+        let limit = usize::try_from(limit).unwrap_or(MAX_READ);
+        let ids: Vec<String> = nearest(vector, candidates, limit)
+            .into_iter()
+            .filter(|(_, similarity)| *similarity > 0.0)
+            .map(|(id, _)| id)
+            .collect();
+        let mut found = self
+            .read(Read {
+                filter: "m.id = ANY($8)",
+                order: "m.id",
+                extra: &[&ids],
+                ..read
+            })
+            .await?;
+        found.sort_by_key(|m| ids.iter().position(|id| *id == m.id));
+        Ok(found)
     }
 
     /// The live memory of `row`'s scope about its subject, locked for
@@ -172,9 +229,9 @@ impl PgStore {
             .map_err(|e| db_error(&e, "a memory's history"))?;
         let update = "UPDATE memories SET kind = $2, content = $3, metadata = $4,
                 confidence = $5, category = $6, purpose = $7, title = $8, summary = $9,
-                session_id = $10, updated_at = $11, expires_at = $12
+                session_id = $10, updated_at = $11, expires_at = $12, vector = $13
             WHERE id = $1";
-        let params: [&(dyn ToSql + Sync); 12] = [
+        let params: [&(dyn ToSql + Sync); 13] = [
             &id,
             &row.kind,
             &row.content,
@@ -187,11 +244,47 @@ impl PgStore {
             &row.session_id,
             &row.updated_at,
             &row.expires_at,
+            &row.vector,
         ];
         tx.execute(update, &params)
             .await
             .map(drop)
             .map_err(|e| db_error(&e, "a memory"))
+    }
+
+    /// How a write without a subject compares, by vector, with the live
+    /// memories without one of its scope (the most recently written
+    /// [`VECTOR_CANDIDATES`]).
+    async fn likeness(
+        tx: &deadpool_postgres::Transaction<'_>,
+        row: &MemoryRow,
+    ) -> Result<Likeness<String>, StoreError> {
+        let (None, Some(vector)) = (&row.about_kind, &row.vector) else {
+            return Ok(Likeness::New);
+        };
+        let sql = "SELECT id, vector FROM memories WHERE owner = $1 AND agent = $2
+            AND facet = $3 AND tier = $4 AND forgotten_at IS NULL
+            AND (expires_at IS NULL OR expires_at > $5) AND about_kind IS NULL
+            AND vector IS NOT NULL ORDER BY updated_at DESC LIMIT $6";
+        let limit = VECTOR_CANDIDATES as i64;
+        let params: [&(dyn ToSql + Sync); 6] = [
+            &row.owner,
+            &row.agent,
+            &row.facet,
+            &row.tier,
+            &row.updated_at,
+            &limit,
+        ];
+        let rows = tx
+            .query(sql, &params)
+            .await
+            .map_err(|e| db_error(&e, "a memory"))?;
+        let candidates = rows.iter().filter_map(|r| {
+            let bytes: &[u8] = r.get(1);
+            Some((r.get::<_, String>(0), vector_from_bytes(bytes)?))
+        });
+        let query = vector_from_bytes(vector).unwrap_or_default();
+        Ok(likeness(nearest(&query, candidates, MAX_READ)))
     }
 
     /// Inserts `row` unless its scope has a live memory about its subject
@@ -201,13 +294,13 @@ impl PgStore {
         row: &MemoryRow,
     ) -> Result<bool, StoreError> {
         let sql = format!(
-            "INSERT INTO memories ({MEMORY_COLUMNS})
+            "INSERT INTO memories ({MEMORY_COLUMNS}, vector)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                     $17, $18, $19, $20)
+                     $17, $18, $19, $20, $21)
              ON CONFLICT (owner, agent, facet, tier, about_kind, about_key)
                  WHERE about_kind IS NOT NULL AND forgotten_at IS NULL DO NOTHING"
         );
-        let params: [&(dyn ToSql + Sync); 20] = [
+        let params: [&(dyn ToSql + Sync); 21] = [
             &row.id,
             &row.tier,
             &row.owner,
@@ -228,6 +321,7 @@ impl PgStore {
             &row.created_at,
             &row.updated_at,
             &row.expires_at,
+            &row.vector,
         ];
         let inserted = tx
             .execute(&sql, &params)
@@ -250,9 +344,15 @@ impl PgStore {
                 Self::replace(&tx, &id, row).await?;
                 Some(Remembered::Replaced { id })
             }
-            None => Self::insert(&tx, row)
-                .await?
-                .then(|| Remembered::Created { id: row.id.clone() }),
+            None => {
+                let judged = Self::likeness(&tx, row).await?;
+                match &judged {
+                    Likeness::Supersedes(id, _) => Self::replace(&tx, id, row).await?,
+                    _ if !Self::insert(&tx, row).await? => return Ok(None),
+                    _ => {}
+                }
+                Some(Remembered::judged(row.id.clone(), judged))
+            }
         };
         tx.commit().await.map_err(|e| db_error(&e, "a memory"))?;
         Ok(outcome)
@@ -310,7 +410,11 @@ impl AgentMemory for PgStore {
             })
             .await?
         };
-        Ok(fuse(vec![by_text], query.now, limit))
+        let mut lists = vec![by_text];
+        if let Some(vector) = query.vector {
+            lists.push(self.nearest(read, vector, candidates).await?);
+        }
+        Ok(fuse(lists, query.now, limit))
     }
 
     async fn list(

@@ -43,6 +43,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "memories_expiring",
         sql: include_str!("0006_memories_expiring.sql"),
     },
+    Migration {
+        version: 7,
+        name: "memory_vectors",
+        sql: include_str!("0007_memory_vectors.sql"),
+    },
 ];
 
 pub(super) struct Migration {

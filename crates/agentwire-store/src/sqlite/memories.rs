@@ -1,11 +1,14 @@
 //! Agent memory in the SQLite store: the commands its thread runs, and the
 //! [`AgentMemory`] port on [`SqliteStore`]. Recall searches the FTS5 index
 //! (`memories_text`) for the scope's token and any of the words, ranked by
-//! bm25, then fuses by recency ([`fuse`]).
+//! bm25, and, with a vector, compares the scopes' stored vectors exactly
+//! (the most recently written [`VECTOR_CANDIDATES`]); the lists are fused
+//! with recency ([`fuse`]).
 
+use agentwire_core::memory::vectors::{VECTOR_CANDIDATES, likeness, nearest, vector_from_bytes};
 use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
-    AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
+    AgentMemory, Likeness, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
 };
 use rusqlite::types::Value;
 
@@ -59,12 +62,40 @@ pub(in crate::sqlite) enum Whose {
     },
 }
 
+/// How a read orders what it finds.
+pub(in crate::sqlite) enum Order {
+    Newest,
+    /// By the index query (with the scopes' tokens), best first.
+    Text(String),
+    /// By similarity to the vector, best first.
+    Nearest(Vec<f32>),
+}
+
+impl Whose {
+    /// Each scope as a read of its own; an owner's memories as one.
+    fn one_by_one(&self) -> Vec<Whose> {
+        match self {
+            Whose::Scopes(scopes) => scopes
+                .iter()
+                .map(|scope| Whose::Scopes(vec![scope.clone()]))
+                .collect(),
+            Whose::Owner {
+                owner,
+                agent,
+                facet,
+            } => vec![Whose::Owner {
+                owner: owner.clone(),
+                agent: agent.clone(),
+                facet: facet.clone(),
+            }],
+        }
+    }
+}
+
 /// A read of some scopes' live memories.
 pub(in crate::sqlite) struct Search {
     whose: Whose,
-    /// The index query, with the scopes' tokens; `None`: no words, newest
-    /// first.
-    text: Option<String>,
+    order: Order,
     id: Option<String>,
     kinds: Vec<String>,
     min_confidence: f64,
@@ -142,23 +173,68 @@ fn remember(conn: &Connection, row: &MemoryRow) -> Result<Remembered, StoreError
             .map_err(failed)?,
         _ => None,
     };
-    match existing {
-        Some(id) => {
-            replace(conn, &id, row)?;
-            Ok(Remembered::Replaced { id })
-        }
-        None => {
-            insert(conn, row)?;
-            Ok(Remembered::Created { id: row.id.clone() })
+    if let Some(id) = existing {
+        replace(conn, &id, row)?;
+        return Ok(Remembered::Replaced { id });
+    }
+    let judged = match (&row.about_kind, &row.vector) {
+        (None, Some(vector)) => likeness(nearest(
+            &vector_from_bytes(vector).unwrap_or_default(),
+            alike_candidates(conn, row)?,
+            MAX_READ,
+        )),
+        _ => Likeness::New,
+    };
+    match &judged {
+        Likeness::Supersedes(id, _) => replace(conn, id, row)?,
+        _ => insert(conn, row)?,
+    }
+    Ok(Remembered::judged(row.id.clone(), judged))
+}
+
+/// The live memories without a subject of `row`'s scope that have a
+/// vector, the most recently written first: what a write without a
+/// subject may supersede.
+fn alike_candidates(
+    conn: &Connection,
+    row: &MemoryRow,
+) -> Result<Vec<(String, Vec<f32>)>, StoreError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT id, vector FROM memories WHERE owner = ?1 AND agent = ?2 AND facet = ?3
+             AND tier = ?4 AND forgotten_at IS NULL AND (expires_at IS NULL OR expires_at > ?5)
+             AND about_kind IS NULL AND vector IS NOT NULL
+             ORDER BY updated_at DESC LIMIT ?6",
+        )
+        .map_err(failed)?;
+    let keys = rusqlite::params![
+        row.owner,
+        row.agent,
+        row.facet,
+        row.tier,
+        row.updated_at,
+        VECTOR_CANDIDATES as i64
+    ];
+    let rows = statement
+        .query_map(keys, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })
+        .map_err(failed)?;
+    let mut found = Vec::new();
+    for row in rows {
+        let (id, bytes) = row.map_err(failed)?;
+        if let Some(vector) = vector_from_bytes(&bytes) {
+            found.push((id, vector));
         }
     }
+    Ok(found)
 }
 
 fn insert(conn: &Connection, row: &MemoryRow) -> Result<(), StoreError> {
     let sql = format!(
-        "INSERT INTO memories ({MEMORY_COLUMNS})
+        "INSERT INTO memories ({MEMORY_COLUMNS}, vector)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?20)"
+                 ?18, ?19, ?20, ?21)"
     );
     let mut statement = conn.prepare_cached(&sql).map_err(failed)?;
     statement
@@ -183,6 +259,7 @@ fn insert(conn: &Connection, row: &MemoryRow) -> Result<(), StoreError> {
             row.created_at,
             row.updated_at,
             row.expires_at,
+            row.vector,
         ])
         .map(drop)
         .map_err(failed)
@@ -201,7 +278,7 @@ fn replace(conn: &Connection, id: &str, row: &MemoryRow) -> Result<(), StoreErro
     conn.prepare_cached(
         "UPDATE memories SET kind = ?2, content = ?3, metadata = ?4, confidence = ?5,
              category = ?6, purpose = ?7, title = ?8, summary = ?9, session_id = ?10,
-             updated_at = ?11, expires_at = ?12
+             updated_at = ?11, expires_at = ?12, vector = ?13, about_kind = ?14, about_key = ?15
          WHERE id = ?1",
     )
     .and_then(|mut s| {
@@ -218,6 +295,9 @@ fn replace(conn: &Connection, id: &str, row: &MemoryRow) -> Result<(), StoreErro
             row.session_id,
             row.updated_at,
             row.expires_at,
+            row.vector,
+            row.about_kind,
+            row.about_key,
         ])
     })
     .map(drop)
@@ -231,6 +311,35 @@ fn search(conn: &Connection, query: &Search) -> Result<Vec<MemoryRow>, StoreErro
         params.push(value);
         format!("?{}", params.len())
     };
+    let conditions = conditions(query, &query.whose, &mut param);
+    let columns = prefixed_columns();
+    let sql = match &query.order {
+        Order::Text(text) => format!(
+            "SELECT {columns} FROM memories_text JOIN memories m ON m.key = memories_text.rowid
+             WHERE memories_text MATCH {} AND {conditions}
+             ORDER BY bm25(memories_text), m.updated_at DESC, m.id LIMIT {} OFFSET {}",
+            param(text.clone().into()),
+            param((query.limit as i64).into()),
+            param((query.offset as i64).into()),
+        ),
+        Order::Newest => format!(
+            "SELECT {columns} FROM memories m WHERE {conditions}
+             ORDER BY m.updated_at DESC, m.id LIMIT {} OFFSET {}",
+            param((query.limit as i64).into()),
+            param((query.offset as i64).into()),
+        ),
+        Order::Nearest(vector) => return nearest_rows(conn, query, vector),
+    };
+    let mut statement = conn.prepare_cached(&sql).map_err(failed)?;
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(params), read_row)
+        .map_err(failed)?;
+    rows.collect::<Result<_, _>>().map_err(failed)
+}
+
+/// What keeps a row in `query`'s reads: live, confident enough, of its
+/// scopes and kinds, its id.
+fn conditions(query: &Search, whose: &Whose, param: &mut impl FnMut(Value) -> String) -> String {
     let mut conditions = vec![
         "m.forgotten_at IS NULL".to_owned(),
         format!(
@@ -239,7 +348,7 @@ fn search(conn: &Connection, query: &Search) -> Result<Vec<MemoryRow>, StoreErro
         ),
         format!("m.confidence >= {}", param(query.min_confidence.into())),
     ];
-    conditions.push(whose(&query.whose, &mut param));
+    conditions.push(self::whose(whose, param));
     if !query.kinds.is_empty() {
         let kinds: Vec<String> = query
             .kinds
@@ -251,30 +360,53 @@ fn search(conn: &Connection, query: &Search) -> Result<Vec<MemoryRow>, StoreErro
     if let Some(id) = &query.id {
         conditions.push(format!("m.id = {}", param(id.clone().into())));
     }
-    let columns = prefixed_columns();
-    let sql = match &query.text {
-        Some(text) => format!(
-            "SELECT {columns} FROM memories_text JOIN memories m ON m.key = memories_text.rowid
-             WHERE memories_text MATCH {} AND {}
-             ORDER BY bm25(memories_text), m.updated_at DESC, m.id LIMIT {} OFFSET {}",
-            param(text.clone().into()),
-            conditions.join(" AND "),
-            param((query.limit as i64).into()),
-            param((query.offset as i64).into()),
-        ),
-        None => format!(
-            "SELECT {columns} FROM memories m WHERE {}
-             ORDER BY m.updated_at DESC, m.id LIMIT {} OFFSET {}",
-            conditions.join(" AND "),
-            param((query.limit as i64).into()),
-            param((query.offset as i64).into()),
-        ),
-    };
-    let mut statement = conn.prepare_cached(&sql).map_err(failed)?;
-    let rows = statement
-        .query_map(rusqlite::params_from_iter(params), read_row)
-        .map_err(failed)?;
-    rows.collect::<Result<_, _>>().map_err(failed)
+    conditions.join(" AND ")
+}
+
+/// The `query.limit` rows `query` finds most similar to `vector`, best
+/// first; none with a similarity of 0 or less. Each scope's candidates are
+/// read apart, newest first through `memories_by_scope`: one query for
+/// several scopes would have SQLite walk every row by time.
+fn nearest_rows(
+    conn: &Connection,
+    query: &Search,
+    vector: &[f32],
+) -> Result<Vec<MemoryRow>, StoreError> {
+    let mut keyed = Vec::new();
+    for whose in query.whose.one_by_one() {
+        let mut params: Vec<Value> = Vec::new();
+        let mut param = |value: Value| {
+            params.push(value);
+            format!("?{}", params.len())
+        };
+        let conditions = conditions(query, &whose, &mut param);
+        let sql = format!(
+            "SELECT m.key, m.vector FROM memories m WHERE {conditions}
+             AND m.vector IS NOT NULL ORDER BY m.updated_at DESC LIMIT {VECTOR_CANDIDATES}"
+        );
+        let mut statement = conn.prepare_cached(&sql).map_err(failed)?;
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(params), |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(failed)?;
+        for row in rows {
+            let (key, bytes) = row.map_err(failed)?;
+            keyed.extend(vector_from_bytes(&bytes).map(|v| (key, v)));
+        }
+    }
+    let sql = format!(
+        "SELECT {} FROM memories m WHERE m.key = ?1",
+        prefixed_columns()
+    );
+    let mut by_key = conn.prepare_cached(&sql).map_err(failed)?;
+    let mut found = Vec::new();
+    for (key, similarity) in nearest(vector, keyed, query.limit) {
+        if similarity > 0.0 {
+            found.push(by_key.query_row([key], read_row).map_err(failed)?);
+        }
+    }
+    Ok(found)
 }
 
 /// The condition that keeps `whose` memories.
@@ -384,6 +516,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
         created_at: r.get(17)?,
         updated_at: r.get(18)?,
         expires_at: r.get(19)?,
+        vector: None,
     })
 }
 
@@ -466,7 +599,10 @@ impl AgentMemory for SqliteStore {
         let limit = query.limit.min(MAX_READ);
         let search = Search {
             whose: Whose::Scopes(scopes.to_vec()),
-            text: (!words.is_empty()).then(|| text_query(scopes, &words)),
+            order: match words.is_empty() {
+                true => Order::Newest,
+                false => Order::Text(text_query(scopes, &words)),
+            },
             id: None,
             kinds: query.kinds.to_vec(),
             min_confidence: query.min_confidence,
@@ -474,8 +610,21 @@ impl AgentMemory for SqliteStore {
             limit: limit * CANDIDATES_PER_RESULT,
             offset: 0,
         };
-        let by_text = self.search(search).await?;
-        Ok(fuse(vec![by_text], query.now, limit))
+        let by_vector = query.vector.map(|vector| Search {
+            whose: Whose::Scopes(scopes.to_vec()),
+            order: Order::Nearest(vector.to_vec()),
+            id: None,
+            kinds: query.kinds.to_vec(),
+            min_confidence: query.min_confidence,
+            now: query.now.0,
+            limit: limit * CANDIDATES_PER_RESULT,
+            offset: 0,
+        });
+        let mut lists = vec![self.search(search).await?];
+        if let Some(by_vector) = by_vector {
+            lists.push(self.search(by_vector).await?);
+        }
+        Ok(fuse(lists, query.now, limit))
     }
 
     async fn list(
@@ -485,7 +634,7 @@ impl AgentMemory for SqliteStore {
     ) -> Result<Vec<Memory>, MemoryError> {
         self.search(Search {
             whose: Whose::Scopes(scopes.to_vec()),
-            text: None,
+            order: Order::Newest,
             id: None,
             kinds: page.kinds.to_vec(),
             min_confidence: f64::NEG_INFINITY,
@@ -505,7 +654,7 @@ impl AgentMemory for SqliteStore {
         let found = self
             .search(Search {
                 whose: Whose::Scopes(scopes.to_vec()),
-                text: None,
+                order: Order::Newest,
                 id: Some(id.to_owned()),
                 kinds: Vec::new(),
                 min_confidence: f64::NEG_INFINITY,
@@ -542,7 +691,7 @@ impl AgentMemory for SqliteStore {
                 agent: page.agent.map(str::to_owned),
                 facet: page.facet.map(str::to_owned),
             },
-            text: None,
+            order: Order::Newest,
             id: page.id.map(str::to_owned),
             kinds: Vec::new(),
             min_confidence: f64::NEG_INFINITY,

@@ -165,6 +165,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 6: expired memories are purged like forgotten ones.
     "CREATE INDEX memories_expiring ON memories (expires_at)
         WHERE expires_at IS NOT NULL;",
+    // 7: a memory's embedding (little-endian f32s), when the agent's memory
+    // has an embedder; searched exactly within a scope, through
+    // `memories_by_scope`.
+    "ALTER TABLE memories ADD COLUMN vector BLOB;",
 ];
 
 pub(super) enum IntegrityError {

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 use agentwire_core::memory::Listing;
 use agentwire_core::{
-    About, AgentMemory, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Owned,
-    Recall, Remembered, Timestamp, TurnCaller,
+    About, AgentMemory, Embedder, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory,
+    Owned, Recall, Remembered, Timestamp, TurnCaller,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -99,6 +99,7 @@ impl AgentMemory for SessionStoreMemory {
 pub(super) async fn write_agent_facts(
     store: &dyn AgentMemory,
     config: &crate::config::Config,
+    embedder: Option<&dyn Embedder>,
     clock: &dyn agentwire_core::Clock,
     ids: &dyn agentwire_core::IdSource,
 ) -> anyhow::Result<()> {
@@ -110,6 +111,7 @@ pub(super) async fn write_agent_facts(
         let scope = MemoryScope::new(MemoryTier::Agent, &TurnCaller::default(), &agent.name)
             .expect("the agent tier needs no caller");
         let now = clock.now();
+        let mut vectors = fact_vectors(embedder, &memory.facts, &agent.name).await;
         for (n, content) in memory.facts.iter().enumerate() {
             let fact = configured_fact(n, content);
             let new = NewMemory {
@@ -119,6 +121,7 @@ pub(super) async fn write_agent_facts(
                 session_id: None,
                 now,
                 expires_at: None,
+                vector: vectors.get_mut(n).and_then(Option::take),
             };
             let written = store.remember(new).await;
             written.with_context(|| format!("{}: cannot write fact {n}", key()))?;
@@ -128,6 +131,27 @@ pub(super) async fn write_agent_facts(
             .with_context(key)?;
     }
     Ok(())
+}
+
+/// The embeddings of an agent's facts, one call for them all; none when
+/// there is no embedder or it fails (logged: the facts are then found by
+/// their words, and startup goes on).
+async fn fact_vectors(
+    embedder: Option<&dyn Embedder>,
+    facts: &[String],
+    agent: &str,
+) -> Vec<Option<Vec<f32>>> {
+    let (Some(embedder), false) = (embedder, facts.is_empty()) else {
+        return Vec::new();
+    };
+    let texts: Vec<&str> = facts.iter().map(String::as_str).collect();
+    match embedder.embed(&texts).await {
+        Ok(vectors) => vectors.into_iter().map(Some).collect(),
+        Err(error) => {
+            tracing::warn!(agent, %error, "the agent's facts are kept without vectors");
+            Vec::new()
+        }
+    }
 }
 
 /// The fact at place `n` of an agent's `memory.facts`.

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{AgentMemory, Clock, ModelProvider, ToolSource};
-use agentwire_providers::ProviderSettings;
+use agentwire_core::{AgentMemory, Clock, Embedder, ModelProvider, ToolSource};
+use agentwire_providers::{OpenAiEmbeddings, ProviderSettings};
 use agentwire_runtime::{
     ArgumentValidator, ClientToolDecl, Delegation, Handoff, MetadataTemplate, Roster,
     RuntimeHandler, RuntimeSettings,
@@ -15,6 +15,7 @@ use anyhow::Context as _;
 
 use crate::config::{Config, FileAgent, FileTool, NamedTool, RuntimeAgentConfig, ToolConfig};
 use agentwire_runtime::memory::MemorySettings;
+use agentwire_server::{MeasuredEmbedder, MemoryMetrics};
 
 /// Providers and tools, built once and shared by every agent naming them.
 pub(super) struct RuntimeParts {
@@ -28,6 +29,8 @@ pub(super) struct RuntimeParts {
     clock: Arc<dyn Clock>,
     /// `memory.category_ttl`.
     category_ttl: Arc<std::collections::BTreeMap<String, std::time::Duration>>,
+    /// `memory.embeddings`, measured.
+    embedder: Option<Arc<dyn Embedder>>,
 }
 
 enum BuiltTool {
@@ -44,10 +47,25 @@ impl ArgumentValidator for SchemaValidator {
     }
 }
 
+/// `memory.embeddings`, built and measured; `None` when not configured.
+fn embedder(
+    config: &Config,
+    metrics: &Arc<MemoryMetrics>,
+) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let Some(settings) = &config.memory.embeddings else {
+        return Ok(None);
+    };
+    let endpoint = OpenAiEmbeddings::new(settings)
+        .map_err(|(key, e)| anyhow::anyhow!("memory.embeddings.{key}: {e}"))?;
+    let measured = MeasuredEmbedder::new(Arc::new(endpoint), metrics.clone());
+    Ok(Some(Arc::new(measured)))
+}
+
 impl RuntimeParts {
     pub(super) fn build(
         config: &Config,
         memory: Arc<dyn AgentMemory>,
+        metrics: &Arc<MemoryMetrics>,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<RuntimeParts> {
         let mut providers = HashMap::new();
@@ -73,7 +91,13 @@ impl RuntimeParts {
             memory,
             clock,
             category_ttl: Arc::new(config.memory.category_ttl.clone()),
+            embedder: embedder(config, metrics)?,
         })
+    }
+
+    /// `memory.embeddings`, measured, when configured.
+    pub(super) fn embedder(&self) -> Option<&dyn Embedder> {
+        self.embedder.as_deref()
     }
 
     /// A configured runtime agent; its delegation and handoff targets are
@@ -132,6 +156,7 @@ impl RuntimeParts {
                 clock: self.clock.clone(),
                 retrieval: memory.retrieval,
                 category_ttl: self.category_ttl.clone(),
+                embedder: self.embedder.clone(),
             }),
         }))
     }

@@ -1,5 +1,6 @@
 //! `agents[].memory`: the memory tools of a runtime agent, and the tier
-//! they write to; `memory`: how long a forgotten memory is kept.
+//! they write to; `memory`: how long a forgotten memory is kept, and the
+//! embeddings endpoint memories are searched by meaning with.
 
 use std::time::Duration;
 
@@ -9,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::ConfigError;
 use super::duration::ConfigDuration;
 use agentwire_core::MemoryTier;
+use agentwire_core::memory::vectors::MAX_DIMENSIONS;
+use agentwire_providers::EmbeddingsSettings;
 use agentwire_runtime::memory::Retrieval;
 
 /// `agents[].memory` as written.
@@ -79,6 +82,34 @@ pub(super) struct RawMemory {
     /// read sees it. Default: none (memories live until forgotten).
     #[serde(default)]
     category_ttl: std::collections::BTreeMap<String, ConfigDuration>,
+    /// An OpenAI-compatible embeddings endpoint: memories are then kept
+    /// with vectors and recalled by meaning as well as by words, and a
+    /// memory that says nearly what another of its scope says supersedes
+    /// it. Default: none (words alone).
+    embeddings: Option<RawEmbeddings>,
+}
+
+/// `memory.embeddings` as written.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEmbeddings {
+    /// The API's base URL (`POST {base_url}/embeddings`). Default:
+    /// `https://api.openai.com/v1`.
+    base_url: Option<String>,
+    /// The embedding model, e.g. `text-embedding-3-small`. Required.
+    model: Option<String>,
+    /// The API key, sent as `Authorization: Bearer`. Not with
+    /// `api_key_env`. Default: none.
+    api_key: Option<String>,
+    /// The environment variable holding the API key (it must be set). Not
+    /// with `api_key`.
+    api_key_env: Option<String>,
+    /// Asks the model for vectors of this length (models that can shorten
+    /// theirs) and refuses any other, 1 to 8192. Default: the model's own.
+    dimensions: Option<usize>,
+    /// The longest an embedding request may take; past it, the memory is
+    /// written or recalled by words alone. Default: `5s`.
+    timeout: Option<ConfigDuration>,
 }
 
 /// `memory.forget_grace` when not configured.
@@ -93,9 +124,13 @@ pub struct MemoryConfig {
     pub purge_every: Duration,
     /// `category_ttl`, validated: each key a consent category.
     pub category_ttl: std::collections::BTreeMap<String, Duration>,
+    pub embeddings: Option<EmbeddingsSettings>,
 }
 
-pub(super) fn validate_memory(raw: Option<RawMemory>) -> Result<MemoryConfig, ConfigError> {
+pub(super) fn validate_memory(
+    raw: Option<RawMemory>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<MemoryConfig, ConfigError> {
     let raw = raw.unwrap_or_default();
     let purge_every = raw.purge_every.map_or(DEFAULT_PURGE_EVERY, |d| d.0);
     if purge_every.is_zero() {
@@ -116,10 +151,48 @@ pub(super) fn validate_memory(raw: Option<RawMemory>) -> Result<MemoryConfig, Co
         }
         category_ttl.insert(category, ttl.0);
     }
+    let embeddings = match raw.embeddings {
+        Some(raw) => Some(validate_embeddings(raw, lookup)?),
+        None => None,
+    };
     Ok(MemoryConfig {
         forget_grace: raw.forget_grace.map_or(DEFAULT_FORGET_GRACE, |d| d.0),
         purge_every,
         category_ttl,
+        embeddings,
+    })
+}
+
+fn validate_embeddings(
+    raw: RawEmbeddings,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<EmbeddingsSettings, ConfigError> {
+    let key = |field: &str| format!("memory.embeddings.{field}");
+    let model = raw.model.filter(|m| !m.trim().is_empty());
+    let model = model.ok_or_else(|| ConfigError::new(key("model"), "required"))?;
+    if raw
+        .dimensions
+        .is_some_and(|d| !(1..=MAX_DIMENSIONS).contains(&d))
+    {
+        let message = format!("must be 1 to {MAX_DIMENSIONS}");
+        return Err(ConfigError::new(key("dimensions"), message));
+    }
+    if let Some(base_url) = &raw.base_url {
+        agentwire_providers::check_base_url(base_url)
+            .map_err(|e| ConfigError::new(key("base_url"), e))?;
+    }
+    let timeout = raw
+        .timeout
+        .map_or(EmbeddingsSettings::DEFAULT_TIMEOUT, |t| t.0);
+    if timeout.is_zero() {
+        return Err(ConfigError::new(key("timeout"), "must be greater than 0"));
+    }
+    Ok(EmbeddingsSettings {
+        base_url: raw.base_url.unwrap_or_default(),
+        model,
+        api_key: super::runtime::api_key(&key, raw.api_key, raw.api_key_env, lookup)?,
+        dimensions: raw.dimensions,
+        timeout,
     })
 }
 

@@ -57,7 +57,12 @@ async fn connect(server: &TestServer, query: &str, bearer: Option<&str>) -> Clie
 }
 
 /// The reply of one scripted turn on a fresh connection.
-async fn reply(server: &TestServer, query: &str, bearer: Option<&str>, scenario: &str) -> String {
+pub(crate) async fn reply(
+    server: &TestServer,
+    query: &str,
+    bearer: Option<&str>,
+    scenario: &str,
+) -> String {
     let mut client = connect(server, query, bearer).await;
     client.script(scenario, "hello").await;
     let turn = client.recv_turn().await;
@@ -67,7 +72,7 @@ async fn reply(server: &TestServer, query: &str, bearer: Option<&str>, scenario:
 }
 
 /// The tool result a scripted reply quotes after `prefix`.
-fn quoted(reply: &str, prefix: &str) -> Value {
+pub(crate) fn quoted(reply: &str, prefix: &str) -> Value {
     let json = reply
         .strip_prefix(prefix)
         .unwrap_or_else(|| panic!("{reply}"));
@@ -380,7 +385,7 @@ async fn an_owner_exports_deletes_and_imports_their_memories() {
 }
 
 /// The value of the sample `name` in `/metrics`.
-async fn sample(server: &TestServer, name: &str) -> f64 {
+pub(crate) async fn sample(server: &TestServer, name: &str) -> f64 {
     let (_, body) = server.get("/metrics").await;
     let line = body.lines().find(|l| l.split(' ').next() == Some(name));
     let value = line

@@ -180,6 +180,46 @@ async fn memory_keys_are_checked_and_named() {
 }
 
 #[tokio::test]
+async fn memory_embeddings_keys_are_checked_and_named() {
+    let cases = [
+        (
+            "{base_url: \"http://127.0.0.1:9/v1\"}",
+            "memory.embeddings.model",
+            "required",
+        ),
+        (
+            "{model: m, dimensions: 0}",
+            "memory.embeddings.dimensions",
+            "must be 1 to 8192",
+        ),
+        (
+            "{model: m, timeout: 0s}",
+            "memory.embeddings.timeout",
+            "must be greater than 0",
+        ),
+        (
+            "{model: m, api_key_env: AGENTWIRE_TEST_UNSET_KEY_XYZ}",
+            "memory.embeddings.api_key_env",
+            "AGENTWIRE_TEST_UNSET_KEY_XYZ is not set",
+        ),
+        (
+            "{model: m, size: 3}",
+            "memory.embeddings.size",
+            "unknown field",
+        ),
+        (
+            "{model: m, base_url: \"ftp://example.com\"}",
+            "memory.embeddings.base_url",
+            "must be an http or https URL",
+        ),
+    ];
+    for (embeddings, key, problem) in cases {
+        let yaml = format!("memory:\n  embeddings: {embeddings}\n{ONE_AGENT}");
+        assert_rejected(&yaml, key, problem);
+    }
+}
+
+#[tokio::test]
 async fn providers_and_tools_are_validated() {
     let provider = "providers:\n  - name: p\n    type: mock\n";
     let agent = "agents:\n  - name: r\n    handler: runtime\n    provider: p\n";

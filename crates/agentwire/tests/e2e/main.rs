@@ -38,6 +38,7 @@ mod media_out;
 mod media_owner;
 mod media_routes;
 mod memory_bounds;
+mod memory_embeddings;
 mod messages;
 mod ops;
 mod outages;

@@ -219,6 +219,7 @@ impl Run<'_> {
         let live = self.model.live_in(&readable);
         let query = Recall {
             text: &word,
+            vector: None,
             kinds: &[],
             limit: 100,
             min_confidence: 0.0,
