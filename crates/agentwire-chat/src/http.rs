@@ -138,6 +138,7 @@ mod tests {
             agent: "a".into(),
             token: None,
             session: None,
+            memory_facet: None,
         }
     }
 

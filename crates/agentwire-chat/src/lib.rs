@@ -52,6 +52,9 @@ pub struct ChatOptions {
     pub token: Option<String>,
     /// A session to resume from the first message on.
     pub session: Option<String>,
+    /// The connection's `memory_facet` (the upgrade parameter); `None`
+    /// names none.
+    pub memory_facet: Option<String>,
 }
 
 /// How a chat ended, for the exit status.
@@ -236,10 +239,14 @@ impl<O: AsyncWrite + Unpin> Chat<O> {
         };
         // stream=2 asks for positions and cancel; a server that does not
         // know it ignores an unknown parameter.
-        format!(
+        let mut url = format!(
             "{endpoint}?agent={}&stream=2",
             http::query_escape(&self.options.agent)
-        )
+        );
+        if let Some(facet) = &self.options.memory_facet {
+            url.push_str(&format!("&memory_facet={}", http::query_escape(facet)));
+        }
+        url
     }
 
     async fn connect(&mut self) -> Result<(), Outcome> {

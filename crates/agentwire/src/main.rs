@@ -72,6 +72,10 @@ enum Command {
         /// Resume this session from the first message.
         #[arg(long)]
         session: Option<String>,
+        /// The connection's memory facet (`memory_facet` on the upgrade):
+        /// the agent remembers and recalls within it.
+        #[arg(long)]
+        memory_facet: Option<String>,
         /// Send this one message, print the reply, and exit.
         #[arg(long)]
         once: Option<String>,
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
             agent,
             token,
             session,
+            memory_facet,
             once,
         } => chat(
             agentwire_chat::ChatOptions {
@@ -116,6 +121,7 @@ fn main() -> ExitCode {
                 agent,
                 token,
                 session,
+                memory_facet,
             },
             once,
         ),
