@@ -73,7 +73,8 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
         /// The connection's memory facet (`memory_facet` on the upgrade):
-        /// the agent remembers and recalls within it.
+        /// the agent remembers and recalls within it, and `/memories`
+        /// lists it alone.
         #[arg(long)]
         memory_facet: Option<String>,
         /// Send this one message, print the reply, and exit.
