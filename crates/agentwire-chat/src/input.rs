@@ -11,9 +11,14 @@ pub(crate) const HELP: &str = "\
 /new          start a new session (a new connection)
 /resume ID    continue session ID (its history is printed)
 /sessions     list your sessions
+/memories     list what this agent remembers about you
+/forget ID    delete memory ID (an id /memories printed) for good
 /cancel       stop the running turn
 /quit         leave (so does the end of input)
 anything else is sent to the agent";
+
+/// What `/forget` without an id prints.
+pub(crate) const FORGET_USAGE: &str = "usage: /forget ID (an id /memories printed)";
 
 /// The lines of standard input, in order, as they arrive.
 pub(crate) struct Input {
@@ -64,9 +69,13 @@ pub(crate) enum Command {
     New,
     Resume(String),
     Sessions,
+    Memories,
+    Forget(String),
     Cancel,
     Quit,
     Help,
+    /// A known command used the wrong way: its usage.
+    Usage(&'static str),
     Unknown(String),
 }
 
@@ -87,6 +96,9 @@ pub(crate) fn parse(line: &str) -> Command {
         (Some("new"), None, _) => Command::New,
         (Some("resume"), Some(id), None) => Command::Resume(id.to_owned()),
         (Some("sessions"), None, _) => Command::Sessions,
+        (Some("memories"), None, _) => Command::Memories,
+        (Some("forget"), Some(id), None) => Command::Forget(id.to_owned()),
+        (Some("forget"), _, _) => Command::Usage(FORGET_USAGE),
         (Some("cancel"), None, _) => Command::Cancel,
         (Some("quit" | "exit"), None, _) => Command::Quit,
         (Some("help"), None, _) => Command::Help,
@@ -96,7 +108,7 @@ pub(crate) fn parse(line: &str) -> Command {
 
 #[cfg(test)]
 mod tests {
-    use super::{Command, parse};
+    use super::{Command, FORGET_USAGE, parse};
 
     #[test]
     fn lines_are_messages_unless_they_name_a_command() {
@@ -110,5 +122,25 @@ mod tests {
         assert_eq!(parse("/quit\r"), Command::Quit);
         assert_eq!(parse("//etc/hosts"), Command::Message("/etc/hosts".into()));
         assert_eq!(parse("/frobnicate"), Command::Unknown("/frobnicate".into()));
+    }
+
+    #[test]
+    fn memories_are_listed_and_forgotten_by_id() {
+        assert_eq!(parse("/memories"), Command::Memories);
+        assert_eq!(parse("/memories\r"), Command::Memories);
+        assert_eq!(
+            parse("/memories all"),
+            Command::Unknown("/memories all".into())
+        );
+        assert_eq!(parse("/forget m-1"), Command::Forget("m-1".into()));
+        assert_eq!(parse("/forget   m-1  "), Command::Forget("m-1".into()));
+        assert_eq!(parse("/forget"), Command::Usage(FORGET_USAGE));
+        assert_eq!(parse("/forget "), Command::Usage(FORGET_USAGE));
+        assert_eq!(parse("/forget m-1 m-2"), Command::Usage(FORGET_USAGE));
+        assert_eq!(
+            parse("//forget m-1"),
+            Command::Message("/forget m-1".into())
+        );
+        assert_eq!(parse("forget m-1"), Command::Message("forget m-1".into()));
     }
 }

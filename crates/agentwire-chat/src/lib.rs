@@ -1,13 +1,13 @@
 //! `agentwire chat`: a line-oriented terminal client of the Omnia dialect.
 //!
-//! It is an ordinary client of `/ws?agent=…` and `/api/v1/sessions`, so it
-//! works against any server that speaks the dialect, and it is how a user
-//! reaches an agent without hand-typing JSON frames. Replies stream to
-//! standard output as their chunks arrive; tool calls are shown as lines in
-//! brackets; a client tool asks `[y/n]` on standard input. Lines typed while
-//! a turn runs wait for it to end (so a script's lines pair with the turns
-//! they follow), except the answer to a tool question, `/cancel` and
-//! `/quit`, which act at once.
+//! It is an ordinary client of `/ws?agent=…`, `/api/v1/sessions` and
+//! `/api/v1/memories`, so it works against any server that speaks the
+//! dialect, and it is how a user reaches an agent without hand-typing JSON
+//! frames. Replies stream to standard output as their chunks arrive; tool
+//! calls are shown as lines in brackets; a client tool asks `[y/n]` on
+//! standard input. Lines typed while a turn runs wait for it to end (so a
+//! script's lines pair with the turns they follow), except the answer to a
+//! tool question, `/cancel` and `/quit`, which act at once.
 //!
 //! Standard input and output are parameters ([`run`]), so the same loop is
 //! driven by a terminal, by pipes, or by a test.
@@ -48,10 +48,14 @@ pub struct ChatOptions {
     /// optionally with a path prefix; `/ws` is appended unless it is there.
     pub url: String,
     pub agent: String,
-    /// Sent as `Authorization: Bearer` on the socket and the sessions API.
+    /// Sent as `Authorization: Bearer` on the socket and the sessions and
+    /// memories APIs.
     pub token: Option<String>,
     /// A session to resume from the first message on.
     pub session: Option<String>,
+    /// The connection's `memory_facet` (the upgrade parameter), and the
+    /// facet `/memories` lists; `None` names none.
+    pub memory_facet: Option<String>,
 }
 
 /// How a chat ended, for the exit status.
@@ -192,12 +196,18 @@ impl<O: AsyncWrite + Unpin> Chat<O> {
                 }
                 Command::Resume(id) => self.resume(&id).await,
                 Command::Sessions => self.sessions().await,
+                Command::Memories => self.memories().await,
+                Command::Forget(id) => self.forget(&id).await,
                 Command::Cancel => {
                     self.println("(no turn is running)").await;
                     Ok(())
                 }
                 Command::Help => {
                     self.println(input::HELP).await;
+                    Ok(())
+                }
+                Command::Usage(usage) => {
+                    self.println(usage).await;
                     Ok(())
                 }
                 Command::Unknown(command) => {
@@ -236,10 +246,14 @@ impl<O: AsyncWrite + Unpin> Chat<O> {
         };
         // stream=2 asks for positions and cancel; a server that does not
         // know it ignores an unknown parameter.
-        format!(
+        let mut url = format!(
             "{endpoint}?agent={}&stream=2",
             http::query_escape(&self.options.agent)
-        )
+        );
+        if let Some(facet) = &self.options.memory_facet {
+            url.push_str(&format!("&memory_facet={}", http::query_escape(facet)));
+        }
+        url
     }
 
     async fn connect(&mut self) -> Result<(), Outcome> {
@@ -501,6 +515,29 @@ impl<O: AsyncWrite + Unpin> Chat<O> {
             }
             Err(e) => self.println(&format!("(cannot list sessions: {e})")).await,
         }
+        Ok(())
+    }
+
+    async fn memories(&mut self) -> Result<(), Outcome> {
+        match http::memories(&self.options).await {
+            Ok(lines) if lines.is_empty() => self.println("(no memories)").await,
+            Ok(lines) => {
+                for line in lines {
+                    self.println(&line).await;
+                }
+            }
+            Err(e) => self.println(&format!("(cannot list memories: {e})")).await,
+        }
+        Ok(())
+    }
+
+    async fn forget(&mut self, id: &str) -> Result<(), Outcome> {
+        let line = match http::forget(&self.options, id).await {
+            Ok(true) => format!("forgotten {id}"),
+            Ok(false) => format!("no memory {id}"),
+            Err(e) => format!("(cannot forget {id}: {e})"),
+        };
+        self.println(&line).await;
         Ok(())
     }
 

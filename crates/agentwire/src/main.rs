@@ -72,6 +72,11 @@ enum Command {
         /// Resume this session from the first message.
         #[arg(long)]
         session: Option<String>,
+        /// The connection's memory facet (`memory_facet` on the upgrade):
+        /// the agent remembers and recalls within it, and `/memories`
+        /// lists it alone.
+        #[arg(long)]
+        memory_facet: Option<String>,
         /// Send this one message, print the reply, and exit.
         #[arg(long)]
         once: Option<String>,
@@ -109,6 +114,7 @@ fn main() -> ExitCode {
             agent,
             token,
             session,
+            memory_facet,
             once,
         } => chat(
             agentwire_chat::ChatOptions {
@@ -116,6 +122,7 @@ fn main() -> ExitCode {
                 agent,
                 token,
                 session,
+                memory_facet,
             },
             once,
         ),

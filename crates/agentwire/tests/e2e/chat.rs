@@ -314,3 +314,116 @@ async fn once_exits_with_the_turns_outcome() {
         "{output:?}"
     );
 }
+
+const MEMORY_MODEL: &str = r#"
+providers:
+  - name: memo
+    type: mock
+    scenarios:
+      default:
+        turns:
+          1: {tool_calls: [{name: memory__remember, arguments: {content: "prefers window seats", type: preference}}]}
+          2: "Noted: {{last_tool_result}}"
+"#;
+
+const MEMORY_AGENTS: &str = "  - {name: concierge, handler: runtime, provider: memo, access_level: public, memory: {enabled: true}}
+  - {name: porter, handler: runtime, provider: memo, access_level: public, memory: {enabled: true, tier: caller}}
+";
+
+async fn memory_server() -> TestServer {
+    TestServer::with_runtime(&format!("{MEMORY_MODEL}{}", auth_yaml()), MEMORY_AGENTS).await
+}
+
+/// The id of the memory `/memories` printed on the line ending `content`.
+fn listed_id(printed: &str, content: &str) -> String {
+    let line = printed
+        .lines()
+        .rfind(|line| line.ends_with(content))
+        .unwrap_or_else(|| panic!("no memory line ending {content:?}:\n{printed}"));
+    line.split("  ").next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_remembered_fact_is_listed_and_forgotten() {
+    let server = memory_server().await;
+    let mut chat = Chat::spawn(&server, &["--agent", "concierge", "--token", ALICE_KEY]);
+    chat.type_line("/memories").await;
+    chat.expect("(no memories)\n").await;
+    chat.type_line("I like window seats").await;
+    chat.expect("Noted: ").await;
+    chat.expect("remembered").await;
+
+    chat.type_line("/memories").await;
+    chat.expect("  preference  ").await;
+    chat.expect("  prefers window seats\n").await;
+    let id = listed_id(&chat.printed, "  prefers window seats");
+    // A runtime agent's server tools are not shown on the wire: the reply
+    // quotes the tool's result.
+    let noted = chat.printed.lines().find(|l| l.starts_with("Noted: "));
+    assert!(
+        noted.is_some_and(|line| line.contains(&id)),
+        "the listed id is the one the tool returned:\n{}",
+        chat.printed
+    );
+    chat.type_line(&format!("/forget {id}")).await;
+    chat.expect(&format!("forgotten {id}\n")).await;
+    chat.type_line("/memories").await;
+    chat.expect("(no memories)\n").await;
+    chat.type_line(&format!("/forget {id}")).await;
+    chat.expect(&format!("no memory {id}\n")).await;
+    chat.type_line("/forget").await;
+    chat.expect("usage: /forget ID").await;
+    let (status, printed) = chat.finish().await;
+    assert!(status.success(), "{status}: {printed}");
+}
+
+#[tokio::test]
+async fn memories_keep_to_the_chats_facet_and_an_api_error_is_one_line() {
+    let server = memory_server().await;
+    let alice = ["--agent", "concierge", "--token", ALICE_KEY];
+    let mut in_facet = Chat::spawn(
+        &server,
+        &[&alice[..], &["--memory-facet", "trip-7"]].concat(),
+    );
+    in_facet.type_line("I like window seats").await;
+    in_facet.expect("Noted: ").await;
+    in_facet.type_line("/memories").await;
+    in_facet.expect("  preference  ").await;
+    in_facet.expect("  prefers window seats\n").await;
+    let (status, printed) = in_facet.finish().await;
+    assert!(status.success(), "{status}: {printed}");
+
+    // A memory of the `caller` tier, which every agent on that tier shares.
+    let mut porter = Chat::spawn(&server, &["--agent", "porter", "--token", ALICE_KEY]);
+    porter.type_line("I like window seats").await;
+    porter.expect("Noted: ").await;
+    let (status, printed) = porter.finish().await;
+    assert!(status.success(), "{status}: {printed}");
+
+    // Without a facet, every facet's memories are listed, each with its
+    // own; the agent's first, then the shared ones.
+    let mut any_facet = Chat::spawn(&server, &alice);
+    any_facet.type_line("/memories").await;
+    any_facet.expect("  preference (facet trip-7)  ").await;
+    any_facet.expect("  preference (shared)  ").await;
+    let (status, printed) = any_facet.finish().await;
+    assert!(status.success(), "{status}: {printed}");
+
+    // An anonymous caller may talk to the agent but not read the API: the
+    // refusal is a line, and the chat goes on.
+    let mut anonymous = Chat::spawn(&server, &["--agent", "concierge"]);
+    anonymous.type_line("/memories").await;
+    anonymous
+        .expect("(cannot list memories: HTTP 401 unauthorized)\n")
+        .await;
+    anonymous.type_line("/forget m-1").await;
+    anonymous
+        .expect("(cannot forget m-1: HTTP 401 unauthorized)\n")
+        .await;
+    anonymous.type_line("hello").await;
+    anonymous
+        .expect("Noted: memory remember: memory needs an identified caller")
+        .await;
+    let (status, printed) = anonymous.finish().await;
+    assert!(status.success(), "{status}: {printed}");
+}
