@@ -14,9 +14,20 @@
 //
 // Model text reaches the page only through markdown.js, which builds text
 // nodes; nothing here hands a string to an HTML parser.
+//
+// Agent memory: a `memory_facet` typed into the top bar goes on the upgrade
+// (checked here first: a malformed one is shown, not sent), and for an agent
+// with memory (`/api/v1/agents` says its tier) the sidebar's memory panel
+// lists the caller's memories with that agent in that facet
+// (`/api/v1/memories`), with Forget and Delete all. A runtime agent's
+// memory tool calls are not sent on the socket (server tools stay in the
+// runtime): after such an agent's turn, the console reads the turn's stored
+// steps (`/api/v1/sessions/{id}/messages`) and, when a memory tool ran,
+// draws the turn again from them, its memory cards in place, and reloads
+// the panel.
 
 import { renderMarkdown } from "./markdown.js";
-import { browserTools, consentCard, toolCard } from "./tools.js";
+import { browserTools, consentCard, isMemoryTool, toolCard } from "./tools.js";
 import { MediaStreams, renderParts, uploadFile, uploadedPart } from "./media.js";
 import { FLAG_IS_LAST, VoiceCall, decodeOmniFrame, voiceSupported } from "./voice.js";
 
@@ -26,6 +37,10 @@ const SERVER_RESULT_GRACE_MS = 300;
 const REJOIN_DELAYS_MS = [150, 400, 1000, 2000, 4000];
 const UPLOAD_READY_TIMEOUT_MS = 10000;
 const HISTORY_PAGES = 20;
+/** Omnia's `memory_facet`: 1 to 128 of `A-Z a-z 0-9 . _ : / -`, starting with a letter or digit. */
+const MEMORY_FACET = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+/** Memories per page of the memory panel. */
+const MEMORY_PAGE = 50;
 /**
  * Errors (without `seq`) that end a call on the server: its code, and what
  * its message must say where the code has other uses (an upload's
@@ -59,6 +74,19 @@ const ui = {
   metadata: $("metadata"),
   call: $("call"),
   callState: $("call-state"),
+  memoryFacet: $("memory-facet"),
+  memoryFacetError: $("memory-facet-error"),
+  memoryPanel: $("memory-panel"),
+  memoryScope: $("memory-scope"),
+  memoryError: $("memory-error"),
+  memoryStatus: $("memory-status"),
+  memories: $("memories"),
+  memoryMore: $("memory-more"),
+  memoryRefresh: $("memory-refresh"),
+  memoryDeleteAll: $("memory-delete-all"),
+  memoryConfirm: $("memory-confirm"),
+  memoryConfirmDelete: $("memory-confirm-delete"),
+  memoryConfirmCancel: $("memory-confirm-cancel"),
 };
 
 const state = {
@@ -88,6 +116,16 @@ const state = {
   call: null,
   /** The call's reply being spoken: a bubble like `turn`, plus `interrupted`. */
   callTurn: null,
+  /** The top bar's memory facet as last changed, which connections carry; "" for none. */
+  facet: "",
+  /** The facet the server says the connection has (`connected.memory_facet`); null: not connected. */
+  connectedFacet: null,
+  /** The highest stored `seq` of the session this console has read (memory agents' turns). */
+  storedSeq: 0,
+  /** Bumped for every load of the memory panel; an older load's answer is dropped. */
+  memoryLoad: 0,
+  /** The next page's offset of the memory panel's list, or null. */
+  memoryNext: null,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -156,6 +194,7 @@ function sendFrame(frame) {
 function socketUrl(resume) {
   const token = credential();
   const params = new URLSearchParams({ agent: ui.agent.value, stream: "2", binary: "true" });
+  if (state.facet) params.set("memory_facet", state.facet);
   if (resume) {
     params.set("resume", resume.session);
     if (resume.epoch) {
@@ -171,6 +210,12 @@ function socketUrl(resume) {
 /** Opens a socket; `opts.resume` names a session to attach to, `opts.rejoin` marks a reconnect. */
 function openSocket(opts = {}) {
   closeSocket();
+  if (facetProblem(state.facet)) {
+    // Never sent: the server would refuse the upgrade (400).
+    showFacetProblem(state.facet);
+    setStatus("error", "not connected: invalid memory facet");
+    return;
+  }
   const id = ++state.socketId;
   let opened = false;
   const ws = new WebSocket(socketUrl(opts.resume));
@@ -195,6 +240,7 @@ function closeSocket() {
   clearTimeout(state.rejoinTimer);
   endCall(true, "call ended");
   state.socketId += 1;
+  state.connectedFacet = null;
   if (state.ws && state.ws.readyState <= WebSocket.OPEN) state.ws.close(1000, "closed by the user");
   state.ws = null;
 }
@@ -208,6 +254,7 @@ function onClose(event, opened, opts) {
     endTurnInterrupted("the connection closed: credential expired");
     return;
   }
+  state.connectedFacet = null;
   const canRejoin = state.sessionId && (opened || opts.rejoin);
   if (canRejoin && state.rejoinAttempt < REJOIN_DELAYS_MS.length) {
     const delay = REJOIN_DELAYS_MS[state.rejoinAttempt];
@@ -227,11 +274,12 @@ function onClose(event, opened, opts) {
   endTurnInterrupted("the connection was lost");
   if (!opened && !opts.rejoin) {
     const agent = currentAgent();
+    // An agent bound to a memory container refuses another facet (403).
     const why = credential()
-      ? "the server refused the upgrade; is the credential valid for this agent?"
+      ? `the server refused the upgrade; is the credential valid for this agent${state.facet ? ", and the memory facet allowed" : ""}?`
       : agent?.credential_required
         ? "this agent requires a credential: enter an API key or token above"
-        : "the server refused the upgrade or cannot be reached";
+        : `the server refused the upgrade or cannot be reached${state.facet ? "; does the agent allow this memory facet?" : ""}`;
     showError("CONNECT_FAILED", `cannot connect to "${ui.agent.value}": ${why}`);
   } else {
     showError("CONNECTION_LOST", `the connection closed (${event.code}${event.reason ? ` ${event.reason}` : ""})`);
@@ -318,7 +366,12 @@ function onConnected(frame, opts) {
   }
   ui.sessionId.textContent = state.sessionId ?? "–";
   highlightSession();
-  setStatus("open", `connected to ${ui.agent.value}${opts.rejoin ? " (rejoined)" : ""}`);
+  const facet = typeof connected.memory_facet === "string" ? connected.memory_facet : "";
+  state.connectedFacet = facet;
+  // The facet is named when it is not the one typed (the agent's own container).
+  const pinned = facet && facet !== state.facet ? ` · facet ${facet}` : "";
+  setStatus("open", `connected to ${ui.agent.value}${pinned}${opts.rejoin ? " (rejoined)" : ""}`);
+  loadMemories();
   setRunning(state.running);
   const waiting = state.outbox.splice(0);
   waiting.forEach(sendFrame);
@@ -621,6 +674,7 @@ function finishTurn(done) {
   setRunning(false);
   scrollDown();
   refreshSessionsSoon();
+  if (currentAgent()?.memory) afterMemoryTurn(turn);
 }
 
 function endTurnInterrupted(why) {
@@ -669,6 +723,7 @@ function onToolCall(call) {
   // longer to decide); a server tool's id is ignored by the server.
   sendFrame({ type: "tool_call_ack", tool_call_ack: { call_id: call.id } });
   const turn = ensureTurn();
+  if (isMemoryTool(call.name)) turn.usedMemory = true;
   if (call.consent_message) {
     askConsent(call);
     return;
@@ -850,13 +905,19 @@ function refreshSessionsSoon() {
   refreshTimer = setTimeout(loadSessions, 300);
 }
 
-async function apiGet(path) {
-  const response = await fetch(path, { headers: authHeaders(), cache: "no-store" });
+/** `METHOD path` on the API with the caller's credential: the JSON answer (null for a 204). */
+async function apiRequest(method, path) {
+  const response = await fetch(path, { method, headers: authHeaders(), cache: "no-store" });
+  if (response.status === 204) return null;
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
     throw Object.assign(new Error(body.error ?? response.statusText), { status: response.status });
   }
   return body;
+}
+
+function apiGet(path) {
+  return apiRequest("GET", path);
 }
 
 function when(timestamp) {
@@ -938,6 +999,7 @@ async function reloadHistory(id) {
   }
   ui.transcript.replaceChildren();
   renderHistory(messages);
+  state.storedSeq = Math.max(state.storedSeq, ...messages.map((m) => Number(m.seq) || 0));
   notice(`resumed session ${id.slice(0, 8)}… (${messages.length} messages)`);
 }
 
@@ -974,17 +1036,288 @@ function renderHistory(messages) {
       }
       open = message.metadata?.step === "interim" ? bubble : null;
     } else if (message.role === "tool" && message.content?.call) {
-      const call = message.content.call;
       open = open ?? assistantBubble("done");
-      const card = toolCard(call, call.side === "client" ? "client" : "server");
-      appendItem(open, card.element);
-      cards.set(call.id, card);
+      drawToolStep(open, message.content, cards);
     } else if (message.role === "tool" && message.content?.result) {
-      const result = message.content.result;
-      const ok = result.status === "ok";
-      cards.get(result.id)?.finish(ok ? { result: result.value } : { error: result.value ?? result.status });
+      drawToolStep(null, message.content, cards);
     }
   }
+  scrollDown();
+}
+
+/** A stored tool step: a call's card at the end of `bubble`, or a result on the card drawn for its call. */
+function drawToolStep(bubble, step, cards) {
+  if (step.call) {
+    const call = step.call;
+    const card = toolCard(call, call.side === "client" ? "client" : "server");
+    appendItem(bubble, card.element);
+    cards.set(call.id, card);
+  } else if (step.result) {
+    const result = step.result;
+    const ok = result.status === "ok";
+    cards.get(result.id)?.finish(ok ? { result: result.value } : { error: result.value ?? result.status });
+  }
+}
+
+// ----------------------------------------------------------------- memory
+
+/** What is wrong with `facet` as a `memory_facet` (null: nothing; "" is none). */
+function facetProblem(facet) {
+  if (!facet || MEMORY_FACET.test(facet)) return null;
+  if (facet.length > 128) return `the memory facet is ${facet.length} characters long; at most 128`;
+  if (!/^[A-Za-z0-9]/.test(facet)) return "the memory facet must start with a letter or a digit";
+  return "the memory facet may hold only letters, digits and . _ : / -";
+}
+
+/** Shows beside the field what is wrong with `facet` (nothing when it is valid); true when something is. */
+function showFacetProblem(facet) {
+  const problem = facetProblem(facet);
+  ui.memoryFacetError.hidden = !problem;
+  ui.memoryFacetError.textContent = problem ?? "";
+  ui.memoryFacet.setAttribute("aria-invalid", String(Boolean(problem)));
+  return Boolean(problem);
+}
+
+/**
+ * The top bar's facet was changed: a new chat in it. A malformed one is
+ * not sent: the chat in the old facet ends (it is not carried on as if it
+ * were in the new one) and the field says why.
+ */
+function onFacetChange() {
+  state.facet = ui.memoryFacet.value.trim();
+  if (!facetProblem(state.facet)) localStorage.setItem("agentwire.memory_facet", state.facet);
+  newChat();
+  loadMemories();
+}
+
+/** The facet the panel lists: the connection's (as the server echoed it), else the top bar's. */
+function panelFacet() {
+  return state.connectedFacet ?? state.facet;
+}
+
+function memoryError(text) {
+  ui.memoryError.textContent = text ?? "";
+  ui.memoryError.hidden = !text;
+}
+
+function memoryStatus(text) {
+  ui.memoryStatus.textContent = text ?? "";
+}
+
+/** An API failure as the panel says it. */
+function failure(what, error) {
+  return `${what}: ${error.status ? `${error.status} ` : ""}${error.message}`;
+}
+
+/** The `/api/v1/memories` query of the panel: the agent (none for the `caller` tier) and facet. */
+function memoryQuery(agent, offset) {
+  const params = new URLSearchParams({
+    agent: agent.memory === "caller" ? "" : agent.name,
+    memory_facet: panelFacet(),
+    limit: String(MEMORY_PAGE),
+  });
+  if (offset) params.set("offset", String(offset));
+  return `/api/v1/memories?${params}`;
+}
+
+/**
+ * Shows or hides the memory panel for the chosen agent and (re)loads its
+ * list: the first page, or the next one after what is shown (`more`). The
+ * line saying what the last Forget or Delete all did stays with `keepStatus`.
+ */
+async function loadMemories({ more = false, keepStatus = false } = {}) {
+  const agent = currentAgent();
+  const load = ++state.memoryLoad;
+  ui.memoryPanel.hidden = !agent?.memory;
+  if (!agent?.memory) return;
+  hideMemoryConfirm();
+  if (!keepStatus && !more) memoryStatus("");
+  const facet = panelFacet();
+  ui.memoryScope.textContent = `${agent.memory === "caller" ? "Shared by your agents" : `With ${agent.name}`}, ${
+    facet ? `facet ${facet}` : "no facet"
+  }`;
+  ui.memoryPanel.dataset.agent = agent.name;
+  ui.memoryPanel.dataset.facet = facet;
+  const idle = (why, name) => {
+    ui.memories.replaceChildren(element("li", "memories-empty", "memories-empty", why));
+    ui.memoryMore.hidden = true;
+    ui.memoryDeleteAll.disabled = true;
+    memoryError(null);
+    ui.memoryPanel.dataset.state = name;
+  };
+  if (facetProblem(facet)) {
+    idle("Fix the memory facet to see its memories.", "invalid-facet");
+    return;
+  }
+  if (!credential()) {
+    idle("Enter a credential to see your memories: an anonymous caller has none.", "anonymous");
+    return;
+  }
+  ui.memoryPanel.dataset.state = "loading";
+  let page;
+  try {
+    page = await apiGet(memoryQuery(agent, more ? state.memoryNext : 0));
+  } catch (error) {
+    if (load !== state.memoryLoad) return;
+    // Not the list of another credential, agent or facet under this error.
+    if (!more) ui.memories.replaceChildren();
+    ui.memoryMore.hidden = true;
+    ui.memoryDeleteAll.disabled = true;
+    memoryError(failure("cannot list the memories", error));
+    ui.memoryPanel.dataset.state = "error";
+    return;
+  }
+  if (load !== state.memoryLoad) return; // a newer load is on the way
+  memoryError(null);
+  ui.memoryDeleteAll.disabled = false;
+  const items = (page.memories ?? []).map(memoryItem);
+  if (more) {
+    ui.memories.append(...items);
+  } else {
+    ui.memories.replaceChildren(...items);
+  }
+  if (!ui.memories.querySelector("[data-testid=memory-item]")) {
+    ui.memories.replaceChildren(
+      element("li", "memories-empty", "memories-empty", "No memories with this agent in this facet."),
+    );
+  }
+  state.memoryNext = typeof page.next_offset === "number" ? page.next_offset : null;
+  ui.memoryMore.hidden = state.memoryNext === null;
+  ui.memoryPanel.dataset.state = "ready";
+}
+
+/** One memory in the panel: its text (as text), its type and when, and Forget. */
+function memoryItem(memory) {
+  const li = element("li", "memory", "memory-item");
+  li.dataset.memoryId = memory.id;
+  const content = element("div", "memory-content", "memory-content", memory.content ?? "");
+  content.title = memory.content ?? "";
+  const meta = element("div", "memory-meta");
+  meta.append(element("span", "memory-type", "memory-type", memory.type ?? "general"));
+  const at = when(memory.updated_at ?? memory.created_at);
+  if (at) meta.append(element("span", "memory-time", null, at));
+  const forget = element("button", "memory-forget", "memory-forget", "Forget");
+  forget.type = "button";
+  const clipped = String(memory.content ?? "").slice(0, 60);
+  forget.setAttribute("aria-label", `Forget: ${clipped}`);
+  forget.addEventListener("click", () => forgetMemory(memory, li, forget));
+  meta.append(forget);
+  li.append(content, meta);
+  return li;
+}
+
+async function forgetMemory(memory, li, button) {
+  button.disabled = true;
+  li.dataset.state = "forgetting";
+  try {
+    await apiRequest("DELETE", `/api/v1/memories/${encodeURIComponent(memory.id)}`);
+  } catch (error) {
+    button.disabled = false;
+    li.dataset.state = "";
+    memoryError(failure("cannot forget the memory", error));
+    return;
+  }
+  const at = [...ui.memories.querySelectorAll("[data-testid=memory-item]")].indexOf(li);
+  memoryStatus(`Forgot “${String(memory.content ?? "").slice(0, 60)}”.`);
+  await loadMemories({ keepStatus: true });
+  // Focus goes to the memory that took its place, else to the panel's reload.
+  const buttons = ui.memories.querySelectorAll("[data-testid=memory-forget]");
+  (buttons[Math.min(at, buttons.length - 1)] ?? ui.memoryRefresh).focus();
+}
+
+function showMemoryConfirm() {
+  ui.memoryConfirm.hidden = false;
+  ui.memoryDeleteAll.setAttribute("aria-expanded", "true");
+  ui.memoryConfirmCancel.focus();
+}
+
+function hideMemoryConfirm() {
+  if (ui.memoryConfirm.hidden) return;
+  ui.memoryConfirm.hidden = true;
+  ui.memoryDeleteAll.setAttribute("aria-expanded", "false");
+}
+
+async function deleteAllMemories() {
+  ui.memoryConfirmDelete.disabled = true;
+  let answer;
+  try {
+    answer = await apiRequest("DELETE", "/api/v1/memories");
+  } catch (error) {
+    memoryError(failure("cannot delete the memories", error));
+    return;
+  } finally {
+    ui.memoryConfirmDelete.disabled = false;
+  }
+  hideMemoryConfirm();
+  const n = Number(answer?.deleted ?? 0);
+  memoryStatus(`Deleted ${n} ${n === 1 ? "memory" : "memories"}.`);
+  ui.memoryDeleteAll.focus();
+  await loadMemories({ keepStatus: true });
+}
+
+/** The stored messages of session `id` after `after` (every page). */
+async function storedMessages(id, after) {
+  const messages = [];
+  let from = after;
+  for (let page = 0; page < HISTORY_PAGES; page += 1) {
+    const query = from ? `?after=${from}` : "";
+    const body = await apiGet(`/api/v1/sessions/${encodeURIComponent(id)}/messages${query}`);
+    messages.push(...(body.messages ?? []));
+    from = body.next_after;
+    if (from === null || from === undefined) break;
+  }
+  return messages;
+}
+
+/**
+ * After a turn of an agent with memory: the turn's stored steps. When a
+ * memory tool ran, the turn's bubble is drawn again from them (its tool
+ * cards where they came; not a bubble with media, which the stored steps
+ * do not hold) and the panel reloads.
+ */
+async function afterMemoryTurn(bubble) {
+  const session = state.sessionId;
+  let usedMemory = bubble.usedMemory === true;
+  if (session) {
+    let messages;
+    try {
+      messages = await storedMessages(session, state.storedSeq);
+    } catch (error) {
+      memoryError(failure("cannot read the turn's memory steps", error));
+      loadMemories();
+      return;
+    }
+    if (session !== state.sessionId) return; // another chat meanwhile
+    for (const message of messages) state.storedSeq = Math.max(state.storedSeq, Number(message.seq) || 0);
+    const lastUser = messages.map((m) => m.role).lastIndexOf("user");
+    const steps = messages.slice(lastUser + 1);
+    const stored = steps.some((m) => m.role === "tool" && isMemoryTool(m.content?.call?.name));
+    usedMemory = usedMemory || stored;
+    const drawable =
+      stored &&
+      bubble.el.isConnected &&
+      !bubble.usedMemory &&
+      !bubble.body.querySelector(".media") &&
+      steps.some((m) => m.role === "assistant");
+    if (drawable) redrawTurn(bubble, steps);
+  }
+  if (usedMemory) loadMemories();
+}
+
+/** `bubble` drawn again from its turn's stored messages (those after its user message). */
+function redrawTurn(bubble, steps) {
+  bubble.body.replaceChildren();
+  bubble.streamed = "";
+  bubble.run = null;
+  const cards = new Map();
+  for (const message of steps) {
+    if (message.role === "assistant") {
+      showReply(bubble, { content: String(message.content ?? "") });
+    } else if (message.role === "tool" && message.content) {
+      drawToolStep(bubble, message.content, cards);
+    }
+  }
+  bubble.el.dataset.steps = "stored";
   scrollDown();
 }
 
@@ -997,6 +1330,7 @@ function resetConversation() {
   state.sessionId = null;
   state.epoch = null;
   state.lastSeq = 0;
+  state.storedSeq = 0;
   state.outbox = [];
   setRunning(false);
   clearUploads();
@@ -1049,6 +1383,7 @@ function wire() {
     localStorage.setItem("agentwire.agent", ui.agent.value);
     offerCall();
     newChat();
+    loadMemories();
   });
   ui.call.addEventListener("click", () => {
     if (state.call) endCall(true, "call ended");
@@ -1058,6 +1393,24 @@ function wire() {
     sessionStorage.setItem("agentwire.credential", credential());
     loadSessions();
     newChat();
+    loadMemories();
+  });
+  ui.memoryFacet.addEventListener("change", onFacetChange);
+  // Checked as it is typed; sent (a new chat) when changed.
+  ui.memoryFacet.addEventListener("input", () => showFacetProblem(ui.memoryFacet.value.trim()));
+  ui.memoryRefresh.addEventListener("click", () => loadMemories());
+  ui.memoryMore.addEventListener("click", () => loadMemories({ more: true }));
+  ui.memoryDeleteAll.addEventListener("click", showMemoryConfirm);
+  ui.memoryConfirmCancel.addEventListener("click", () => {
+    hideMemoryConfirm();
+    ui.memoryDeleteAll.focus();
+  });
+  ui.memoryConfirmDelete.addEventListener("click", deleteAllMemories);
+  ui.memoryConfirm.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      hideMemoryConfirm();
+      ui.memoryDeleteAll.focus();
+    }
   });
   ui.sessionsRefresh.addEventListener("click", loadSessions);
   ui.fileInput.addEventListener("change", () => {
@@ -1069,9 +1422,15 @@ function wire() {
 
 async function main() {
   ui.credential.value = sessionStorage.getItem("agentwire.credential") ?? "";
+  const facet =
+    new URLSearchParams(location.search).get("memory_facet") ?? localStorage.getItem("agentwire.memory_facet") ?? "";
+  ui.memoryFacet.value = facet;
+  state.facet = facet.trim();
+  showFacetProblem(state.facet);
   wire();
   await loadAgents();
   loadSessions();
+  loadMemories();
   renderCallState("idle", { speaking: false });
   if (ui.agent.value) openSocket();
   document.body.dataset.ready = "true";

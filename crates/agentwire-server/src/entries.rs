@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentwire_core::AccessLevel;
+use agentwire_core::{AccessLevel, MemoryTier};
 use agentwire_engine::Agent;
 
 use crate::call;
@@ -22,6 +22,9 @@ pub struct AgentEntry {
     /// The memory container the agent is scoped to: a connection naming
     /// another is refused with 403.
     pub memory_facet: Option<String>,
+    /// The caller tier the agent's memory tools write to; `None`: the agent
+    /// has no memory tools. Shown by `/api/v1/agents`.
+    pub memory_tier: Option<MemoryTier>,
     /// Announced as `connected.ai_disclosure`; `None` says nothing.
     pub requires_ai_disclosure: Option<bool>,
     /// Voice calls on the Omnia endpoint; `None`: audio frames are answered

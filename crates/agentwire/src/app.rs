@@ -495,6 +495,11 @@ fn agent_entry(
         access_level: config.access_level,
         password_argon2: config.password_argon2.clone(),
         memory_facet: config.memory_facet.clone(),
+        memory_tier: config
+            .runtime
+            .as_ref()
+            .and_then(|r| r.memory.as_ref())
+            .map(|m| m.tier),
         requires_ai_disclosure: config.requires_ai_disclosure,
         voice: config
             .voice

@@ -296,6 +296,7 @@ impl Harness {
             access_level: AccessLevel::Public,
             password_argon2: None,
             memory_facet: None,
+            memory_tier: None,
             requires_ai_disclosure: None,
             voice: None,
         };

@@ -3,14 +3,16 @@
 //! provider or instructions):
 //!
 //! `{"agents": [{"name": "demo", "access_level": "public",
-//! "credential_required": false, "ai_disclosure": null, "voice": false}],
-//! "media": true}`
+//! "credential_required": false, "ai_disclosure": null, "voice": false,
+//! "memory": null}], "media": true}`
 //!
 //! sorted by name. `credential_required` is whether `/ws` refuses a caller
 //! without a credential (a private agent); `media` whether uploads
 //! (`upload_request`, `/media/*`) are enabled; `voice` whether the agent
-//! takes voice calls (`agents[].voice`). Answers carry
-//! `Cache-Control: no-store`; other methods are 405.
+//! takes voice calls (`agents[].voice`); `memory` the caller tier its memory
+//! tools write to (`"caller_agent"` or `"caller"`, `agents[].memory.tier`),
+//! `null` when it has none. Answers carry `Cache-Control: no-store`; other
+//! methods are 405.
 
 use std::sync::Arc;
 
@@ -53,6 +55,7 @@ struct AgentInfo<'a> {
     credential_required: bool,
     ai_disclosure: Option<bool>,
     voice: bool,
+    memory: Option<&'static str>,
 }
 
 async fn list(State(state): State<Arc<AppState>>) -> Response {
@@ -67,6 +70,7 @@ async fn list(State(state): State<Arc<AppState>>) -> Response {
             credential_required: entry.access_level == AccessLevel::Private,
             ai_disclosure: entry.requires_ai_disclosure,
             voice: entry.voice.is_some(),
+            memory: entry.memory_tier.map(|tier| tier.as_str()),
         })
         .collect();
     agents.sort_by(|a, b| a.name.cmp(b.name));

@@ -516,6 +516,140 @@ scenario("a turn is drawn in the order it came: text, the tool card, the text af
   assertNarratedOrder(await bodyOrder(lastAssistant(page)), "from the history");
 });
 
+async function setFacet(page, value) {
+  await page.fill("[data-testid=memory-facet]", value);
+  await page.dispatchEvent("[data-testid=memory-facet]", "change");
+}
+
+const memoryItems = (page) => page.locator("[data-testid=memory-panel] [data-testid=memory-item]");
+
+/** Waits until the memory panel has loaded and lists `n` memories. */
+async function waitMemories(page, n) {
+  await page.waitForFunction(
+    (wanted) =>
+      document.querySelector("[data-testid=memory-panel]").dataset.state === "ready" &&
+      document.querySelectorAll("[data-testid=memory-panel] [data-testid=memory-item]").length === wanted,
+    n,
+  );
+}
+
+/** The caller's memories as the API lists them (not through the page). */
+async function apiMemories() {
+  const response = await fetch(`${BASE}/api/v1/memories`, { headers: { Authorization: `Bearer ${API_KEY}` } });
+  assertEq(response.status, 200, "the memories API answers");
+  return (await response.json()).memories;
+}
+
+scenario("agent memory: the facet, memory cards, the panel, Forget and Delete all", async () => {
+  const FACT = "prefers <em>window</em> seats";
+  await setCredential(page, API_KEY);
+  await page.selectOption("[data-testid=agent-select]", "keeper");
+  await waitOpen(page);
+  await setMetadata(page, null);
+  const panel = page.locator("[data-testid=memory-panel]");
+  assert(await panel.isVisible(), "a memory panel for an agent with memory");
+  assertEq(await panel.locator("[data-testid=memory-scope]").innerText(), "With keeper, no facet", "the panel's scope");
+
+  // A malformed facet is shown, not sent.
+  const socketsBefore = frames.sockets.length;
+  const facetError = page.locator("[data-testid=memory-facet-error]");
+  await setFacet(page, "bad facet!");
+  await facetError.waitFor();
+  assert((await facetError.innerText()).includes("only letters, digits and . _ : / -"), await facetError.innerText());
+  assertEq(await page.locator("[data-testid=memory-facet]").getAttribute("aria-invalid"), "true", "aria-invalid");
+  assertEq(await page.locator("[data-testid=status]").getAttribute("data-state"), "error", "not connected");
+  assert((await page.locator("[data-testid=status]").innerText()).includes("invalid memory facet"), "the status says why");
+  await setFacet(page, "a".repeat(129));
+  assert((await facetError.innerText()).includes("129 characters"), await facetError.innerText());
+  await page.waitForTimeout(200);
+  assertEq(frames.sockets.length, socketsBefore, "no connection with a bad facet");
+
+  // A good one goes on the upgrade.
+  await setFacet(page, "trip-7");
+  await waitOpen(page);
+  assert(await facetError.isHidden(), "the message is gone");
+  assert(/[?&]memory_facet=trip-7(&|$)/.test(frames.sockets.at(-1)), `the upgrade carries the facet: ${frames.sockets.at(-1)}`);
+  await page.waitForFunction(() => document.querySelector("[data-testid=memory-scope]").textContent === "With keeper, facet trip-7");
+  await waitMemories(page, 0);
+  await panel.locator("[data-testid=memories-empty]").waitFor();
+
+  // A turn that remembers: its card says what, and the panel lists it, as text.
+  await setMetadata(page, { mock_scenario: "remember" });
+  await send(page, "remember my seat");
+  assertEq(await reply(page), "Noted.", "the reply");
+  const card = lastAssistant(page).locator("[data-testid=tool-card][data-tool-name=memory__remember]");
+  await card.waitFor();
+  assertEq(await card.getAttribute("data-state"), "ok", "the card has its result");
+  assertEq(await card.locator("[data-testid=tool-summary]").innerText(), `Remembered: ${FACT}`, "the card says what");
+  assertEq(
+    JSON.stringify(await bodyOrder(lastAssistant(page))),
+    JSON.stringify(["tool-card:memory__remember", "text:Noted."]),
+    "the card, then the reply",
+  );
+  await waitMemories(page, 1);
+  const item = memoryItems(page).first();
+  assertEq(await item.locator("[data-testid=memory-content]").innerText(), FACT, "the fact, as text");
+  assertEq(await item.locator("[data-testid=memory-type]").innerText(), "preference", "its type");
+  assertEq(await panel.locator("em").count(), 0, "no markup from the memory text");
+  const stored = await apiMemories();
+  assertEq(stored.length, 1, "one memory stored");
+  assertEq(stored[0].memory_facet, "trip-7", "in the facet");
+  assertEq(stored[0].agent, "keeper", "with the agent");
+  assertEq(await item.getAttribute("data-memory-id"), stored[0].id, "the panel's id");
+  await page.evaluate(() => {
+    document.querySelector("details.metadata").open = false;
+  });
+  await screenshot(page, "memory");
+
+  // Forgotten from the panel: gone from the list, then from recall (in a
+  // new chat: the scripted model counts a session's turns).
+  await item.locator("[data-testid=memory-forget]").click();
+  await waitMemories(page, 0);
+  assert((await panel.locator("[data-testid=memory-status]").innerText()).startsWith("Forgot"), "the panel says so");
+  assertEq((await apiMemories()).length, 0, "the API lists none");
+  await fresh(page, "keeper");
+  await setMetadata(page, { mock_scenario: "recall" });
+  await send(page, "what do you remember?");
+  const recalled = await reply(page);
+  assert(recalled.includes('"count":0'), `recall finds nothing: ${recalled}`);
+  const recall = lastAssistant(page).locator("[data-testid=tool-card][data-tool-name=memory__recall]");
+  await recall.waitFor();
+  assertEq(await recall.locator("[data-testid=tool-summary]").innerText(), "Recalled 0 memories", "the recall card");
+
+  // An API error is shown in the panel.
+  await setCredential(page, "not-a-valid-key");
+  const panelError = panel.locator("[data-testid=memory-error]");
+  await panelError.waitFor();
+  assert((await panelError.innerText()).includes("401"), `the panel shows the API's answer: ${await panelError.innerText()}`);
+  await setCredential(page, API_KEY);
+  await waitOpen(page);
+  await waitMemories(page, 0);
+  assert(await panelError.isHidden(), "the error is gone once the list loads");
+
+  // Delete all, after a confirm step.
+  await setMetadata(page, { mock_scenario: "remember" });
+  await send(page, "remember my seat again");
+  await reply(page);
+  await waitMemories(page, 1);
+  const confirm = panel.locator("[data-testid=memory-confirm]");
+  await panel.locator("[data-testid=memory-delete-all]").click();
+  await confirm.waitFor();
+  assert((await confirm.innerText()).includes("every agent"), "the confirm says what goes");
+  await confirm.locator("[data-testid=memory-confirm-cancel]").click();
+  assert(await confirm.isHidden(), "cancelled");
+  assertEq(await memoryItems(page).count(), 1, "nothing deleted on cancel");
+  await panel.locator("[data-testid=memory-delete-all]").click();
+  await confirm.locator("[data-testid=memory-confirm-delete]").click();
+  await waitMemories(page, 0);
+  assertEq(await panel.locator("[data-testid=memory-status]").innerText(), "Deleted 1 memory.", "how many");
+  assertEq((await apiMemories()).length, 0, "none left");
+
+  await setMetadata(page, null);
+  await setFacet(page, "");
+  await waitOpen(page);
+  assert(!/memory_facet=/.test(frames.sockets.at(-1)), "no facet once cleared");
+});
+
 scenario("a turn's streamed media comes as a binary frame and is shown", async () => {
   await fresh(page, "test-agent");
   assert(/[?&]binary=true(&|$)/.test(frames.sockets.at(-1)), `the socket asks for binary frames: ${frames.sockets.at(-1)}`);

@@ -179,6 +179,26 @@ async fn gnosari_shows_the_memory_steps_and_shares_the_callers_memory() {
     assert_eq!(recalled["count"], 1, "{recalled}");
 }
 
+#[tokio::test]
+async fn the_agents_endpoint_names_each_agents_memory_tier() {
+    let shared = "  - {name: shared, handler: runtime, provider: memo, access_level: public, memory: {enabled: true, tier: caller}}\n  - {name: plain, handler: runtime, provider: memo, access_level: public, memory: {enabled: false}}\n";
+    let server = TestServer::with_runtime(
+        &format!("{MODEL}{}", auth_yaml()),
+        &format!("{AGENTS}{shared}"),
+    )
+    .await;
+    let listing: Value = server.http("GET", "/api/v1/agents", &[], b"").await.json();
+    let tier = |name: &str| -> Value {
+        let agents = listing["agents"].as_array().unwrap();
+        let agent = agents.iter().find(|a| a["name"] == name).unwrap();
+        agent["memory"].clone()
+    };
+    assert_eq!(tier("concierge"), "caller_agent", "{listing}");
+    assert_eq!(tier("shared"), "caller");
+    assert_eq!(tier("plain"), Value::Null, "memory: {{enabled: false}}");
+    assert_eq!(tier("echo"), Value::Null, "not a runtime agent");
+}
+
 /// A model that remembers, forgets what it remembered (by the id the first
 /// tool returned), then recalls.
 const FORGETFUL: &str = r#"

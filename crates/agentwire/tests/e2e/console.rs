@@ -93,6 +93,7 @@ async fn the_agents_endpoint_lists_names_and_whether_a_credential_is_needed() {
     let demo = by_name(&body, "demo");
     assert_eq!(demo["credential_required"], false);
     assert_eq!(demo["access_level"], "public");
+    assert_eq!(demo["memory"], Value::Null, "no memory tools");
     assert!(demo.get("password_argon2").is_none() && demo.get("handler").is_none());
     assert_eq!(body["media"], false);
     assert_eq!(
@@ -234,6 +235,14 @@ providers:
         turns:
           1: {content: "Let me look up your time zone.", tool_calls: [{name: get_timezone, arguments: {}}]}
           2: "Your time zone is {{last_tool_result}}."
+      remember:
+        turns:
+          1: {tool_calls: [{name: memory__remember, arguments: {content: "prefers <em>window</em> seats", type: preference}}]}
+          2: "Noted."
+      recall:
+        turns:
+          1: {tool_calls: [{name: memory__recall, arguments: {query: "seats"}}]}
+          2: "Recalled: {{last_tool_result}}"
 tools:
   - name: get_location
     type: client
@@ -248,8 +257,8 @@ tools:
     consent_message: Share your time zone?
 "#;
 
-/// The demo and test agents, a runtime agent on the scripted model, a
-/// private agent, and two voice agents.
+/// The demo and test agents, two runtime agents on the scripted model (one
+/// with memory), a private agent, and two voice agents.
 const BROWSER_AGENTS: &str = r#"
 agents:
   - name: demo
@@ -264,6 +273,11 @@ agents:
     provider: scripted
     tools: [get_location, get_timezone]
     access_level: public
+  - name: keeper
+    handler: runtime
+    provider: scripted
+    access_level: public
+    memory: {enabled: true}
   - name: vault
     handler: demo
     access_level: private
