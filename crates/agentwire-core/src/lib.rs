@@ -83,8 +83,8 @@ pub use memory::{
     MemoryTier, NewMemory, Owned, Recall, Remembered, Similar, TurnCaller,
 };
 pub use model::{
-    ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall, ProviderError,
-    ProviderErrorKind, TextSink, ToolBox, ToolSource, ToolSpec, Usage,
+    CallerToolSource, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall,
+    ProviderError, ProviderErrorKind, TextSink, ToolBox, ToolSource, ToolSpec, Usage,
 };
 pub use scope::ConnectionScope;
 pub use screening::PromptScreen;

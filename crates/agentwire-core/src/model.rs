@@ -233,3 +233,14 @@ pub trait ToolSource: Send + Sync + 'static {
 
     async fn open(&self) -> Result<std::sync::Arc<dyn ToolBox>, String>;
 }
+
+/// Tools whose every call acts for one caller in one session (agent
+/// memory): a voice call opens its own with who is calling, as a text turn
+/// hands its [`TurnCaller`](crate::TurnCaller) to the handler.
+pub trait CallerToolSource: Send + Sync + 'static {
+    fn open_for(
+        &self,
+        caller: std::sync::Arc<crate::TurnCaller>,
+        session: crate::SessionId,
+    ) -> std::sync::Arc<dyn ToolBox>;
+}

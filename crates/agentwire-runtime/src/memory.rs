@@ -18,17 +18,19 @@ mod output;
 mod recall;
 mod remember;
 mod specs;
+mod voice;
 
 use std::sync::Arc;
 
 use agentwire_core::{
-    AgentMemory, Clock, Embedder, MemoryScope, MemoryTier, ModelToolCall, ToolOutcome, ToolSpec,
-    TurnContext,
+    AgentMemory, Clock, Embedder, MemoryScope, MemoryTier, ModelToolCall, SessionId, ToolOutcome,
+    ToolSpec, TurnCaller, TurnContext,
 };
 
 pub(crate) use ambient::with_note;
 pub use ambient::{NOTE_HEADING, Retrieval};
 pub use specs::{FORGET_TOOL, LIST_TOOL, OPEN_TOOL, RECALL_TOOL, REMEMBER_TOOL};
+pub use voice::CallMemory;
 
 /// What a model is told when its caller is anonymous and it tries to
 /// write: caller memory needs an identified caller.
@@ -114,20 +116,37 @@ impl<'a> MemoryTools<'a> {
         specs::NAMES.contains(&name)
     }
 
-    /// Runs `call`; every failure is an error result for the model.
+    /// Runs `call` in `turn`; every failure is an error result for the
+    /// model.
     pub(crate) async fn run(&self, turn: &TurnContext, call: &ModelToolCall) -> ToolOutcome {
-        let scopes = self.scopes(turn);
+        let acting = Acting {
+            caller: &turn.caller,
+            session_id: &turn.session_id,
+            new_id: &|| turn.new_call_id(),
+        };
+        self.run_for(&acting, &call.name, &call.arguments).await
+    }
+
+    /// Runs the tool `name` for `acting`; every failure is an error result
+    /// for the model.
+    pub(crate) async fn run_for(
+        &self,
+        acting: &Acting<'_>,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> ToolOutcome {
+        let scopes = self.scopes(acting.caller);
         let memory = Memory {
             settings: self.settings,
             scopes: &scopes,
-            turn,
+            acting,
         };
-        let result = match call.name.as_str() {
-            specs::RECALL_TOOL => recall::run(&memory, &call.arguments).await,
-            specs::REMEMBER_TOOL => remember::run(&memory, &call.arguments).await,
-            specs::LIST_TOOL => list::run(&memory, &call.arguments).await,
-            specs::FORGET_TOOL => forget::run(&memory, &call.arguments).await,
-            specs::OPEN_TOOL => open::run(&memory, &call.arguments).await,
+        let result = match name {
+            specs::RECALL_TOOL => recall::run(&memory, arguments).await,
+            specs::REMEMBER_TOOL => remember::run(&memory, arguments).await,
+            specs::LIST_TOOL => list::run(&memory, arguments).await,
+            specs::FORGET_TOOL => forget::run(&memory, arguments).await,
+            specs::OPEN_TOOL => open::run(&memory, arguments).await,
             other => Err(format!("unknown tool {other:?}")),
         };
         match result {
@@ -136,8 +155,7 @@ impl<'a> MemoryTools<'a> {
         }
     }
 
-    pub(crate) fn scopes(&self, turn: &TurnContext) -> Scopes {
-        let caller = &turn.caller;
+    pub(crate) fn scopes(&self, caller: &TurnCaller) -> Scopes {
         let own = MemoryScope::new(self.settings.tier, caller, self.agent).ok();
         let agents = MemoryScope::new(MemoryTier::Agent, caller, self.agent)
             .expect("the agent tier needs no caller");
@@ -146,11 +164,19 @@ impl<'a> MemoryTools<'a> {
     }
 }
 
+/// Whom a memory call acts for, as the server established it: the caller,
+/// the session, and where a new memory's id comes from.
+pub(crate) struct Acting<'a> {
+    pub(crate) caller: &'a TurnCaller,
+    pub(crate) session_id: &'a SessionId,
+    pub(crate) new_id: &'a (dyn Fn() -> String + Sync),
+}
+
 /// What a tool call works with.
 struct Memory<'a> {
     settings: &'a MemorySettings,
     scopes: &'a Scopes,
-    turn: &'a TurnContext,
+    acting: &'a Acting<'a>,
 }
 
 impl Memory<'_> {

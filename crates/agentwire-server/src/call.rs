@@ -32,8 +32,8 @@ use parking_lot::Mutex;
 
 use agentwire_core::realtime::{CallEvent, CallInput, CallSpec, PCM, RealtimeProvider, ResponseId};
 use agentwire_core::{
-    AudioFormat, ClientToolBroker, ClientToolDecl, ErrorCode, SessionId, ToolCall, ToolOutcome,
-    ToolSource,
+    AudioFormat, CallerToolSource, ClientToolBroker, ClientToolDecl, ErrorCode, SessionId,
+    ToolCall, ToolOutcome, ToolSource,
 };
 use agentwire_engine::Agent;
 use agentwire_engine::VoiceExchange;
@@ -72,6 +72,9 @@ pub struct Voice {
     pub tools: Vec<Arc<dyn ToolSource>>,
     /// The agent's client tools: the caller's client runs them.
     pub client_tools: Vec<ClientToolDecl>,
+    /// Tools that act for the call's caller (agent memory), opened per
+    /// call with who is calling.
+    pub caller_tools: Vec<Arc<dyn CallerToolSource>>,
 }
 
 /// Transcripts a parked call keeps for its resume; older ones are dropped
@@ -185,6 +188,8 @@ pub(crate) struct CallOwner {
     pub(crate) agent: Arc<Agent>,
     pub(crate) namespace: String,
     pub(crate) owner: Option<String>,
+    /// The connection's `memory_facet`, for the call's memory tools.
+    pub(crate) memory_facet: Option<String>,
     pub(crate) session: SessionId,
 }
 
@@ -211,7 +216,7 @@ pub(crate) async fn open(
     let Some(slot) = Calls::try_take(state) else {
         return Err((ErrorCode::RateLimited, CALL_LIMIT_REACHED));
     };
-    let tools = Arc::new(CallTools::open(&voice.tools, &voice.client_tools, &owner.agent).await);
+    let tools = Arc::new(CallTools::open(voice, &owner).await);
     let spec = CallSpec {
         instructions: voice.instructions.clone(),
         proposed,

@@ -522,6 +522,11 @@ fn agent_entry(
                     .as_ref()
                     .map(|r| runtime_parts.client_tools(r))
                     .unwrap_or_default(),
+                caller_tools: config
+                    .runtime
+                    .as_ref()
+                    .map(|r| runtime_parts.caller_tools(&config.name, r))
+                    .unwrap_or_default(),
             }),
     })
 }

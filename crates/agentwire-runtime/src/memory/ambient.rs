@@ -49,7 +49,7 @@ async fn note(
     if turn.input.text.trim().is_empty() {
         return None;
     }
-    let scopes = MemoryTools::new(settings, agent).scopes(turn);
+    let scopes = MemoryTools::new(settings, agent).scopes(&turn.caller);
     let vector = settings.embed(&turn.input.text, "retrieval").await;
     let query = Recall {
         text: &turn.input.text,

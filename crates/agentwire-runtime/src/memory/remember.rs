@@ -30,10 +30,10 @@ pub(super) async fn run(memory: &Memory<'_>, arguments: &Value) -> Result<Value,
         .and_then(|c| memory.settings.category_ttl.get(c));
     let vector = memory.settings.embed(&fact.content, "remember").await;
     let new = NewMemory {
-        id: memory.turn.new_call_id(),
+        id: (memory.acting.new_id)(),
         scope,
         fact,
-        session_id: Some(memory.turn.session_id.clone()),
+        session_id: Some(memory.acting.session_id.clone()),
         now,
         expires_at: ttl.map(|ttl| now.plus(*ttl)),
         vector,

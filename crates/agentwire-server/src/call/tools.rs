@@ -18,13 +18,13 @@ use std::time::Duration;
 use agentwire_core::realtime::CallInput;
 use agentwire_core::{
     ClientCallEnd, ClientToolBroker, ClientToolDecl, ToolBox, ToolCall, ToolOutcome, ToolSide,
-    ToolSource, ToolSpec,
+    ToolSpec, TurnCaller,
 };
 use agentwire_engine::VoiceToolStep;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::CallOutput;
+use super::{CallOutput, CallOwner, Voice};
 use crate::AppState;
 
 /// `ToolOutcome::Denied`: the call ended while its client tool waited.
@@ -47,15 +47,12 @@ pub(super) struct CallTools {
 pub(super) type ToClient = mpsc::Sender<CallOutput>;
 
 impl CallTools {
-    /// The agent's tools for one call: server tool sources opened (one that
-    /// cannot open is left out, logged, as a text turn goes on without it).
-    pub(super) async fn open(
-        sources: &[Arc<dyn ToolSource>],
-        client: &[ClientToolDecl],
-        agent: &agentwire_engine::Agent,
-    ) -> CallTools {
-        let mut boxes = Vec::with_capacity(sources.len());
-        for source in sources {
+    /// The agent's tools for `owner`'s call: server tool sources opened
+    /// (one that cannot open is left out, logged, as a text turn goes on
+    /// without it), and the caller's own (memory) for its caller.
+    pub(super) async fn open(voice: &Voice, owner: &CallOwner) -> CallTools {
+        let mut boxes = Vec::with_capacity(voice.tools.len() + voice.caller_tools.len());
+        for source in &voice.tools {
             match source.open().await {
                 Ok(tools) => boxes.push(tools),
                 Err(e) => {
@@ -63,12 +60,19 @@ impl CallTools {
                 }
             }
         }
+        let caller = Arc::new(TurnCaller {
+            owner: owner.owner.clone(),
+            memory_facet: owner.memory_facet.clone(),
+        });
+        for source in &voice.caller_tools {
+            boxes.push(source.open_for(caller.clone(), owner.session.clone()));
+        }
         CallTools {
             boxes,
-            client: client.to_vec(),
+            client: voice.client_tools.clone(),
             broker: ClientToolBroker::new(),
-            ack_timeout: agent.ack_timeout,
-            result_timeout: agent.client_tool_timeout,
+            ack_timeout: owner.agent.ack_timeout,
+            result_timeout: owner.agent.client_tool_timeout,
             steps: Mutex::default(),
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{AgentMemory, Clock, Embedder, ModelProvider, ToolSource};
+use agentwire_core::{AgentMemory, CallerToolSource, Clock, Embedder, ModelProvider, ToolSource};
 use agentwire_providers::{OpenAiEmbeddings, ProviderSettings};
 use agentwire_runtime::{
     ArgumentValidator, ClientToolDecl, Delegation, Handoff, MetadataTemplate, Roster,
@@ -14,7 +14,9 @@ use agentwire_tools::ArgumentSchema;
 use anyhow::Context as _;
 
 use crate::config::{Config, FileAgent, FileTool, NamedTool, RuntimeAgentConfig, ToolConfig};
-use agentwire_runtime::memory::MemorySettings;
+use agentwire_runtime::memory::{CallMemory, MemorySettings};
+
+use crate::system::RandomIds;
 use agentwire_server::{MeasuredEmbedder, MemoryMetrics};
 
 /// Providers and tools, built once and shared by every agent naming them.
@@ -95,6 +97,33 @@ impl RuntimeParts {
         })
     }
 
+    /// A runtime agent's memory, when it has memory on.
+    fn memory_settings(&self, config: &RuntimeAgentConfig) -> Option<MemorySettings> {
+        let memory = config.memory.as_ref()?;
+        Some(MemorySettings {
+            store: self.memory.clone(),
+            tier: memory.tier,
+            clock: self.clock.clone(),
+            retrieval: memory.retrieval,
+            category_ttl: self.category_ttl.clone(),
+            embedder: self.embedder.clone(),
+        })
+    }
+
+    /// The tools a voice call of agent `name` opens for its caller: its
+    /// memory tools, when it has memory on.
+    pub(super) fn caller_tools(
+        &self,
+        name: &str,
+        config: &RuntimeAgentConfig,
+    ) -> Vec<Arc<dyn CallerToolSource>> {
+        let Some(settings) = self.memory_settings(config) else {
+            return Vec::new();
+        };
+        let memory = CallMemory::new(settings, name, Arc::new(RandomIds));
+        vec![Arc::new(memory)]
+    }
+
     /// `memory.embeddings`, measured, when configured.
     pub(super) fn embedder(&self) -> Option<&dyn Embedder> {
         self.embedder.as_deref()
@@ -150,14 +179,7 @@ impl RuntimeParts {
                 })
                 .collect(),
             roster: roster.clone(),
-            memory: config.memory.as_ref().map(|memory| MemorySettings {
-                store: self.memory.clone(),
-                tier: memory.tier,
-                clock: self.clock.clone(),
-                retrieval: memory.retrieval,
-                category_ttl: self.category_ttl.clone(),
-                embedder: self.embedder.clone(),
-            }),
+            memory: self.memory_settings(config),
         }))
     }
 

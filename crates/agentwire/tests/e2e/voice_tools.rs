@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::agent_memory::{quoted, reply};
 use crate::credentials::sha256_hex;
 use crate::support::{Client, TestServer, assert_error, stored_messages};
 use crate::voice::{WEATHER_16K, next_text, speak, until_done};
@@ -254,4 +255,96 @@ voice_providers:
         .map(|m| m.2.as_str())
         .collect();
     assert_eq!(roles, ["user", "tool", "tool", "assistant"], "{stored:?}");
+}
+
+/// A voice agent with memory: its voice model remembers a seat after every
+/// utterance; its text model recalls it.
+fn memory_config() -> String {
+    format!(
+        r#"auth:
+  api_keys:
+    - {{id: a, sha256: {}, subject: alice}}
+providers:
+  - name: text
+    type: mock
+    scenarios:
+      recall:
+        turns:
+          1: {{tool_calls: [{{name: memory__recall, arguments: {{query: "window seats"}}}}]}}
+          2: "Recalled: {{{{last_tool_result}}}}"
+voice_providers:
+  - name: remembering-voice
+    type: mock
+    output: echo
+    reply: "Noted"
+    tool: {{name: memory__remember, arguments: {{content: "prefers window seats"}}}}
+"#,
+        sha256_hex(ALICE)
+    )
+}
+
+#[tokio::test]
+async fn memory_tools_in_a_call_act_for_its_caller_and_a_text_turn_recalls_them() {
+    let server = TestServer::with_server_and_runtime(
+        "  allow_unauthenticated: true",
+        &memory_config(),
+        "  - {name: concierge, handler: runtime, provider: text, voice: remembering-voice, memory: {enabled: true}}\n",
+    )
+    .await;
+    let bearer = format!("Bearer {ALICE}");
+    let headers = [("Authorization", bearer.as_str())];
+    let mut client = server
+        .try_connect_with("agent=concierge&binary=true&memory_facet=trip-7", &headers)
+        .await
+        .expect("admitted");
+    let connected = client.recv().await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    speak(&mut client, &session, 16_000, 0, WEATHER_16K, false).await;
+    assert_eq!(next_text(&mut client).await["type"], "session_config");
+    let (texts, _) = until_done(&mut client, &session).await;
+    let spoken = reply_text(&texts);
+    let result: Value = serde_json::from_str(spoken.strip_prefix("Noted ").unwrap()).unwrap();
+    assert_eq!(result["status"], "remembered", "{spoken}");
+    // Alice's text turn in the same facet recalls what her call remembered.
+    let alice = Some(ALICE);
+    let recalled = quoted(
+        &reply(
+            &server,
+            "agent=concierge&memory_facet=trip-7",
+            alice,
+            "recall",
+        )
+        .await,
+        "Recalled: ",
+    );
+    assert_eq!(recalled["count"], 1, "{recalled}");
+    assert_eq!(recalled["memories"][0]["id"], result["id"]);
+    assert_eq!(recalled["memories"][0]["session_id"], session.as_str());
+    // Not another facet's, and not an anonymous caller's.
+    for (query, bearer) in [
+        ("agent=concierge", alice),
+        ("agent=concierge&memory_facet=trip-7", None),
+    ] {
+        let found = quoted(&reply(&server, query, bearer, "recall").await, "Recalled: ");
+        assert_eq!(found["count"], 0, "{query}: {found}");
+    }
+}
+
+#[tokio::test]
+async fn an_anonymous_callers_call_cannot_remember() {
+    let server = TestServer::with_server_and_runtime(
+        "  allow_unauthenticated: true",
+        &memory_config(),
+        "  - {name: concierge, handler: runtime, provider: text, voice: remembering-voice, memory: {enabled: true}}\n",
+    )
+    .await;
+    let (mut client, connected) = server.connect("agent=concierge&binary=true").await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    speak(&mut client, &session, 16_000, 0, WEATHER_16K, false).await;
+    assert_eq!(next_text(&mut client).await["type"], "session_config");
+    let (texts, _) = until_done(&mut client, &session).await;
+    assert_eq!(
+        reply_text(&texts),
+        r#"Noted {"error":"memory remember: memory needs an identified caller"}"#
+    );
 }

@@ -136,6 +136,7 @@ impl Omnia {
             agent: agent.agent.clone(),
             namespace: self.params.namespace.clone(),
             owner: self.params.caller.owner.clone(),
+            memory_facet: self.params.memory_facet.clone(),
             session: self.current.clone(),
         };
         let handle = call::open(&link.state, voice, owner, proposed).await?;
