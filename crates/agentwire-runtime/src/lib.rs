@@ -137,12 +137,13 @@ impl RuntimeHandler {
             memory: settings
                 .memory
                 .as_ref()
-                .map(|m| memory::MemoryTools::new(m, &settings.agent_name)),
+                .map(|m| memory::MemoryTools::new(m, m.scope_agent_or(&settings.agent_name))),
         };
         let system = match &settings.memory {
             Some(memory) => {
                 let instructions = settings.instructions.clone();
-                memory::with_note(instructions, memory, &settings.agent_name, turn).await
+                let agent = memory.scope_agent_or(&settings.agent_name);
+                memory::with_note(instructions, memory, agent, turn).await
             }
             None => settings.instructions.clone(),
         };

@@ -53,6 +53,10 @@ pub struct MemorySettings {
     /// `memory.embeddings`: memories are kept with vectors and recalled
     /// by meaning too; `None`: by words alone.
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// The agent name the scopes carry when it is not the agent's own: a
+    /// team file's agent is `<team>/<agent id>`, so two files' agents of
+    /// the same id keep apart.
+    pub scope_agent: Option<String>,
 }
 
 /// The most bytes of a text that are embedded: about 2,000 tokens, inside
@@ -61,6 +65,11 @@ pub struct MemorySettings {
 pub const MAX_EMBEDDED_BYTES: usize = 8 * 1024;
 
 impl MemorySettings {
+    /// The agent name the scopes carry: `scope_agent`, else `agent`.
+    pub fn scope_agent_or<'a>(&'a self, agent: &'a str) -> &'a str {
+        self.scope_agent.as_deref().unwrap_or(agent)
+    }
+
     /// The embedding of `text` (its first [`MAX_EMBEDDED_BYTES`]), or
     /// `None`: no embedder, or it failed (logged without the text; the
     /// memory is then written, or recalled, by words alone).

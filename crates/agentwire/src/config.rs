@@ -36,7 +36,7 @@ pub use print::{REDACTED, effective_yaml, load_effective_yaml};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
 pub use summary::{DEFAULT_SUMMARY_AFTER_IDLE, SummaryConfig};
-pub use team::{FileAgent, FileTool, TeamConfig, TeamFile, TeamMembers};
+pub use team::{FileAgent, FileTool, TeamConfig, TeamFile, TeamMembers, TeamMemory};
 pub use telemetry::{OtlpProtocol, TracesConfig};
 pub use voice::{VoiceKind, VoiceProviderConfig};
 

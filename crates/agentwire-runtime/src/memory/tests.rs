@@ -27,6 +27,7 @@ fn settings(store: &Arc<MemoryStore>, tier: MemoryTier) -> MemorySettings {
         retrieval: None,
         category_ttl: Arc::default(),
         embedder: None,
+        scope_agent: None,
     }
 }
 

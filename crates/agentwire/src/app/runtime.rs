@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{AgentMemory, CallerToolSource, Clock, Embedder, ModelProvider, ToolSource};
+use agentwire_core::{
+    AgentMemory, CallerToolSource, Clock, Embedder, MemoryTier, ModelProvider, ToolSource,
+};
 use agentwire_providers::{OpenAiEmbeddings, ProviderSettings};
 use agentwire_runtime::{
     ArgumentValidator, ClientToolDecl, Delegation, Handoff, MetadataTemplate, Roster,
@@ -107,6 +109,7 @@ impl RuntimeParts {
             retrieval: memory.retrieval,
             category_ttl: self.category_ttl.clone(),
             embedder: self.embedder.clone(),
+            scope_agent: None,
         })
     }
 
@@ -191,6 +194,7 @@ impl RuntimeParts {
         provider: &str,
         agent: &FileAgent,
         roster: &Arc<Roster>,
+        memory_scope: Option<String>,
     ) -> anyhow::Result<RuntimeHandler> {
         let settings = self
             .provider_settings
@@ -232,7 +236,15 @@ impl RuntimeParts {
             delegations: agent.delegations.clone(),
             handoffs: agent.handoffs.clone(),
             roster: roster.clone(),
-            memory: None,
+            memory: memory_scope.map(|scope_agent| MemorySettings {
+                store: self.memory.clone(),
+                tier: MemoryTier::CallerWithAgent,
+                clock: self.clock.clone(),
+                retrieval: None,
+                category_ttl: self.category_ttl.clone(),
+                embedder: self.embedder.clone(),
+                scope_agent: Some(scope_agent),
+            }),
         }))
     }
 

@@ -16,7 +16,7 @@ use agentwire_server::{AgentEntry, TeamEntry, TeamMember};
 use anyhow::Context as _;
 
 use super::runtime::RuntimeParts;
-use crate::config::{Config, TeamConfig, TeamFile, TeamMembers};
+use crate::config::{Config, TeamConfig, TeamFile, TeamMembers, TeamMemory};
 
 /// The defaults of `agents[]`, for the agents of team files.
 const CONTEXT_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -89,7 +89,11 @@ fn of_file(team: &TeamConfig, file: &TeamFile, parts: &RuntimeParts) -> anyhow::
     let roster = Roster::new();
     let mut handlers = Vec::with_capacity(file.agents.len());
     for agent in &file.agents {
-        let handler = Arc::new(parts.file_agent(&file.provider, agent, &roster)?);
+        let memory_scope = match file.memory {
+            TeamMemory::Enabled => Some(format!("{}/{}", team.name, agent.id)),
+            TeamMemory::Off => None,
+        };
+        let handler = Arc::new(parts.file_agent(&file.provider, agent, &roster, memory_scope)?);
         handlers.push(handler);
     }
     roster.fill(

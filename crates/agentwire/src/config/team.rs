@@ -56,6 +56,17 @@ pub struct TeamFile {
     pub agents: Vec<FileAgent>,
     /// Index in `agents` of the orchestrator.
     pub orchestrator: usize,
+    /// `config.enable_memory`.
+    pub memory: TeamMemory,
+}
+
+/// Whether a team file's agents have memory (`config.enable_memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TeamMemory {
+    Off,
+    /// Each agent has the memory tools, in the default tier
+    /// (`caller_agent`), its scope named `<team>/<agent id>`.
+    Enabled,
 }
 
 /// An agent of a team file, as a runtime agent.
@@ -239,6 +250,7 @@ fn file_team(
         provider: provider_name,
         agents: loaded.agents,
         orchestrator: loaded.orchestrator,
+        memory: loaded.memory,
     });
     Ok((name, members))
 }

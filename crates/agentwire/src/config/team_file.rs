@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `id` (new) / `name` | the team's name when `teams[].name` is not given (`id` only) |
 //! | `config.max_turns`, agent `max_turns` | `max_rounds` (default 10) |
+//! | `config.enable_memory` | every agent's memory tools (`agents[].memory` with `enabled: true`), each agent's scope its own (`<team>/<agent id>`) |
 //! | agent `id` (new) / `name` | the member's identifier; `name` (default: `id`) is the events' `agent_name` |
 //! | `instructions`, plus the `instructions` of its `traits` | the system prompt |
 //! | `model` | the model asked through the team's `provider` (default: the provider's) |
@@ -30,13 +31,15 @@ use serde_json::Value;
 
 use super::ConfigError;
 use super::runtime::NamedTool;
-use super::team::{FileAgent, FileTool, check_transfer_names};
+use super::team::{FileAgent, FileTool, TeamMemory, check_transfer_names};
 
 /// A team file, mapped.
 pub(super) struct LoadedTeam {
     pub(super) id: Option<String>,
     pub(super) agents: Vec<FileAgent>,
     pub(super) orchestrator: usize,
+    /// `config.enable_memory`.
+    pub(super) memory: TeamMemory,
 }
 
 /// Reads, parses, substitutes and maps the team file at `path`. Errors name
@@ -105,6 +108,10 @@ fn map(
         id: raw.id,
         agents,
         orchestrator: orchestrator.unwrap_or(0),
+        memory: match raw.config.enable_memory {
+            Some(true) => TeamMemory::Enabled,
+            _ => TeamMemory::Off,
+        },
     })
 }
 
@@ -525,6 +532,7 @@ struct RawTeamFile {
 #[derive(Deserialize, Default)]
 struct RawTeamSettings {
     max_turns: Option<u32>,
+    enable_memory: Option<bool>,
 }
 
 #[derive(Deserialize)]
