@@ -80,7 +80,7 @@ pub use media::{
 };
 pub use memory::{
     About, AgentMemory, EmbedError, Embedder, Fact, Likeness, Memory, MemoryError, MemoryScope,
-    MemoryTier, NewMemory, Owned, Recall, Remembered, Similar, TurnCaller,
+    MemoryTier, NewMemory, Owned, Recall, Remembered, Similar, TierCounts, TurnCaller,
 };
 pub use model::{
     CallerToolSource, ModelMessage, ModelProvider, ModelReply, ModelRequest, ModelToolCall,

@@ -364,6 +364,39 @@ pub trait AgentMemory: Send + Sync + 'static {
     /// the owner, the count and `now`, never the text): a data subject's
     /// request. How many memories went.
     async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError>;
+
+    /// How many live memories (not forgotten, not expired at `now`) each
+    /// tier holds, every tier named (0 when empty): what the memories
+    /// gauge shows.
+    async fn count_by_tier(&self, now: Timestamp) -> Result<TierCounts, MemoryError>;
+}
+
+/// Live memories by tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierCounts {
+    pub caller_agent: u64,
+    pub caller: u64,
+    pub agent: u64,
+}
+
+impl TierCounts {
+    /// Adds `n` to `tier`'s count.
+    pub fn add(&mut self, tier: MemoryTier, n: u64) {
+        match tier {
+            MemoryTier::CallerWithAgent => self.caller_agent += n,
+            MemoryTier::Caller => self.caller += n,
+            MemoryTier::Agent => self.agent += n,
+        }
+    }
+
+    /// Each tier and its count, in the tiers' order.
+    pub fn by_tier(&self) -> [(MemoryTier, u64); 3] {
+        [
+            (MemoryTier::CallerWithAgent, self.caller_agent),
+            (MemoryTier::Caller, self.caller),
+            (MemoryTier::Agent, self.agent),
+        ]
+    }
 }
 
 /// Reciprocal rank fusion's constant: a list's `n`th best (from 1) scores

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use agentwire_core::memory::Listing;
 use agentwire_core::{
-    AgentMemory, EmbedError, Embedder, Memory, MemoryError, MemoryScope, NewMemory, Owned, Recall,
-    Remembered, Timestamp,
+    AgentMemory, Clock, EmbedError, Embedder, Memory, MemoryError, MemoryScope, MemoryTier,
+    NewMemory, Owned, Recall, Remembered, TierCounts, Timestamp,
 };
 use async_trait::async_trait;
 
@@ -69,6 +69,8 @@ pub struct MemoryMetrics {
     /// Calls to `memory.embeddings`, and those that failed.
     embed: Latency,
     embed_failures: AtomicU64,
+    /// Live memories by tier, as last counted (after each purge).
+    by_tier: [AtomicU64; 3],
 }
 
 impl MemoryMetrics {
@@ -88,6 +90,18 @@ impl MemoryMetrics {
             "Calls to the embeddings endpoint (memory.embeddings), by how long they took.",
             out,
         );
+        let _ = writeln!(
+            out,
+            "# HELP agentwire_memories Live memories by tier, as counted after the last purge.\n# TYPE agentwire_memories gauge"
+        );
+        for (n, tier) in TIERS.iter().enumerate() {
+            let value = self.by_tier[n].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "agentwire_memories{{tier=\"{}\"}} {value}",
+                tier.as_str()
+            );
+        }
         let counters = [
             (
                 "reads_total",
@@ -158,15 +172,33 @@ impl Embedder for MeasuredEmbedder {
     }
 }
 
-/// A memory store whose calls [`MemoryMetrics`] counts.
+/// The gauge's tiers, in its order.
+const TIERS: [MemoryTier; 3] = [
+    MemoryTier::CallerWithAgent,
+    MemoryTier::Caller,
+    MemoryTier::Agent,
+];
+
+/// A memory store whose calls [`MemoryMetrics`] counts; after each purge
+/// it counts the memories by tier for the gauge (one grouped count, as
+/// often as `memory.purge_every`, never on a scrape).
 pub struct MeasuredMemory {
     inner: Arc<dyn AgentMemory>,
     metrics: Arc<MemoryMetrics>,
+    clock: Arc<dyn Clock>,
 }
 
 impl MeasuredMemory {
-    pub fn new(inner: Arc<dyn AgentMemory>, metrics: Arc<MemoryMetrics>) -> MeasuredMemory {
-        MeasuredMemory { inner, metrics }
+    pub fn new(
+        inner: Arc<dyn AgentMemory>,
+        metrics: Arc<MemoryMetrics>,
+        clock: Arc<dyn Clock>,
+    ) -> MeasuredMemory {
+        MeasuredMemory {
+            inner,
+            metrics,
+            clock,
+        }
     }
 }
 
@@ -235,7 +267,18 @@ impl AgentMemory for MeasuredMemory {
         if let Ok(purged) = result {
             add(&self.metrics.hard_deletes, purged);
         }
+        // The gauge's failure is the store's, logged by whoever reads it;
+        // the purge's own result stands.
+        let _ = self.count_by_tier(self.clock.now()).await;
         result
+    }
+
+    async fn count_by_tier(&self, now: Timestamp) -> Result<TierCounts, MemoryError> {
+        let counts = self.metrics.outcome(self.inner.count_by_tier(now).await)?;
+        for (n, (_, count)) in counts.by_tier().into_iter().enumerate() {
+            self.metrics.by_tier[n].store(count, Ordering::Relaxed);
+        }
+        Ok(counts)
     }
 
     async fn owned(&self, page: &Owned<'_>) -> Result<Vec<Memory>, MemoryError> {

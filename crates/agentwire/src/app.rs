@@ -92,8 +92,11 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     // session store is open.
     let memory = Arc::new(memory::SessionStoreMemory::default());
     let memory_metrics = Arc::new(MemoryMetrics::default());
-    let measured: Arc<dyn AgentMemory> =
-        Arc::new(MeasuredMemory::new(memory.clone(), memory_metrics.clone()));
+    let measured: Arc<dyn AgentMemory> = Arc::new(MeasuredMemory::new(
+        memory.clone(),
+        memory_metrics.clone(),
+        clock.clone(),
+    ));
     let runtime_parts =
         runtime::RuntimeParts::build(&config, measured.clone(), &memory_metrics, clock.clone())?;
     let agents = agent_entries(&config, &runtime_parts)?;

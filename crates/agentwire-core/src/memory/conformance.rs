@@ -464,6 +464,44 @@ pub async fn an_owner_deletes_their_own(store: &dyn AgentMemory, prefix: &str) {
     }
 }
 
+/// The tiers' counts follow writes, forgets and expiry (run on a store no
+/// other writer uses meanwhile).
+pub async fn tiers_are_counted(store: &dyn AgentMemory, prefix: &str) {
+    let before = store.count_by_tier(Timestamp(100)).await.unwrap();
+    let owner = format!("{prefix}-tess");
+    let own = scope(&owner, "helper", None);
+    let shared = MemoryScope::new(MemoryTier::Caller, &caller(&owner, None), "helper").unwrap();
+    let tally = format!("{prefix}-tally");
+    let agents = MemoryScope::new(MemoryTier::Agent, &caller(&owner, None), &tally).unwrap();
+    let id = |n: u32| format!("{prefix}-c{n}");
+    for (n, scope) in [(1, &own), (2, &own), (3, &shared), (4, &agents)] {
+        store
+            .remember(new(&id(n), scope, fact("counted"), 10))
+            .await
+            .unwrap();
+    }
+    let expiring = NewMemory {
+        expires_at: Some(Timestamp(150)),
+        ..new(&id(5), &own, fact("counted until 150"), 10)
+    };
+    store.remember(expiring).await.unwrap();
+    assert!(store.forget(&own, &id(1), Timestamp(20)).await.unwrap());
+    let after = store.count_by_tier(Timestamp(100)).await.unwrap();
+    let grown = |tier: MemoryTier| {
+        let of = |counts: &TierCounts| counts.by_tier().iter().find(|(t, _)| *t == tier).unwrap().1;
+        of(&after) - of(&before)
+    };
+    assert_eq!(
+        grown(MemoryTier::CallerWithAgent),
+        2,
+        "{before:?} {after:?}"
+    );
+    assert_eq!(grown(MemoryTier::Caller), 1);
+    assert_eq!(grown(MemoryTier::Agent), 1);
+    let later = store.count_by_tier(Timestamp(200)).await.unwrap();
+    assert_eq!(later.caller_agent, after.caller_agent - 1, "expired at 150");
+}
+
 /// Every check, in one call.
 pub async fn all(store: &dyn AgentMemory, prefix: &str) {
     scopes_do_not_leak(store, prefix).await;
@@ -474,4 +512,5 @@ pub async fn all(store: &dyn AgentMemory, prefix: &str) {
     an_owner_reads_their_own(store, prefix).await;
     an_owner_deletes_their_own(store, prefix).await;
     vectors_rank_supersede_and_resemble(store, prefix).await;
+    tiers_are_counted(store, prefix).await;
 }

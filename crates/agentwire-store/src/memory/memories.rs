@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use agentwire_core::memory::vectors::{VECTOR_CANDIDATES, likeness, nearest};
 use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
-    About, AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered, Timestamp,
+    About, AgentMemory, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
+    TierCounts, Timestamp,
 };
 use async_trait::async_trait;
 
@@ -323,6 +324,15 @@ impl AgentMemory for MemoryStore {
             memories.delete(id);
         }
         Ok(owned)
+    }
+
+    async fn count_by_tier(&self, now: Timestamp) -> Result<TierCounts, MemoryError> {
+        let memories = self.memories.lock();
+        let mut counts = TierCounts::default();
+        for row in memories.rows.values().filter(|row| row.live(now)) {
+            counts.add(row.memory.scope.tier(), 1);
+        }
+        Ok(counts)
     }
 
     async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {

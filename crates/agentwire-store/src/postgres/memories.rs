@@ -10,6 +10,7 @@ use agentwire_core::memory::vectors::{VECTOR_CANDIDATES, likeness, nearest, vect
 use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
     AgentMemory, Likeness, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
+    TierCounts,
 };
 
 use super::*;
@@ -545,6 +546,24 @@ impl AgentMemory for PgStore {
             .map_err(failed)?;
         let count: i64 = rows.first().map_or(0, |row| row.get(0));
         Ok(count as u64)
+    }
+
+    async fn count_by_tier(&self, now: Timestamp) -> Result<TierCounts, MemoryError> {
+        let sql = "SELECT tier, count(*) FROM memories
+            WHERE forgotten_at IS NULL AND (expires_at IS NULL OR expires_at > $1)
+            GROUP BY tier";
+        let rows = self
+            .query("memories by tier", sql, &[&now.0])
+            .await
+            .map_err(failed)?;
+        let mut counts = TierCounts::default();
+        for row in &rows {
+            let (tier, n): (String, i64) = (row.get(0), row.get(1));
+            if let Some(tier) = agentwire_core::MemoryTier::parse(&tier) {
+                counts.add(tier, n as u64);
+            }
+        }
+        Ok(counts)
     }
 
     async fn purge_forgotten(&self, before: Timestamp) -> Result<u64, MemoryError> {

@@ -8,7 +8,8 @@
 use agentwire_core::memory::vectors::{VECTOR_CANDIDATES, likeness, nearest, vector_from_bytes};
 use agentwire_core::memory::{Listing, MAX_READ, Owned, fuse, search_words};
 use agentwire_core::{
-    AgentMemory, Likeness, Memory, MemoryError, MemoryScope, NewMemory, Recall, Remembered,
+    AgentMemory, Likeness, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory, Recall,
+    Remembered, TierCounts,
 };
 use rusqlite::types::Value;
 
@@ -48,6 +49,10 @@ pub(in crate::sqlite) enum MemoryCommand {
         owner: String,
         now: i64,
         reply: Reply<u64>,
+    },
+    CountByTier {
+        now: i64,
+        reply: Reply<TierCounts>,
     },
 }
 
@@ -114,6 +119,7 @@ impl MemoryCommand {
             MemoryCommand::Purge { reply, .. } => worker::fail(reply, reason),
             MemoryCommand::DeleteOwned { reply, .. } => worker::fail(reply, reason),
             MemoryCommand::DeleteAllOwned { reply, .. } => worker::fail(reply, reason),
+            MemoryCommand::CountByTier { reply, .. } => worker::fail(reply, reason),
         }
     }
 }
@@ -148,6 +154,9 @@ pub(in crate::sqlite) fn execute(
         MemoryCommand::DeleteAllOwned { owner, now, reply } => {
             let deleted = worker::write(tx, broken, |conn| delete_all_owned(conn, &owner, now));
             worker::Outcome::new(reply, deleted)
+        }
+        MemoryCommand::CountByTier { now, reply } => {
+            worker::Outcome::new(reply, count_by_tier(tx, now))
         }
     }
 }
@@ -535,6 +544,29 @@ fn forget(conn: &Connection, scope: &MemoryScope, id: &str, now: i64) -> Result<
     Ok(changed == 1)
 }
 
+/// The live memories of each tier, through `memories_by_scope` (which
+/// holds the unforgotten rows alone).
+fn count_by_tier(conn: &Connection, now: i64) -> Result<TierCounts, StoreError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT tier, count(*) FROM memories INDEXED BY memories_by_scope
+             WHERE forgotten_at IS NULL AND (expires_at IS NULL OR expires_at > ?1)
+             GROUP BY tier",
+        )
+        .map_err(failed)?;
+    let rows = statement
+        .query_map([now], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(failed)?;
+    let mut counts = TierCounts::default();
+    for row in rows {
+        let (tier, n) = row.map_err(failed)?;
+        if let Some(tier) = MemoryTier::parse(&tier) {
+            counts.add(tier, n as u64);
+        }
+    }
+    Ok(counts)
+}
+
 /// Deletes what was forgotten before `before`, with its history.
 fn purge(conn: &Connection, before: i64) -> Result<u64, StoreError> {
     conn.prepare_cached(
@@ -718,6 +750,12 @@ impl AgentMemory for SqliteStore {
                 reply,
             }))
         };
+        self.call(command).await.map_err(store_failed)
+    }
+
+    async fn count_by_tier(&self, now: Timestamp) -> Result<TierCounts, MemoryError> {
+        let command =
+            |reply| Command::Memory(Box::new(MemoryCommand::CountByTier { now: now.0, reply }));
         self.call(command).await.map_err(store_failed)
     }
 

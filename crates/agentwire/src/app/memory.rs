@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use agentwire_core::memory::Listing;
 use agentwire_core::{
     About, AgentMemory, Embedder, Fact, Memory, MemoryError, MemoryScope, MemoryTier, NewMemory,
-    Owned, Recall, Remembered, Timestamp, TurnCaller,
+    Owned, Recall, Remembered, TierCounts, Timestamp, TurnCaller,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -88,6 +88,10 @@ impl AgentMemory for SessionStoreMemory {
 
     async fn delete_all_owned(&self, owner: &str, now: Timestamp) -> Result<u64, MemoryError> {
         self.store()?.delete_all_owned(owner, now).await
+    }
+
+    async fn count_by_tier(&self, now: Timestamp) -> Result<TierCounts, MemoryError> {
+        self.store()?.count_by_tier(now).await
     }
 }
 

@@ -484,3 +484,22 @@ async fn an_agents_configured_facts_are_every_callers_to_recall_and_no_ones_to_c
     );
     assert_eq!(found["count"], 1, "still there");
 }
+
+#[tokio::test]
+async fn the_memories_gauge_counts_live_memories_by_tier_after_each_purge() {
+    let top_level = format!("{MODEL}{}memory:\n  purge_every: 200ms\n", auth_yaml());
+    let agents = "  - {name: concierge, handler: runtime, provider: memo, access_level: public, memory: {enabled: true, facts: [\"Checkout is at 11:00.\"]}}\n";
+    let server = TestServer::with_runtime(&top_level, agents).await;
+    reply(&server, "agent=concierge", Some(ALICE_KEY), "remember").await;
+    let gauge = |tier: &str| format!("agentwire_memories{{tier=\"{tier}\"}}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sample(&server, &gauge("caller_agent")).await < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gauge never counted the memory"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(sample(&server, &gauge("caller")).await, 0.0);
+    assert_eq!(sample(&server, &gauge("agent")).await, 1.0);
+}
