@@ -65,6 +65,6 @@ own time is not included (it is the endpoint's).
 
 Targets (issue 33): recall p95 at most 15 ms, remember p95 at most 5 ms.
 
-${results}Reproduce: \`bench/memory.sh\` (\`MEMORIES=… CALLERS=… STORES=…\`).
+${results}Reproduce: \`bench/memory.sh\` (\`MEMORIES=… CALLERS=… STORES=… DIMENSIONS=…\`).
 DOC
 echo "memory bench: wrote $OUT" >&2

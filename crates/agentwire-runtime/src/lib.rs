@@ -237,7 +237,7 @@ impl Tools<'_> {
             .server
             .iter()
             .flat_map(|b| b.tool_box.specs().iter().cloned());
-        let memory = self.memory.iter().flat_map(memory::MemoryTools::specs);
+        let memory = self.memory.iter().flat_map(|m| m.specs().iter().cloned());
         client
             .chain(server)
             .chain(self.team.specs())

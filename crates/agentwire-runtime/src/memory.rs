@@ -117,7 +117,7 @@ impl<'a> MemoryTools<'a> {
         MemoryTools { settings, agent }
     }
 
-    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
+    pub(crate) fn specs(&self) -> &'static [ToolSpec] {
         specs::all()
     }
 

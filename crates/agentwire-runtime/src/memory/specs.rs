@@ -131,12 +131,17 @@ fn by_id(name: &str, description: &str, what: &str) -> ToolSpec {
 }
 
 /// The five tools, in the order they are offered.
-pub(super) fn all() -> Vec<ToolSpec> {
-    vec![
-        recall(),
-        remember(),
-        list(),
-        by_id(FORGET_TOOL, FORGET, "The id of the memory to forget."),
-        by_id(OPEN_TOOL, OPEN, "The id of the memory to read."),
-    ]
+/// The five tools, built once: every turn of an agent with memory offers
+/// them.
+pub(super) fn all() -> &'static [ToolSpec] {
+    static ALL: std::sync::OnceLock<[ToolSpec; 5]> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        [
+            recall(),
+            remember(),
+            list(),
+            by_id(FORGET_TOOL, FORGET, "The id of the memory to forget."),
+            by_id(OPEN_TOOL, OPEN, "The id of the memory to read."),
+        ]
+    })
 }

@@ -17,7 +17,7 @@ pub struct CallMemory {
     settings: MemorySettings,
     agent: String,
     ids: Arc<dyn IdSource>,
-    specs: Arc<[ToolSpec]>,
+    specs: &'static [ToolSpec],
 }
 
 impl CallMemory {
@@ -26,7 +26,7 @@ impl CallMemory {
             settings,
             agent: agent.to_owned(),
             ids,
-            specs: specs::all().into(),
+            specs: specs::all(),
         }
     }
 }
@@ -37,7 +37,7 @@ impl CallerToolSource for CallMemory {
             settings: self.settings.clone(),
             agent: self.agent.clone(),
             ids: self.ids.clone(),
-            specs: self.specs.clone(),
+            specs: self.specs,
             caller,
             session,
         })
@@ -49,7 +49,7 @@ struct CallMemoryBox {
     settings: MemorySettings,
     agent: String,
     ids: Arc<dyn IdSource>,
-    specs: Arc<[ToolSpec]>,
+    specs: &'static [ToolSpec],
     caller: Arc<TurnCaller>,
     session: SessionId,
 }
@@ -57,7 +57,7 @@ struct CallMemoryBox {
 #[async_trait]
 impl ToolBox for CallMemoryBox {
     fn specs(&self) -> &[ToolSpec] {
-        &self.specs
+        self.specs
     }
 
     async fn call(

@@ -84,7 +84,7 @@ impl Memories {
     /// How a write without a subject compares with the live memories of
     /// its scope without one, by vector.
     fn likeness_of(&self, memory: &NewMemory) -> agentwire_core::Likeness<String> {
-        let Some(vector) = memory.vector.as_deref() else {
+        let (None, Some(vector)) = (&memory.fact.about, memory.vector.as_deref()) else {
             return agentwire_core::Likeness::New;
         };
         let readable = self.readable(std::slice::from_ref(&memory.scope), memory.now, &[]);

@@ -3,6 +3,12 @@
 //! checked against a model of what each scope holds. Every read must
 //! return only memories of the scopes it names, never a forgotten or
 //! deleted one, and exactly what the model holds where the model can tell.
+//!
+//! Most writes and half the recalls carry a vector, one of a few
+//! orthogonal directions: a write without a subject in the direction of a
+//! live memory without one of its own scope must supersede exactly that
+//! memory (and never one of another scope), and a recall must find the
+//! memories of its direction besides those of its word.
 
 use std::collections::{HashMap, HashSet};
 
@@ -42,11 +48,23 @@ impl Universe {
     };
 }
 
+/// The orthogonal directions vectors take: equal ones are the same fact
+/// (similarity 1), others unrelated (0).
+const DIRECTIONS: usize = 4;
+
+fn direction(d: usize) -> Vec<f32> {
+    (0..DIRECTIONS)
+        .map(|i| if i == d { 1.0 } else { 0.0 })
+        .collect()
+}
+
 /// What the model knows of one memory.
 struct Known {
     scope: MemoryScope,
     content: String,
     about: Option<About>,
+    /// Its vector's direction, if it has one.
+    direction: Option<usize>,
     live: bool,
 }
 
@@ -59,6 +77,9 @@ struct Model {
     subjects: HashMap<(MemoryScope, About), String>,
     live: HashMap<MemoryScope, HashSet<String>>,
     by_owner: HashMap<String, HashSet<String>>,
+    /// The live memory without a subject of each (scope, direction): what
+    /// a write of that direction supersedes.
+    alike: HashMap<(MemoryScope, usize), String>,
 }
 
 impl Model {
@@ -76,6 +97,9 @@ impl Model {
             self.subjects
                 .insert((known.scope.clone(), about.clone()), id.clone());
         }
+        if let (None, Some(d)) = (&known.about, known.direction) {
+            self.alike.insert((known.scope.clone(), d), id.clone());
+        }
         self.live
             .entry(known.scope.clone())
             .or_default()
@@ -91,8 +115,19 @@ impl Model {
             return;
         };
         known.live = false;
+        // Only where it is this memory: a dead one's place may be a later
+        // memory's now.
         if let Some(about) = known.about.clone() {
-            self.subjects.remove(&(known.scope.clone(), about));
+            let key = (known.scope.clone(), about);
+            if self.subjects.get(&key).is_some_and(|held| held == id) {
+                self.subjects.remove(&key);
+            }
+        }
+        if let (None, Some(d)) = (&known.about, known.direction) {
+            let key = (known.scope.clone(), d);
+            if self.alike.get(&key).is_some_and(|held| held == id) {
+                self.alike.remove(&key);
+            }
         }
         if let Some(live) = self.live.get_mut(&known.scope) {
             live.remove(id);
@@ -177,25 +212,31 @@ impl Run<'_> {
             kind: "k".to_owned(),
             key: format!("s{}", self.rng.below(3)),
         });
+        let toward = (self.rng.below(4) > 0).then(|| self.rng.below(DIRECTIONS));
         let content = format!("word{} token{n}", self.rng.below(20));
         let fact = Fact {
             about: about.clone(),
             ..fact(&content)
         };
-        let written = self
-            .store
-            .remember(new(&id, &scope, fact, self.now))
-            .await
-            .unwrap();
-        let replaced = about
-            .as_ref()
-            .and_then(|a| self.model.subjects.get(&(scope.clone(), a.clone())))
-            .cloned();
-        match (&written, replaced) {
-            (Remembered::Replaced { id: old }, Some(expected)) => {
+        let memory = NewMemory {
+            vector: toward.map(direction),
+            ..new(&id, &scope, fact, self.now)
+        };
+        let written = self.store.remember(memory).await.unwrap();
+        let replaced = match (&about, toward) {
+            (Some(a), _) => self.model.subjects.get(&(scope.clone(), a.clone())),
+            (None, Some(d)) => self.model.alike.get(&(scope.clone(), d)),
+            (None, None) => None,
+        };
+        match (&written, replaced.cloned()) {
+            (
+                Remembered::Replaced { id: old } | Remembered::Superseded { id: old, .. },
+                Some(expected),
+            ) => {
                 assert_eq!(old, &expected, "replaced the scope's memory about it");
                 let known = self.model.memories.get_mut(old).unwrap();
                 known.content = content;
+                known.direction = toward;
             }
             (Remembered::Created { id: new_id }, None) => {
                 assert_eq!(new_id, &id);
@@ -203,6 +244,7 @@ impl Run<'_> {
                     scope,
                     content,
                     about,
+                    direction: toward,
                     live: true,
                 };
                 self.model.insert(id.clone(), known);
@@ -215,11 +257,13 @@ impl Run<'_> {
     async fn read(&mut self) {
         let (_, readable) = self.scopes();
         let word = format!("word{}", self.rng.below(20));
+        let toward = (self.rng.below(2) == 0).then(|| self.rng.below(DIRECTIONS));
+        let vector = toward.map(direction);
         let id = self.some_id();
         let live = self.model.live_in(&readable);
         let query = Recall {
             text: &word,
-            vector: None,
+            vector: vector.as_deref(),
             kinds: &[],
             limit: 100,
             min_confidence: 0.0,
@@ -230,10 +274,9 @@ impl Run<'_> {
             .iter()
             .copied()
             .filter(|id| {
-                self.model.memories[*id]
-                    .content
-                    .split(' ')
-                    .any(|w| w == word)
+                let known = &self.model.memories[*id];
+                let worded = known.content.split(' ').any(|w| w == word);
+                worded || (toward.is_some() && known.direction == toward)
             })
             .collect();
         check_read("recall", &recalled, &readable, &expected);
