@@ -49,6 +49,7 @@ mod runtime;
 mod sessions;
 mod sessions_api;
 mod sqlite_stop;
+mod team_memory;
 mod teams;
 mod traces;
 mod turn_log;
