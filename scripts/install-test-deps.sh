@@ -4,6 +4,10 @@
 #
 #   - @modelcontextprotocol/server-everything, the reference MCP server, into
 #     target/npm (for crates/agentwire-tools/tests/tools.rs).
+#   - the official protocol clients the facades' tests run: a2a-sdk and mcp
+#     from PyPI into target/clients-venv, @a2a-js/sdk and
+#     @modelcontextprotocol/sdk from npm into target/npm
+#     (crates/agentwire/tests/clients/).
 #   - playwright-core, into target/npm, and Debian's chromium
 #     (/usr/bin/chromium, `apt-get install -y chromium` when it is missing),
 #     for the web console's browser test (crates/agentwire/tests/e2e/console.rs).
@@ -23,6 +27,10 @@ version="2026.8.31"
 pkg_dir="$prefix/node_modules/$package"
 entry="$pkg_dir/dist/index.js"
 playwright_version="1.64.1"
+clients_venv="$root/target/clients-venv"
+# Pinned: the facades' tests are run against these exact clients.
+python_clients=("a2a-sdk==1.3.0" "mcp==2.3.0")
+npm_clients=("@a2a-js/sdk@1.3.0" "@modelcontextprotocol/sdk@1.32.2")
 playwright_dir="$prefix/node_modules/playwright-core"
 chromium="${AGENTWIRE_TEST_CHROMIUM:-/usr/bin/chromium}"
 
@@ -62,6 +70,22 @@ if [ "$(version_of "$playwright_dir")" != "$playwright_version" ]; then
     echo "install-test-deps.sh: $playwright_dir missing after install" >&2
     exit 1
 fi
+
+# The Python clients: reinstalled when the pins change.
+pins="${python_clients[*]}"
+if [ "$(cat "$clients_venv/pins" 2>/dev/null)" != "$pins" ]; then
+    echo "install-test-deps.sh: installing $pins into $clients_venv" >&2
+    python3 -m venv "$clients_venv" >&2
+    "$clients_venv/bin/pip" install --quiet --disable-pip-version-check "${python_clients[@]}" >&2
+    echo "$pins" >"$clients_venv/pins"
+fi
+for spec in "${npm_clients[@]}"; do
+    name="${spec%@*}"
+    if [ "$(version_of "$prefix/node_modules/$name")" != "${spec##*@}" ]; then
+        echo "install-test-deps.sh: installing $spec into $prefix" >&2
+        npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error --save-exact "$spec" >&2
+    fi
+done
 
 if [ ! -x "$chromium" ]; then
     if [ "$chromium" != /usr/bin/chromium ]; then

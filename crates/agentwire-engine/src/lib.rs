@@ -221,6 +221,9 @@ pub struct TurnHandle {
     /// events, the last of them terminal (then the next turns', should the
     /// reader go on).
     pub events: LogReader,
+    /// The `seq` of the user message the turn answers: with the session,
+    /// what names the turn in the store once it has ended (an A2A task).
+    pub question_seq: u64,
     /// When the session's summary is due after this turn: set before a
     /// `Completed` event is sent, so it can be read as soon as that arrives.
     pub summary: SummaryNotice,

@@ -81,6 +81,24 @@ impl Engine {
 }
 
 impl SessionLease {
+    /// The turn running on the session now, here or (mirrored, after a
+    /// [`Engine::rejoin`]) on another replica.
+    pub fn running_turn(&self) -> Option<agentwire_core::log::TurnId> {
+        self.session.log.running()
+    }
+
+    /// The seq of the session log's latest entry.
+    pub fn log_head(&self) -> u64 {
+        self.session.log.head()
+    }
+
+    /// A reader of the running turn from its first entry, while the log
+    /// still holds it: what a follower that had nothing of the turn reads.
+    pub fn running_turn_reader(&self) -> Option<LogReader> {
+        let turn = self.session.log.running()?;
+        self.session.log.rejoin_reader(turn.0.checked_sub(1)?)
+    }
+
     /// Keeps the session, and so its log, in memory for [`REJOIN_GRACE`]
     /// more, when its owner could rejoin it; anonymous sessions never
     /// rejoin, so theirs go at once. Needs a tokio runtime; without one (a

@@ -123,6 +123,7 @@ impl Engine {
             result_timeout: agent.client_tool_timeout,
             media: self.inner.media.clone(),
         });
+        let question_seq = history.last().map_or(0, |m| m.seq);
         drop(history);
         let turn_lease = lease.clone_lease();
         tokio::spawn(
@@ -139,6 +140,7 @@ impl Engine {
         TurnHandle {
             session: lease,
             events: reader,
+            question_seq,
             summary: SummaryNotice(summary_rx),
         }
     }

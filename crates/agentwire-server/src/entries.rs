@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use agentwire_core::tools::ArgumentValidator;
 use agentwire_core::{AccessLevel, MemoryTier};
 use agentwire_engine::Agent;
 
@@ -30,6 +31,52 @@ pub struct AgentEntry {
     /// Voice calls on the Omnia endpoint; `None`: audio frames are answered
     /// `MEDIA_NOT_ENABLED`.
     pub voice: Option<call::Voice>,
+    /// The front doors besides the WebSocket that serve the agent.
+    pub facades: Facades,
+}
+
+/// Which request/response front doors serve an agent; `None`: that door
+/// answers as if the agent did not exist.
+#[derive(Default)]
+pub struct Facades {
+    pub a2a: Option<A2aCard>,
+    pub mcp: Option<McpTool>,
+    pub function: Option<FunctionSpec>,
+}
+
+/// What an agent's A2A card says of it besides its name.
+pub struct A2aCard {
+    pub description: String,
+    pub version: String,
+    /// At least one.
+    pub skills: Vec<A2aSkill>,
+}
+
+pub struct A2aSkill {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub examples: Vec<String>,
+}
+
+/// An agent as the MCP tool `ask_<name>`.
+pub struct McpTool {
+    pub description: String,
+}
+
+/// An agent as a REST function: the schemas its input and output must
+/// match, as written (for the OpenAPI document) and compiled.
+#[derive(Default)]
+pub struct FunctionSpec {
+    pub input: Option<Schema>,
+    pub output: Option<Schema>,
+}
+
+/// A JSON Schema, as written and compiled.
+pub struct Schema {
+    pub document: serde_json::Value,
+    pub validator: Arc<dyn ArgumentValidator>,
 }
 
 /// A team on the Gnosari endpoints: `/ws/team/{name}` (its orchestrator

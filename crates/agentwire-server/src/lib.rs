@@ -45,11 +45,13 @@
 //! This crate is the only one that knows axum. It never builds a backend: it
 //! receives the engine and agents ready-made from the binary.
 
+mod a2a;
 pub mod abuse;
 mod budget;
 pub mod call;
 mod connection;
 mod entries;
+mod facade;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gnosari;
@@ -78,7 +80,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use abuse::{AbuseGuard, AbuseLimits};
 pub use budget::InboundBudget;
-pub use entries::{AgentEntry, TeamEntry, TeamMember};
+pub use entries::{
+    A2aCard, A2aSkill, AgentEntry, Facades, FunctionSpec, McpTool, Schema, TeamEntry, TeamMember,
+};
 pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
 pub use memory_metrics::{MeasuredEmbedder, MeasuredMemory, MemoryMetrics};
@@ -113,6 +117,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::sessions::routes())
         .merge(routes::memories::routes())
         .merge(routes::agents::routes())
+        .merge(a2a::routes())
         .merge(routes::console::routes(console))
         .with_state(state)
 }

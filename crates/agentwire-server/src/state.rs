@@ -37,6 +37,8 @@ pub struct AppState {
     /// The agents' memories, for the owners' API, and what they did, for
     /// `/metrics`; `None`: not served.
     memories: Option<(Arc<dyn AgentMemory>, Arc<MemoryMetrics>)>,
+    /// Where clients reach this server ([`AppState::public_base_url`]).
+    public_base_url: String,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -75,6 +77,7 @@ impl AppState {
             identity,
             calls: call::Calls::default(),
             memories: None,
+            public_base_url: String::new(),
         }
     }
 
@@ -99,8 +102,16 @@ impl AppState {
     /// listener is bound when `server.public_url` is unset.
     pub fn set_public_base_url(&mut self, url: String) {
         if let Some(media) = &mut self.media {
-            media.public_base_url = url;
+            media.public_base_url.clone_from(&url);
         }
+        self.public_base_url = url;
+    }
+
+    /// Where clients reach this server (`server.public_url`, or
+    /// `http://<bound address>`), without a trailing slash: the A2A cards'
+    /// URLs.
+    pub(crate) fn public_base_url(&self) -> &str {
+        &self.public_base_url
     }
 
     pub fn engine(&self) -> &Engine {

@@ -28,6 +28,7 @@ use crate::config::{
 };
 use crate::system::{RandomIds, SystemClock};
 
+mod facades;
 mod memory;
 mod runtime;
 mod summaries;
@@ -531,6 +532,7 @@ fn agent_entry(
                     .map(|r| runtime_parts.caller_tools(&config.name, r))
                     .unwrap_or_default(),
             }),
+        facades: facades::build(&config.facades)?,
     })
 }
 

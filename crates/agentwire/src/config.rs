@@ -11,6 +11,7 @@ use serde::Deserialize;
 mod auth;
 mod duration;
 mod env;
+mod facades;
 mod live;
 mod media;
 mod memory;
@@ -29,6 +30,7 @@ mod voice;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
+pub use facades::{A2aConfig, AgentFacades, FunctionConfig, McpConfig, SkillConfig};
 pub use live::{LiveConfig, RedisConfig};
 pub use media::{MediaBackend, MediaConfig};
 pub use memory::{DEFAULT_FORGET_GRACE, DEFAULT_PURGE_EVERY, MemoryConfig};
@@ -151,6 +153,8 @@ pub struct AgentConfig {
     pub summary: SummaryConfig,
     /// `voice`: a name from `voice_providers[]`.
     pub voice: Option<String>,
+    /// `a2a`, `mcp`, `function` over `facades`: the other front doors.
+    pub facades: facades::AgentFacades,
 }
 
 /// A configuration that cannot be served. `key` names the offending setting
@@ -228,6 +232,7 @@ fn validate(
             providers: &providers,
             tools: &tools,
             voice_providers: &voice_providers,
+            facades: &raw.facades,
         },
         allow_unauthenticated,
     )?;
@@ -373,6 +378,7 @@ struct Declared<'a> {
     providers: &'a [agentwire_providers::ProviderSettings],
     tools: &'a [NamedTool],
     voice_providers: &'a [VoiceProviderConfig],
+    facades: &'a facades::RawFacades,
 }
 
 /// `agents[]`: at least one, names unique, and the delegations and
@@ -558,6 +564,16 @@ fn validate_agent(
         raw.summarizer,
         declared.providers,
     )?;
+    let facades = facades::validate_agent(
+        index,
+        &raw.name,
+        facades::RawAgentFacades {
+            a2a: raw.a2a,
+            mcp: raw.mcp,
+            function: raw.function,
+        },
+        declared.facades,
+    )?;
     Ok(AgentConfig {
         name: raw.name,
         handler: raw.handler,
@@ -571,5 +587,6 @@ fn validate_agent(
         requires_ai_disclosure: raw.requires_ai_disclosure,
         summary,
         voice,
+        facades,
     })
 }

@@ -299,6 +299,7 @@ impl Harness {
             memory_tier: None,
             requires_ai_disclosure: None,
             voice: None,
+            facades: Default::default(),
         };
         let agents = [(AGENT.to_owned(), Arc::new(entry))].into_iter().collect();
         let mut settings = ServerSettings {

@@ -43,7 +43,7 @@ enum BuiltTool {
 }
 
 /// `ArgumentValidator` over a compiled JSON Schema.
-struct SchemaValidator(ArgumentSchema);
+pub(super) struct SchemaValidator(pub(super) ArgumentSchema);
 
 impl ArgumentValidator for SchemaValidator {
     fn validate(&self, arguments: &serde_json::Value) -> Result<(), String> {

@@ -54,6 +54,10 @@ pub(super) struct File {
     pub(super) teams: Vec<super::team::RawTeam>,
     /// OpenTelemetry export. Default: off.
     pub(super) telemetry: Option<super::telemetry::RawTelemetry>,
+    /// Which front doors besides the WebSocket serve agents that do not
+    /// say (`agents[].a2a`, `.mcp`, `.function`). Default: none.
+    #[serde(default)]
+    pub(super) facades: super::facades::RawFacades,
 }
 
 fn default_live() -> String {
@@ -276,6 +280,13 @@ pub(super) struct Agent {
     /// `voice_providers[]`. Default: none (audio frames are answered
     /// `MEDIA_NOT_ENABLED`).
     pub(super) voice: Option<String>,
+    /// The agent on A2A: whether, and its card. Default: `facades.a2a`,
+    /// with a card made from the agent's name.
+    pub(super) a2a: Option<super::facades::RawAgentA2a>,
+    /// The agent as a tool on `/mcp`. Default: `facades.mcp`.
+    pub(super) mcp: Option<super::facades::RawAgentMcp>,
+    /// The agent as a REST function. Default: `facades.functions`.
+    pub(super) function: Option<super::facades::RawAgentFunction>,
 }
 
 fn default_context_ttl() -> ConfigDuration {

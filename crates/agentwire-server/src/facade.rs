@@ -1,0 +1,164 @@
+//! What the request/response front doors (A2A, MCP, REST functions) share:
+//! who calls, a request's message made a turn through the one admission
+//! path, and a turn read to its end.
+//!
+//! A request is a connection that lives as long as its turn: it gets an
+//! [`Admission`] of its own (so the frame rate does not apply, but the
+//! server's inbound budget does), its credential is checked when the turn
+//! starts, and the caller's turns per minute, the busy rule and the
+//! session's ownership are the WebSocket's. Sessions opened here are the
+//! WebSocket's sessions (namespace `default`): the same owner continues
+//! them on either.
+
+use std::sync::Arc;
+
+use agentwire_core::{
+    ClientAnswer, ConnectionScope, ContentPart, Credentials, LogReader, Metadata, Reply, ToolSide,
+    TurnEvent, TurnFailure,
+};
+use agentwire_engine::{SessionLease, TurnHandle};
+use axum::http::HeaderMap;
+
+use crate::budget::InboundPermit;
+use crate::connection::{Admission, Busy, CredentialClock, Refusal, TurnIntent};
+use crate::identity::{self, Caller};
+use crate::upgrade::{self, ClientAddress};
+use crate::{AgentEntry, AppState};
+
+/// The namespace of the sessions a request opens: the WebSocket's default.
+const NAMESPACE: &str = "default";
+
+/// The caller of a request to `agent`: its `Authorization: Bearer`
+/// credential checked as on `/ws` (401 for a refused or missing one on a
+/// private agent, 403 for an identity the agent does not admit, 429 after
+/// too many failed attempts, counted with every other front door's).
+pub(crate) async fn caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    agent: &AgentEntry,
+    address: ClientAddress,
+) -> Result<Caller, upgrade::Refusal> {
+    let credentials = Credentials {
+        bearer: identity::bearer(headers),
+        ..Credentials::default()
+    };
+    identity::identify(state, &credentials, agent, address).await
+}
+
+/// A message a request asks an agent to answer.
+pub(crate) struct RequestMessage<'a> {
+    pub(crate) agent: &'a AgentEntry,
+    pub(crate) caller: &'a Caller,
+    /// The session to continue; `None` opens a new one.
+    pub(crate) session: Option<&'a str>,
+    /// The message's text; `None`: its text parts joined.
+    pub(crate) text: Option<String>,
+    pub(crate) parts: Vec<ContentPart>,
+    pub(crate) metadata: Metadata,
+    /// The request body's size: held from the server's inbound budget
+    /// until the turn ends.
+    pub(crate) body_bytes: usize,
+}
+
+/// A turn a request started, and what it holds while it runs.
+pub(crate) struct RequestTurn {
+    pub(crate) handle: TurnHandle,
+    pub(crate) hold: TurnHold,
+}
+
+/// What a request's turn holds until the request has read it: the
+/// message's bytes in the inbound budget, and the request's scope.
+pub(crate) struct TurnHold {
+    _permit: InboundPermit,
+    _scope: Arc<ConnectionScope>,
+}
+
+/// Admits `message` and starts its turn, through the one admission path.
+pub(crate) async fn start(
+    state: &AppState,
+    message: RequestMessage<'_>,
+) -> Result<RequestTurn, Refusal> {
+    let mut admission = Admission::new(&state.settings().limits);
+    let permit = admission.text(state, message.body_bytes)?;
+    let credential = CredentialClock::new(state, message.caller.identity.as_ref());
+    let scope = ConnectionScope::new();
+    let minted = state.engine().mint_session_id();
+    let intent = TurnIntent {
+        agent: &message.agent.agent,
+        namespace: NAMESPACE,
+        caller: message.caller,
+        memory_facet: message.agent.memory_facet.as_deref(),
+        credential: &credential,
+        busy: Busy::Idle,
+        current: &minted,
+        minted: &minted,
+        requested: message.session,
+        content: message.text,
+        parts: message.parts,
+        attach: None,
+        metadata: message.metadata,
+        scope: &scope,
+    };
+    let handle = Admission::turn(state, intent).await?;
+    Ok(RequestTurn {
+        handle,
+        hold: TurnHold {
+            _permit: permit,
+            _scope: scope,
+        },
+    })
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(
+    dead_code,
+    reason = "the MCP and REST function doors read turns with `finish`"
+)]
+pub(crate) enum Ending {
+    Completed(Reply),
+    Failed(TurnFailure),
+    Cancelled(Reply),
+}
+
+/// Why a client tool call is denied on a front door that cannot ask its
+/// client to run one: the model is told, and answers without it.
+#[allow(
+    dead_code,
+    reason = "the MCP and REST function doors read turns with `finish`"
+)]
+pub(crate) const NO_CLIENT_TOOLS: &str =
+    "this front door cannot run client-side tools; answer without it";
+
+/// Reads the turn's events to its terminal, calling `on_text` with each
+/// piece of streamed text. A client tool call is denied at once with
+/// [`NO_CLIENT_TOOLS`]: the model goes on without it.
+#[allow(
+    dead_code,
+    reason = "the MCP and REST function doors read turns with `finish`"
+)]
+pub(crate) async fn finish(
+    session: &SessionLease,
+    events: &mut LogReader,
+    mut on_text: impl FnMut(&str),
+) -> Ending {
+    loop {
+        let entry = match events.next().await {
+            Ok(entry) => entry,
+            // A reader that reads as it goes is never overtaken; should it
+            // be, what it missed cannot be told: the turn is lost to it.
+            Err(_) => return Ending::Failed(TurnFailure::internal()),
+        };
+        match entry.event.as_ref() {
+            TurnEvent::TextDelta(text) => on_text(text),
+            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => {
+                let denied = ClientAnswer::Nack(NO_CLIENT_TOOLS.to_owned());
+                session.answer_client_call(&call.id, denied);
+            }
+            TurnEvent::Completed(reply) => return Ending::Completed(reply.clone()),
+            TurnEvent::Failed(failure) => return Ending::Failed(failure.clone()),
+            TurnEvent::Cancelled(reply) => return Ending::Cancelled(reply.clone()),
+            _ => {}
+        }
+    }
+}

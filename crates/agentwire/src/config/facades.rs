@@ -1,0 +1,253 @@
+//! `facades` and `agents[].a2a`, `agents[].mcp`, `agents[].function`:
+//! which front doors besides the WebSocket serve an agent (A2A, MCP, REST
+//! functions), and what each says about it. Every agent is on the
+//! WebSocket; the others are opt-in, globally (`facades`) or per agent.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::ConfigError;
+use agentwire_tools::ArgumentSchema;
+
+/// `facades` as written: the default for agents that do not say.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFacades {
+    /// Serve every agent over A2A (`/a2a/{agent}`, its card at
+    /// `/a2a/{agent}/.well-known/agent-card.json`). Default: `false`.
+    #[serde(default)]
+    a2a: bool,
+    /// Offer every agent as a tool on `/mcp` (`ask_<agent>`). Default:
+    /// `false`.
+    #[serde(default)]
+    mcp: bool,
+    /// Serve every agent as a REST function (`POST /functions/{agent}`).
+    /// Default: `false`.
+    #[serde(default)]
+    functions: bool,
+}
+
+/// `agents[].a2a` as written.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgentA2a {
+    /// Serve this agent over A2A. Default: `facades.a2a`.
+    enabled: Option<bool>,
+    /// The card's `description`. Default: `agentwire agent <name>`.
+    description: Option<String>,
+    /// The card's `version`. Default: `1.0.0`.
+    version: Option<String>,
+    /// The card's `skills`. Default: one skill named after the agent, with
+    /// the card's description and the tag `chat`.
+    #[serde(default)]
+    skills: Vec<RawSkill>,
+}
+
+/// One of `agents[].a2a.skills` as written.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSkill {
+    /// Unique within the card.
+    id: String,
+    name: String,
+    description: String,
+    /// At least one.
+    tags: Vec<String>,
+    /// Example prompts. Default: none.
+    #[serde(default)]
+    examples: Vec<String>,
+}
+
+/// `agents[].mcp` as written.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgentMcp {
+    /// Offer this agent as the tool `ask_<name>` on `/mcp`. Default:
+    /// `facades.mcp`.
+    enabled: Option<bool>,
+    /// The tool's description. Default: `Ask the agent <name>.`
+    description: Option<String>,
+}
+
+/// `agents[].function` as written.
+#[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgentFunction {
+    /// Serve this agent at `POST /functions/{name}`. Default:
+    /// `facades.functions`.
+    enabled: Option<bool>,
+    /// A JSON Schema the request body must match (`400 input_invalid`).
+    /// Default: any JSON value.
+    input_schema: Option<serde_json::Value>,
+    /// A JSON Schema the agent's answer, parsed as JSON, must match
+    /// (`502 output_invalid`). Default: the answer is returned as text.
+    output_schema: Option<serde_json::Value>,
+}
+
+/// Which front doors besides the WebSocket serve an agent, validated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentFacades {
+    /// `None`: not on A2A.
+    pub a2a: Option<A2aConfig>,
+    /// `None`: not on `/mcp`.
+    pub mcp: Option<McpConfig>,
+    /// `None`: not a REST function.
+    pub function: Option<FunctionConfig>,
+}
+
+/// An agent's A2A card, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct A2aConfig {
+    pub description: String,
+    pub version: String,
+    /// At least one.
+    pub skills: Vec<SkillConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillConfig {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub examples: Vec<String>,
+}
+
+/// An agent as an MCP tool, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    pub description: String,
+}
+
+/// An agent as a REST function, validated: the schemas compile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FunctionConfig {
+    pub input_schema: Option<serde_json::Value>,
+    pub output_schema: Option<serde_json::Value>,
+}
+
+/// The blocks of one agent, as written.
+pub(super) struct RawAgentFacades {
+    pub(super) a2a: Option<RawAgentA2a>,
+    pub(super) mcp: Option<RawAgentMcp>,
+    pub(super) function: Option<RawAgentFunction>,
+}
+
+/// Agent `index`'s facades, its own blocks over `defaults`.
+pub(super) fn validate_agent(
+    index: usize,
+    name: &str,
+    raw: RawAgentFacades,
+    defaults: &RawFacades,
+) -> Result<AgentFacades, ConfigError> {
+    let key = |field: &str| format!("agents[{index}].{field}");
+    let a2a = raw.a2a.unwrap_or_default();
+    let mcp = raw.mcp.unwrap_or_default();
+    let function = raw.function.unwrap_or_default();
+    Ok(AgentFacades {
+        a2a: match a2a.enabled.unwrap_or(defaults.a2a) {
+            true => Some(validate_a2a(&key, name, a2a)?),
+            false => None,
+        },
+        mcp: mcp.enabled.unwrap_or(defaults.mcp).then(|| McpConfig {
+            description: mcp
+                .description
+                .unwrap_or_else(|| format!("Ask the agent {name}.")),
+        }),
+        function: match function.enabled.unwrap_or(defaults.functions) {
+            true => Some(validate_function(&key, function)?),
+            false => None,
+        },
+    })
+}
+
+fn validate_a2a(
+    key: &dyn Fn(&str) -> String,
+    name: &str,
+    raw: RawAgentA2a,
+) -> Result<A2aConfig, ConfigError> {
+    let description = raw
+        .description
+        .unwrap_or_else(|| format!("agentwire agent {name}"));
+    let version = raw.version.unwrap_or_else(|| "1.0.0".to_owned());
+    for (field, value) in [("description", &description), ("version", &version)] {
+        if value.trim().is_empty() {
+            return Err(ConfigError::new(
+                key(&format!("a2a.{field}")),
+                "must not be empty",
+            ));
+        }
+    }
+    let skills = match raw.skills.is_empty() {
+        true => vec![SkillConfig {
+            id: name.to_owned(),
+            name: name.to_owned(),
+            description: description.clone(),
+            tags: vec!["chat".to_owned()],
+            examples: Vec::new(),
+        }],
+        false => validate_skills(key, raw.skills)?,
+    };
+    Ok(A2aConfig {
+        description,
+        version,
+        skills,
+    })
+}
+
+fn validate_skills(
+    key: &dyn Fn(&str) -> String,
+    raw: Vec<RawSkill>,
+) -> Result<Vec<SkillConfig>, ConfigError> {
+    let mut skills: Vec<SkillConfig> = Vec::with_capacity(raw.len());
+    for (i, skill) in raw.into_iter().enumerate() {
+        let field = |f: &str| key(&format!("a2a.skills[{i}].{f}"));
+        for (f, value) in [
+            ("id", &skill.id),
+            ("name", &skill.name),
+            ("description", &skill.description),
+        ] {
+            if value.trim().is_empty() {
+                return Err(ConfigError::new(field(f), "must not be empty"));
+            }
+        }
+        if skills.iter().any(|s| s.id == skill.id) {
+            return Err(ConfigError::new(
+                field("id"),
+                format!("duplicate skill id {:?}", skill.id),
+            ));
+        }
+        if skill.tags.is_empty() || skill.tags.iter().any(|t| t.trim().is_empty()) {
+            return Err(ConfigError::new(
+                field("tags"),
+                "at least one tag, none empty",
+            ));
+        }
+        skills.push(SkillConfig {
+            id: skill.id,
+            name: skill.name,
+            description: skill.description,
+            tags: skill.tags,
+            examples: skill.examples,
+        });
+    }
+    Ok(skills)
+}
+
+fn validate_function(
+    key: &dyn Fn(&str) -> String,
+    raw: RawAgentFunction,
+) -> Result<FunctionConfig, ConfigError> {
+    for (field, schema) in [
+        ("function.input_schema", &raw.input_schema),
+        ("function.output_schema", &raw.output_schema),
+    ] {
+        if let Some(schema) = schema {
+            ArgumentSchema::compile(schema).map_err(|e| ConfigError::new(key(field), e))?;
+        }
+    }
+    Ok(FunctionConfig {
+        input_schema: raw.input_schema,
+        output_schema: raw.output_schema,
+    })
+}
