@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::Version;
 
@@ -189,8 +188,7 @@ impl RpcError {
 #[derive(Deserialize)]
 struct Envelope<'a> {
     jsonrpc: Option<&'a str>,
-    #[serde(borrow)]
-    id: Option<&'a RawValue>,
+    id: Option<Value>,
     method: Option<Value>,
     params: Option<Value>,
 }
@@ -205,10 +203,7 @@ pub fn decode(body: &[u8], version: Version) -> Result<Request, (Value, RpcError
         }
         Err(_) => return Err((Value::Null, RpcError::new(ErrorKind::InvalidRequest))),
     };
-    let id: Value = match envelope.id {
-        Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-        None => Value::Null,
-    };
+    let id = envelope.id.unwrap_or(Value::Null);
     let valid_id = matches!(id, Value::String(_) | Value::Number(_));
     if envelope.jsonrpc != Some("2.0") || !valid_id {
         return Err((id, RpcError::new(ErrorKind::InvalidRequest)));

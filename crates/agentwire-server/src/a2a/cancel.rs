@@ -39,7 +39,7 @@ pub(super) async fn cancel(call: Call, params: Value) -> Response {
     lease.cancel_turn(call.owner(), None);
     if let Some(reader) = reader {
         let mut events = TaskEvents::new(call.state.clone(), lease, reader, &task_ref, None)
-            .to_terminal()
+            .reading_to_terminal()
             .skipping_through(head);
         events.warm_into(&mut task);
         let _ = tokio::time::timeout(CANCEL_WAIT, events.read_into(&mut task)).await;

@@ -80,7 +80,7 @@ impl TaskEvents {
     }
 
     /// Reads on past a state that waits on the client, to the terminal.
-    pub(super) fn to_terminal(mut self) -> TaskEvents {
+    pub(super) fn reading_to_terminal(mut self) -> TaskEvents {
         self.until = Until::Terminal;
         self
     }
@@ -159,10 +159,13 @@ impl TaskEvents {
         let events = stream::unfold((self, id), move |(mut events, id)| async move {
             let (position, event) = events.next().await?;
             let data = rpc::result(&id, writer.event(&event));
-            let mut sse_event = sse::Event::default().data(data);
+            // The id first: a client that stops reading after an event's
+            // data has its position already.
+            let mut sse_event = sse::Event::default();
             if let Some(position) = position {
                 sse_event = sse_event.id(position);
             }
+            let sse_event = sse_event.data(data);
             Some((Ok::<_, Infallible>(sse_event), (events, id)))
         });
         Sse::new(events)

@@ -6,6 +6,7 @@ mod credentials;
 mod fake_http;
 mod support;
 
+mod a2a;
 mod abuse;
 mod agent_memory;
 mod attachments;
