@@ -1,6 +1,7 @@
 //! The A2A door (`/a2a/{agent}`) over real sockets: the official Python
-//! SDK (`a2a-sdk`, in `target/clients-venv`, installed by
-//! `scripts/install-test-deps.sh`) in both protocol versions, the
+//! SDK (`a2a-sdk`, in `target/clients-venv`) and JavaScript SDK
+//! (`@a2a-js/sdk`, in `target/npm`), both installed by
+//! `scripts/install-test-deps.sh`, in both protocol versions, the
 //! JSON-RPC binding's errors byte by byte, ownership across front doors,
 //! and replay after a dropped stream on another replica, and after the
 //! replica running the turn is killed.
@@ -82,6 +83,37 @@ async fn the_official_python_sdk_speaks_both_versions() {
             );
         }
         assert_eq!(out.contains("ok list\n"), version == "1.0", "{out}");
+    }
+}
+
+#[tokio::test]
+async fn the_official_javascript_sdk_speaks_both_versions() {
+    let modules = repo_root().join("target/npm/node_modules");
+    if !modules.join("@a2a-js/sdk/package.json").is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and @a2a-js/sdk is missing: run scripts/install-test-deps.sh"
+        );
+        eprintln!("skipped: @a2a-js/sdk not installed (run scripts/install-test-deps.sh)");
+        return;
+    }
+    let server = TestServer::with_top_level(&config()).await;
+    let script = repo_root().join("crates/agentwire/tests/clients/a2a_js.mjs");
+    for version in ["1.0", "0.3"] {
+        let output = tokio::process::Command::new("node")
+            .arg(&script)
+            .args([&format!("http://{}", server.addr), version, ALICE])
+            .env("NODE_PATH", &modules)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .expect("node runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.ends_with("ok all\n"),
+            "a2a_js.mjs {version} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 }
 
@@ -412,4 +444,59 @@ async fn a_stream_whose_replica_is_killed_is_replayed_then_ends_failed_on_the_su
     let out = run_sdk(&python, &args).await;
     assert!(out.contains("ok subscribe-replay\n"), "{out}");
     let _ = child.wait().await;
+}
+
+#[tokio::test]
+async fn cancel_task_closes_the_model_providers_stream() {
+    let (model, closed) = crate::fake_http::openai_endless().await;
+    let top_level = format!(
+        "{}providers:\n  - name: endless\n    type: openai\n    base_url: http://{model}/v1\n    model: gpt-4o-mini\n",
+        config()
+    );
+    let agents = "  - name: streamer\n    handler: runtime\n    provider: endless\n";
+    let server = TestServer::with_runtime(&top_level, agents).await;
+    let alice = bearer(ALICE);
+    let headers = [("A2A-Version", "1.0"), ("Authorization", alice.as_str())];
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "go on forever"}]},
+        "configuration": {"returnImmediately": true}}})
+    .to_string();
+    let (_, answer) = rpc(&server, "streamer", &headers, &send).await;
+    let task = &answer["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED", "{answer}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}})
+        .to_string();
+    let (_, answer) = rpc(&server, "streamer", &headers, &get).await;
+    let working = &answer["result"];
+    assert_eq!(working["status"]["state"], "TASK_STATE_WORKING", "{answer}");
+    assert!(
+        working["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("word ")),
+        "the reply so far: {answer}"
+    );
+    let cancel =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "CancelTask", "params": {"id": task["id"]}})
+            .to_string();
+    let (_, answer) = rpc(&server, "streamer", &headers, &cancel).await;
+    assert_eq!(
+        answer["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{answer}"
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(2), closed)
+        .await
+        .expect("the model's stream was closed within 2 s of the cancel")
+        .unwrap();
+    let (_, answer) = rpc(&server, "streamer", &headers, &cancel).await;
+    assert_eq!(
+        answer["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "idempotent: {answer}"
+    );
+    let (_, answer) = rpc(&server, "streamer", &headers, &get).await;
+    assert_eq!(
+        answer["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "stored: {answer}"
+    );
+    server.stop().await;
 }
