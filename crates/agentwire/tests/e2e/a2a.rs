@@ -500,3 +500,62 @@ async fn cancel_task_closes_the_model_providers_stream() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn failed_credentials_and_turns_count_with_the_websockets() {
+    let limits = "  limits:\n    auth_failures_per_address_per_minute: 3\n    turns_per_minute_per_caller: 2\n";
+    let server = TestServer::with_server_and_runtime(limits, &config(), "").await;
+    let wrong = bearer("ak_wrong_key_0123456789");
+    let get = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x~1"}}"#;
+    for _ in 0..2 {
+        let (status, _) = rpc(
+            &server,
+            "echo",
+            &[("A2A-Version", "1.0"), ("Authorization", &wrong)],
+            get,
+        )
+        .await;
+        assert_eq!(status, 401);
+    }
+    // The third failure comes over the WebSocket, and the fourth attempt,
+    // over A2A again, is throttled.
+    let refused = server
+        .try_connect_with("agent=echo", &[("Authorization", &wrong)])
+        .await;
+    assert_eq!(refused.err().map(|(status, _)| status), Some(401));
+    let (status, _) = rpc(
+        &server,
+        "echo",
+        &[("A2A-Version", "1.0"), ("Authorization", &wrong)],
+        get,
+    )
+    .await;
+    assert_eq!(status, 429, "failed attempts count across front doors");
+    server.stop().await;
+
+    // Alice's turns: one over the WebSocket, one over A2A, and the third
+    // is refused, with our error code (on a server this address has not
+    // spent its attempts on).
+    let server = TestServer::with_server_and_runtime(limits, &config(), "").await;
+    let (mut client, _) = crate::turn_log::connect_as(&server, "agent=echo", ALICE).await;
+    client.say("one").await;
+    assert_eq!(client.recv_turn().await.pop().unwrap()["type"], "done");
+    alices_task(&server).await;
+    let alice = bearer(ALICE);
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": "m3", "role": "ROLE_USER", "parts": [{"text": "three"}]}}})
+    .to_string();
+    let (_, answer) = rpc(
+        &server,
+        "echo",
+        &[("A2A-Version", "1.0"), ("Authorization", &alice)],
+        &send,
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert_eq!(
+        answer["error"]["data"][0]["reason"], "RATE_LIMITED",
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["message"], "turn rate limit exceeded");
+}
