@@ -13,6 +13,9 @@ use serde_json::json;
 
 /// How long the `slow` script blocks before answering.
 const SLOW_SCRIPT_DELAY: Duration = Duration::from_secs(2);
+/// The longest a `hold` turn lasts: long enough to hold streams open for a
+/// capacity run, bounded so that none outlives its test.
+const HOLD_SCRIPT_LIMIT: Duration = Duration::from_secs(600);
 /// The pause before each of the `paced` script's words.
 const PACED_STEP: Duration = Duration::from_millis(150);
 /// The `paced` script's words; a server tool runs before the third.
@@ -62,6 +65,13 @@ impl Handler for TestHandler {
             "slow" => {
                 tokio::select! {
                     () = tokio::time::sleep(SLOW_SCRIPT_DELAY) => Ok(Reply::text(format!("done: {text}"))),
+                    () = turn.cancel.cancelled() => Err(TurnFailure::internal()),
+                }
+            }
+            "hold" => {
+                turn.events().text_delta("held").await;
+                tokio::select! {
+                    () = tokio::time::sleep(HOLD_SCRIPT_LIMIT) => Ok(Reply::text("held")),
                     () = turn.cancel.cancelled() => Err(TurnFailure::internal()),
                 }
             }

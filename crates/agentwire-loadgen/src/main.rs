@@ -73,6 +73,27 @@ enum Command {
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
+    /// Start agentwire with A2A on and measure a streamed turn's server CPU
+    /// over the WebSocket and over A2A (server-sent events) in one sitting;
+    /// then, with `--streams`, how many A2A streams it holds at once.
+    Facades {
+        /// Streaming clients per front door.
+        #[arg(long, default_value_t = 100)]
+        connections: usize,
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Chunks per turn (the `bench` agent's mock model).
+        #[arg(long, default_value_t = 20)]
+        chunks: u32,
+        /// A2A streams to hold open at once; 0 skips it.
+        #[arg(long, default_value_t = 0)]
+        streams: usize,
+        #[arg(long)]
+        agentwire_bin: Option<PathBuf>,
+        /// Also write the table as Markdown to this file.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+    },
     /// Serve the bare baseline on a loopback address and print it.
     BaselineServer {
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -199,6 +220,25 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             agentwire_bin,
             markdown,
         } => hold_calls(calls, duration, agentwire_bin, markdown).await,
+        Command::Facades {
+            connections,
+            duration,
+            chunks,
+            streams,
+            agentwire_bin,
+            markdown,
+        } => {
+            let options = agentwire_loadgen::facades::FacadeOptions {
+                agentwire_bin: agentwire_bin.unwrap_or_else(compare::default_agentwire_bin),
+                connections,
+                duration,
+                chunks,
+                streams,
+                markdown,
+            };
+            agentwire_loadgen::facades::run(options).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::BaselineServer { listen, chunks } => {
             check_loopback(listen)?;
             let listener = tokio::net::TcpListener::bind(listen).await?;

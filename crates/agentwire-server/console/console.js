@@ -77,6 +77,8 @@ const ui = {
   memoryFacet: $("memory-facet"),
   memoryFacetError: $("memory-facet-error"),
   memoryPanel: $("memory-panel"),
+  facadesPanel: $("facades-panel"),
+  facades: $("facades"),
   memoryScope: $("memory-scope"),
   memoryError: $("memory-error"),
   memoryStatus: $("memory-status"),
@@ -1361,6 +1363,33 @@ async function loadAgents() {
   const names = state.agents.map((a) => a.name);
   ui.agent.value = names.includes(wanted) ? wanted : names.includes("demo") ? "demo" : (names[0] ?? "");
   offerCall();
+  showFacades();
+}
+
+/** The current agent's other front doors (A2A card, MCP tool, REST function), as links and URLs to copy. */
+function showFacades() {
+  const agent = currentAgent();
+  const doors = [];
+  if (agent?.a2a_card) doors.push(["A2A card", new URL(agent.a2a_card, location.href).href, true]);
+  if (agent?.mcp_tool) doors.push([`MCP tool ${agent.mcp_tool}`, new URL("/mcp", location.href).href, false]);
+  if (agent?.function) doors.push(["REST function (POST)", new URL(agent.function, location.href).href, false]);
+  ui.facades.replaceChildren(
+    ...doors.map(([label, url, link]) => {
+      const item = document.createElement("li");
+      const name = document.createElement("span");
+      name.textContent = `${label}: `;
+      const target = document.createElement(link ? "a" : "code");
+      target.textContent = url;
+      if (link) {
+        target.href = url;
+        target.target = "_blank";
+        target.rel = "noopener";
+      }
+      item.append(name, target);
+      return item;
+    }),
+  );
+  ui.facadesPanel.hidden = doors.length === 0;
 }
 
 function wire() {
@@ -1382,6 +1411,7 @@ function wire() {
   ui.agent.addEventListener("change", () => {
     localStorage.setItem("agentwire.agent", ui.agent.value);
     offerCall();
+    showFacades();
     newChat();
     loadMemories();
   });

@@ -4,14 +4,17 @@
 //!
 //! `{"agents": [{"name": "demo", "access_level": "public",
 //! "credential_required": false, "ai_disclosure": null, "voice": false,
-//! "memory": null}], "media": true}`
+//! "memory": null, "a2a_card": null, "mcp_tool": null, "function": null}],
+//! "media": true}`
 //!
 //! sorted by name. `credential_required` is whether `/ws` refuses a caller
 //! without a credential (a private agent); `media` whether uploads
 //! (`upload_request`, `/media/*`) are enabled; `voice` whether the agent
 //! takes voice calls (`agents[].voice`); `memory` the caller tier its memory
 //! tools write to (`"caller_agent"` or `"caller"`, `agents[].memory.tier`),
-//! `null` when it has none. Answers carry `Cache-Control: no-store`; other
+//! `null` when it has none; `a2a_card` the path of its A2A card, `mcp_tool`
+//! its tool's name on `/mcp`, `function` its REST function's path, each
+//! `null` when that front door does not serve it. Answers carry `Cache-Control: no-store`; other
 //! methods are 405.
 
 use std::sync::Arc;
@@ -56,6 +59,12 @@ struct AgentInfo<'a> {
     ai_disclosure: Option<bool>,
     voice: bool,
     memory: Option<&'static str>,
+    /// The agent's A2A card, when A2A serves it.
+    a2a_card: Option<String>,
+    /// The agent's tool on `/mcp`, when MCP offers it.
+    mcp_tool: Option<String>,
+    /// The agent's REST function, when it is one.
+    function: Option<String>,
 }
 
 async fn list(State(state): State<Arc<AppState>>) -> Response {
@@ -71,6 +80,21 @@ async fn list(State(state): State<Arc<AppState>>) -> Response {
             ai_disclosure: entry.requires_ai_disclosure,
             voice: entry.voice.is_some(),
             memory: entry.memory_tier.map(|tier| tier.as_str()),
+            a2a_card: entry
+                .facades
+                .a2a
+                .as_ref()
+                .map(|_| format!("/a2a/{}/.well-known/agent-card.json", entry.agent.name)),
+            mcp_tool: entry
+                .facades
+                .mcp
+                .as_ref()
+                .map(|_| format!("ask_{}", entry.agent.name)),
+            function: entry
+                .facades
+                .function
+                .as_ref()
+                .map(|_| format!("/functions/{}", entry.agent.name)),
         })
         .collect();
     agents.sort_by(|a, b| a.name.cmp(b.name));

@@ -27,11 +27,12 @@ pub(super) struct RawFacades {
     functions: bool,
 }
 
-/// `agents[].a2a` as written.
+/// `agents[].a2a` as written: the block opts the agent in.
 #[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAgentA2a {
-    /// Serve this agent over A2A. Default: `facades.a2a`.
+    /// Serve this agent over A2A. Default: `true` (writing the block
+    /// opts in; without the block, `facades.a2a` decides).
     enabled: Option<bool>,
     /// The card's `description`. Default: `agentwire agent <name>`.
     description: Option<String>,
@@ -49,7 +50,9 @@ pub(super) struct RawAgentA2a {
 pub(super) struct RawSkill {
     /// Unique within the card.
     id: String,
+    /// What a person reads as the skill's title.
     name: String,
+    /// What the skill does, for the calling agent to choose by.
     description: String,
     /// At least one.
     tags: Vec<String>,
@@ -63,7 +66,7 @@ pub(super) struct RawSkill {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAgentMcp {
     /// Offer this agent as the tool `ask_<name>` on `/mcp`. Default:
-    /// `facades.mcp`.
+    /// `true` (without the block, `facades.mcp` decides).
     enabled: Option<bool>,
     /// The tool's description. Default: `Ask the agent <name>.`
     description: Option<String>,
@@ -73,8 +76,8 @@ pub(super) struct RawAgentMcp {
 #[derive(Deserialize, Serialize, JsonSchema, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAgentFunction {
-    /// Serve this agent at `POST /functions/{name}`. Default:
-    /// `facades.functions`.
+    /// Serve this agent at `POST /functions/{name}`. Default: `true`
+    /// (without the block, `facades.functions` decides).
     enabled: Option<bool>,
     /// A JSON Schema the request body must match (`400 input_invalid`).
     /// Default: any JSON value.
@@ -141,24 +144,42 @@ pub(super) fn validate_agent(
     defaults: &RawFacades,
 ) -> Result<AgentFacades, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
-    let a2a = raw.a2a.unwrap_or_default();
-    let mcp = raw.mcp.unwrap_or_default();
-    let function = raw.function.unwrap_or_default();
-    Ok(AgentFacades {
-        a2a: match a2a.enabled.unwrap_or(defaults.a2a) {
-            true => Some(validate_a2a(&key, name, a2a)?),
-            false => None,
-        },
-        mcp: mcp.enabled.unwrap_or(defaults.mcp).then(|| McpConfig {
-            description: mcp
-                .description
-                .unwrap_or_else(|| format!("Ask the agent {name}.")),
-        }),
-        function: match function.enabled.unwrap_or(defaults.functions) {
-            true => Some(validate_function(&key, function)?),
-            false => None,
-        },
-    })
+    // A block opts in unless it says `enabled: false`; it is checked
+    // either way, so a mistake in it is found before it is switched on.
+    let a2a = match raw.a2a {
+        Some(block) => {
+            let enabled = block.enabled.unwrap_or(true);
+            Some(validate_a2a(&key, name, block)?).filter(|_| enabled)
+        }
+        None if defaults.a2a => Some(validate_a2a(&key, name, RawAgentA2a::default())?),
+        None => None,
+    };
+    let mcp = match raw.mcp {
+        Some(block) => block
+            .enabled
+            .unwrap_or(true)
+            .then(|| mcp_config(name, block)),
+        None => defaults
+            .mcp
+            .then(|| mcp_config(name, RawAgentMcp::default())),
+    };
+    let function = match raw.function {
+        Some(block) => {
+            let enabled = block.enabled.unwrap_or(true);
+            Some(validate_function(&key, block)?).filter(|_| enabled)
+        }
+        None if defaults.functions => Some(FunctionConfig::default()),
+        None => None,
+    };
+    Ok(AgentFacades { a2a, mcp, function })
+}
+
+fn mcp_config(name: &str, raw: RawAgentMcp) -> McpConfig {
+    McpConfig {
+        description: raw
+            .description
+            .unwrap_or_else(|| format!("Ask the agent {name}.")),
+    }
 }
 
 fn validate_a2a(

@@ -280,12 +280,15 @@ pub(super) struct Agent {
     /// `voice_providers[]`. Default: none (audio frames are answered
     /// `MEDIA_NOT_ENABLED`).
     pub(super) voice: Option<String>,
-    /// The agent on A2A: whether, and its card. Default: `facades.a2a`,
-    /// with a card made from the agent's name.
+    /// The agent on A2A, and its card: the block turns A2A on for the
+    /// agent (unless `enabled: false`). Without it: `facades.a2a`, with a
+    /// card made from the agent's name.
     pub(super) a2a: Option<super::facades::RawAgentA2a>,
-    /// The agent as a tool on `/mcp`. Default: `facades.mcp`.
+    /// The agent as a tool on `/mcp`: the block turns it on (unless
+    /// `enabled: false`). Without it: `facades.mcp`.
     pub(super) mcp: Option<super::facades::RawAgentMcp>,
-    /// The agent as a REST function. Default: `facades.functions`.
+    /// The agent as a REST function: the block turns it on (unless
+    /// `enabled: false`). Without it: `facades.functions`.
     pub(super) function: Option<super::facades::RawAgentFunction>,
 }
 

@@ -137,7 +137,7 @@ async def list_tasks(test, first, second):
     ids = [t.id for t in listed.tasks]
     check(second.id in ids, f"the caller's task is listed: {ids}")
     check(first.id not in ids, "another agent's task is not")
-    check(listed.next_page_token == "", "one page: an empty nextPageToken")
+    check(listed.next_page_token == "", f"one page: an empty nextPageToken: {listed.next_page_token!r} {len(listed.tasks)} {listed.total_size}")
     page = await test.list_tasks(ListTasksRequest(page_size=1))
     check(len(page.tasks) == 1 and page.next_page_token, "a page of one, and a token")
     rest = await test.list_tasks(ListTasksRequest(page_size=1, page_token=page.next_page_token))

@@ -63,7 +63,7 @@ async fn the_official_python_sdk_speaks_both_versions() {
     let Some(python) = clients_python() else {
         return;
     };
-    let server = TestServer::with_top_level(&config()).await;
+    let server = TestServer::with_runtime(&config(), "").await;
     let base = format!("http://{}", server.addr);
     for version in ["1.0", "0.3"] {
         let args = [&base, version, ALICE, BOB].map(str::to_owned);
@@ -97,7 +97,7 @@ async fn the_official_javascript_sdk_speaks_both_versions() {
         eprintln!("skipped: @a2a-js/sdk not installed (run scripts/install-test-deps.sh)");
         return;
     }
-    let server = TestServer::with_top_level(&config()).await;
+    let server = TestServer::with_runtime(&config(), "").await;
     let script = repo_root().join("crates/agentwire/tests/clients/a2a_js.mjs");
     for version in ["1.0", "0.3"] {
         let output = tokio::process::Command::new("node")
@@ -142,7 +142,7 @@ fn bearer(key: &str) -> String {
 
 #[tokio::test]
 async fn the_json_rpc_binding_answers_each_error_with_its_code() {
-    let server = TestServer::with_top_level(&config()).await;
+    let server = TestServer::with_runtime(&config(), "").await;
     let alice = bearer(ALICE);
     let v1 = [("A2A-Version", "1.0"), ("Authorization", alice.as_str())];
     let get = r#"{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"nope~1"}}"#;
@@ -217,7 +217,7 @@ async fn alices_task(server: &TestServer) -> Value {
 
 #[tokio::test]
 async fn callers_are_the_websockets_callers() {
-    let server = TestServer::with_top_level(&config()).await;
+    let server = TestServer::with_runtime(&config(), "").await;
     let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
         "messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}})
     .to_string();
@@ -274,7 +274,7 @@ async fn callers_are_the_websockets_callers() {
 
 #[tokio::test]
 async fn a_session_opened_over_a2a_is_listed_and_continues_on_the_websocket() {
-    let server = TestServer::with_top_level(&config()).await;
+    let server = TestServer::with_runtime(&config(), "").await;
     let task = alices_task(&server).await;
     let context = task["contextId"].as_str().unwrap().to_owned();
     let alice = bearer(ALICE);
@@ -325,7 +325,7 @@ async fn a_session_opened_over_a2a_is_listed_and_continues_on_the_websocket() {
 
 #[tokio::test]
 async fn cards_say_where_and_what() {
-    let server = TestServer::with_top_level(&config()).await;
+    let server = TestServer::with_runtime(&config(), "").await;
     let (status, body) = server.get("/a2a/echo/.well-known/agent-card.json").await;
     assert_eq!(status, 200);
     let card: Value = serde_json::from_str(&body).unwrap();
@@ -356,6 +356,21 @@ async fn cards_say_where_and_what() {
     assert!(names.contains(&json!("echo")) && names.contains(&json!("test-agent")));
     let (status, _) = server.get("/.well-known/agent-card.json").await;
     assert_eq!(status, 404, "several agents: no single root card");
+    let alice = bearer(ALICE);
+    let listing: Value = server
+        .http("GET", "/api/v1/agents", &[("Authorization", &alice)], b"")
+        .await
+        .json();
+    let echo = listing["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "echo")
+        .unwrap();
+    assert_eq!(
+        echo["a2a_card"], "/a2a/echo/.well-known/agent-card.json",
+        "the console links it"
+    );
     let (status, _) = server.get("/a2a/nobody/.well-known/agent-card.json").await;
     assert_eq!(status, 404);
 }

@@ -794,3 +794,35 @@ async fn valid_team_configs_pass() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[tokio::test]
+async fn bad_facade_keys_are_named() {
+    let agent = |block: &str| format!("agents:\n  - name: echo\n    handler: echo\n{block}");
+    assert_rejected(
+        &agent("    a2a:\n      skills:\n        - {id: s, name: S, description: D, tags: []}\n"),
+        "agents[0].a2a.skills[0].tags",
+        "at least one tag",
+    );
+    assert_rejected(
+        &agent(
+            "    a2a:\n      skills:\n        - {id: s, name: S, description: D, tags: [first]}\n        - {id: s, name: T, description: E, tags: [second]}\n",
+        ),
+        "agents[0].a2a.skills[1].id",
+        "duplicate skill id",
+    );
+    assert_rejected(
+        &agent("    a2a:\n      version: \"\"\n"),
+        "agents[0].a2a.version",
+        "must not be empty",
+    );
+    assert_rejected(
+        &agent("    function:\n      input_schema: {type: 12}\n"),
+        "agents[0].function.input_schema",
+        "",
+    );
+    assert_rejected(
+        &format!("facades:\n  a2a: maybe\n{ONE_AGENT}"),
+        "facades.a2a",
+        "",
+    );
+}

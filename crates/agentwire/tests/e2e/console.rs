@@ -94,6 +94,9 @@ async fn the_agents_endpoint_lists_names_and_whether_a_credential_is_needed() {
     assert_eq!(demo["credential_required"], false);
     assert_eq!(demo["access_level"], "public");
     assert_eq!(demo["memory"], Value::Null, "no memory tools");
+    for door in ["a2a_card", "mcp_tool", "function"] {
+        assert_eq!(demo[door], Value::Null, "{door}: not on by default");
+    }
     assert!(demo.get("password_argon2").is_none() && demo.get("handler").is_none());
     assert_eq!(body["media"], false);
     assert_eq!(
