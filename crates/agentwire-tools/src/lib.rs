@@ -1,7 +1,7 @@
 //! Server-side tools behind the [`ToolSource`] / [`ToolBox`] ports of
 //! `agentwire-core`.
 //!
-//! Two kinds, both built from plain settings structs (the binary owns the
+//! Three kinds, all built from plain settings structs (the binary owns the
 //! YAML):
 //!
 //! - [`http_tool`]: one tool that calls an HTTP API from a request template
@@ -10,6 +10,9 @@
 //!   (a child process) or streamable HTTP, through the official `rmcp` SDK.
 //!   Each [`ToolSource::open`] starts one MCP session; dropping the
 //!   [`ToolBox`] closes it (and kills the child).
+//! - [`a2a_agent`]: a remote agent over A2A (v1.0, JSON-RPC) as one tool:
+//!   the model sends it a message and gets its reply; its card is fetched
+//!   and checked on first use; a call given up cancels the remote task.
 //!
 //! Arguments are checked against the tool's JSON Schema before anything runs
 //! ([`validate_arguments`], [`ArgumentSchema`]); a failing tool is an `Err`
@@ -46,6 +49,7 @@
 //! Tool names, outcomes and durations only: argument values and results are
 //! user data and are never logged at `info`.
 
+mod a2a;
 mod http;
 mod mcp;
 mod redact;
@@ -54,6 +58,7 @@ mod template;
 
 use std::time::Duration;
 
+pub use a2a::{A2aToolSettings, a2a_agent};
 pub use agentwire_core::{ToolBox, ToolSource, ToolSpec};
 pub use http::{HttpToolSettings, http_tool};
 pub use mcp::{McpSettings, McpTransport, mcp_server};

@@ -307,6 +307,9 @@ fn build_tool(tool: &NamedTool) -> anyhow::Result<BuiltTool> {
         ToolConfig::Mcp(settings) => BuiltTool::Server(
             agentwire_tools::mcp_server(settings.clone()).map_err(anyhow::Error::msg)?,
         ),
+        ToolConfig::A2a(settings) => BuiltTool::Server(
+            agentwire_tools::a2a_agent(settings.clone()).map_err(anyhow::Error::msg)?,
+        ),
     })
 }
 

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use agentwire_core::ToolSpec;
 use agentwire_providers::{ApiKey, ProviderKind, ProviderSettings};
-use agentwire_tools::{ArgumentSchema, HttpToolSettings, McpSettings, McpTransport};
+use agentwire_tools::{
+    A2aToolSettings, ArgumentSchema, HttpToolSettings, McpSettings, McpTransport,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +24,8 @@ pub enum ToolConfig {
     },
     Http(HttpToolSettingsDebug),
     Mcp(McpSettings),
+    /// A remote agent over A2A.
+    A2a(A2aToolSettings),
 }
 
 /// `HttpToolSettings` with a `Debug` that shows no header values.
@@ -124,6 +128,7 @@ pub(super) enum ToolType {
     Client,
     Http,
     Mcp,
+    A2a,
 }
 
 /// One entry of `tools[]`: a tool agents name in their `tools`.
@@ -135,8 +140,9 @@ pub(super) struct RawTool {
     /// unique.
     name: String,
     /// `client` (run by the client: `tool_call` / `tool_result`), `http`
-    /// (an HTTP request made by the server) or `mcp` (the tools of an MCP
-    /// server, over stdio or streamable HTTP).
+    /// (an HTTP request made by the server), `mcp` (the tools of an MCP
+    /// server, over stdio or streamable HTTP) or `a2a` (a remote agent over
+    /// A2A, asked with a message).
     #[serde(rename = "type")]
     kind: ToolType,
     /// What the tool does, for the model. Default: empty.
@@ -150,8 +156,8 @@ pub(super) struct RawTool {
     categories: Option<Vec<String>>,
     /// `http`: the request to make; required.
     request: Option<RawRequest>,
-    /// `http`, `mcp`: how long a call may take; then an error result for the
-    /// model. Default: `30s`.
+    /// `http`, `mcp`, `a2a`: how long a call may take; then an error result
+    /// for the model (and an `a2a` task is cancelled). Default: `30s`.
     timeout: Option<ConfigDuration>,
     /// `mcp` over stdio: the program to start (`npx`). Exactly one of
     /// `command` and `url`.
@@ -161,10 +167,11 @@ pub(super) struct RawTool {
     /// `mcp` over stdio: environment variables for the program. Default: none.
     env: Option<BTreeMap<String, String>>,
     /// `mcp` over streamable HTTP: the server's URL. Exactly one of `command`
-    /// and `url`.
+    /// and `url`. `a2a`: the agent's base URL (its card at
+    /// `<url>/.well-known/agent-card.json`) or its card's URL; required.
     url: Option<String>,
-    /// `mcp` over streamable HTTP: headers sent with every request (such as
-    /// `Authorization`). Default: none.
+    /// `mcp` over streamable HTTP, `a2a`: headers sent with every request
+    /// (such as `Authorization`). Default: none.
     headers: Option<BTreeMap<String, String>>,
 }
 
@@ -308,6 +315,7 @@ pub(super) fn validate_tool(index: usize, raw: RawTool) -> Result<NamedTool, Con
         ToolType::Client => client_tool(&key, &raw)?,
         ToolType::Http => http_tool(&key, &raw).map_err(|e| e.into_config_error(built))?,
         ToolType::Mcp => mcp_tool(&key, &raw).map_err(|e| e.into_config_error(built))?,
+        ToolType::A2a => a2a_tool(&key, &raw).map_err(|e| e.into_config_error(built))?,
     };
     Ok(NamedTool {
         name: raw.name,
@@ -424,6 +432,28 @@ fn mcp_tool(key: &dyn Fn(&str) -> String, raw: &RawTool) -> Result<ToolConfig, T
     }
     agentwire_tools::mcp_server(settings.clone()).map_err(ToolError::Built)?;
     Ok(ToolConfig::Mcp(settings))
+}
+
+/// `type: a2a`: a remote agent over A2A.
+fn a2a_tool(key: &dyn Fn(&str) -> String, raw: &RawTool) -> Result<ToolConfig, ToolError> {
+    only_fields(key, raw, &["url", "headers", "timeout", "description"])?;
+    let url = raw
+        .url
+        .clone()
+        .ok_or_else(|| ConfigError::new(key("url"), "an a2a tool needs the agent's `url`"))?;
+    let mut settings = A2aToolSettings::new(raw.name.clone(), url);
+    settings.description = raw.description.clone();
+    settings.headers = raw
+        .headers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    if let Some(t) = raw.timeout {
+        settings.timeout = t.0;
+    }
+    agentwire_tools::a2a_agent(settings.clone()).map_err(ToolError::Built)?;
+    Ok(ToolConfig::A2a(settings))
 }
 
 /// Fails naming the first field given that `allowed` does not list.

@@ -7,6 +7,7 @@ mod fake_http;
 mod support;
 
 mod a2a;
+mod a2a_tools;
 mod abuse;
 mod agent_memory;
 mod attachments;
