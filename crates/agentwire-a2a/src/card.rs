@@ -1,6 +1,8 @@
-//! The agent card (`/.well-known/agent-card.json`): v1.0's shape, with
-//! v0.3's `url`, `preferredTransport` and `protocolVersion` beside it so
-//! that clients of either generation find the endpoint.
+//! The agent card (`/.well-known/agent-card.json`), in each generation's
+//! shape: v1.0's ([`AgentCard::to_json`], exactly the fields the v1.0
+//! schema allows, listing the endpoint for both protocol versions) and
+//! v0.3's ([`AgentCard::to_json_v0_3`], with `url`, `preferredTransport`
+//! and `protocolVersion`) for clients of that generation alone.
 
 use serde_json::{Value, json};
 
@@ -74,9 +76,6 @@ impl AgentCard<'_> {
             "defaultInputModes": INPUT_MODES,
             "defaultOutputModes": OUTPUT_MODES,
             "skills": skills,
-            "url": self.url,
-            "preferredTransport": "JSONRPC",
-            "protocolVersion": "0.3.0",
         });
         if self.bearer != Bearer::None {
             card["securitySchemes"] = json!({"bearer": {"httpAuthSecurityScheme": {
@@ -86,6 +85,28 @@ impl AgentCard<'_> {
         }
         if self.bearer == Bearer::Required {
             card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+        }
+        card
+    }
+
+    /// The card as v0.3 wrote it.
+    pub fn to_json_v0_3(&self) -> Value {
+        let mut card = self.to_json();
+        let object = card.as_object_mut().expect("a card is an object");
+        object.remove("supportedInterfaces");
+        object.remove("securitySchemes");
+        object.remove("securityRequirements");
+        object.insert("url".into(), json!(self.url));
+        object.insert("preferredTransport".into(), json!("JSONRPC"));
+        object.insert("protocolVersion".into(), json!("0.3.0"));
+        if self.bearer != Bearer::None {
+            object.insert(
+                "securitySchemes".into(),
+                json!({"bearer": {"type": "http", "scheme": "bearer"}}),
+            );
+        }
+        if self.bearer == Bearer::Required {
+            object.insert("security".into(), json!([{"bearer": []}]));
         }
         card
     }
@@ -118,5 +139,6 @@ mod tests {
         assert_eq!(card["skills"][0]["tags"][0], "chat");
         assert_eq!(card["capabilities"]["streaming"], true);
         assert!(card["securityRequirements"].is_array());
+        assert!(card.get("url").is_none(), "v1.0 allows no other fields");
     }
 }

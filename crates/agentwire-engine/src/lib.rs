@@ -72,7 +72,7 @@ pub use local_leases::LocalLeases;
 #[cfg(any(test, feature = "testing"))]
 pub use memory_live::{MemoryLive, MemoryLiveState};
 use records::record;
-pub use rejoin::{REJOIN_GRACE, RejoinRequest, Rejoined};
+pub use rejoin::{AnonymousRejoin, REJOIN_GRACE, RejoinRequest, Rejoined};
 pub use summary::{MemoryPurge, SummaryScheduler};
 pub use voice::{VoiceExchange, VoiceToolStep};
 

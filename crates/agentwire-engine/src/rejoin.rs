@@ -13,12 +13,26 @@ use agentwire_core::log::{Epoch, LogReader};
 pub struct RejoinRequest<'a> {
     pub agent: &'a Agent,
     pub namespace: &'a str,
-    /// The caller's pseudonymous owner: anonymous callers never rejoin.
+    /// The caller's pseudonymous owner, `None` for an anonymous caller.
     pub owner: Option<&'a str>,
+    /// Whether an anonymous caller may come back to an anonymous session.
+    pub anonymous: AnonymousRejoin,
     pub session: &'a str,
     /// The log's epoch and the seq of the last entry the client had; `None`
     /// when it could not say (nothing can be replayed then).
     pub position: Option<(Epoch, u64)>,
+}
+
+/// Whether an anonymous caller may rejoin an anonymous session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnonymousRejoin {
+    /// Never: nobody can prove an anonymous session is theirs (the
+    /// sockets).
+    Refused,
+    /// By the session's id alone, which the caller was given and which is
+    /// the only proof there is (A2A's task ids, for unauthenticated
+    /// deployments).
+    ById,
 }
 
 /// Where a rejoined connection reads its session's log.
@@ -43,11 +57,11 @@ pub const REJOIN_GRACE: Duration = Duration::from_secs(120);
 
 impl Engine {
     /// Attaches a connection to a session it followed before (issue #13):
-    /// the same checks as a resume (agent, owner, `context_ttl`), and never
-    /// for an anonymous caller, whose sessions nobody can prove are theirs.
+    /// the same checks as a resume (agent, owner, `context_ttl`), and for
+    /// an anonymous caller only as [`AnonymousRejoin`] allows.
     pub async fn rejoin(&self, req: RejoinRequest<'_>) -> Result<Rejoined, SubmitError> {
         let id = SessionId::parse(req.session)?;
-        if req.owner.is_none() {
+        if req.owner.is_none() && req.anonymous == AnonymousRejoin::Refused {
             return Err(SubmitError::Expired { requested: id });
         }
         let lease = self

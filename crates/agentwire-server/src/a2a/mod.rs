@@ -48,7 +48,17 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/a2a", get(card::list))
         .route("/a2a/{agent}/.well-known/agent-card.json", get(card::card))
         .route(
+            "/a2a/{agent}/.well-known/agent-card-v0.3.json",
+            get(card::card_v0_3),
+        )
+        .route(
             "/a2a/{agent}",
+            post(rpc).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
+        )
+        // Clients that join "/" to the card's URL (httpx with a base URL)
+        // post here.
+        .route(
+            "/a2a/{agent}/",
             post(rpc).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
 }

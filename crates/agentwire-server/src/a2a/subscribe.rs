@@ -11,7 +11,7 @@ use agentwire_a2a::message;
 use agentwire_a2a::rpc::{ErrorKind, RpcError};
 use agentwire_a2a::task::Event;
 use agentwire_a2a::turn::parse_position;
-use agentwire_engine::RejoinRequest;
+use agentwire_engine::{AnonymousRejoin, RejoinRequest};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -45,6 +45,7 @@ async fn events(call: &Call, task: &TaskRef) -> Result<TaskEvents, RpcError> {
             agent: &call.agent.agent,
             namespace: "default",
             owner: call.owner(),
+            anonymous: AnonymousRejoin::ById,
             session: task.session.as_str(),
             position,
         })

@@ -14,7 +14,7 @@ use agentwire_a2a::turn::{REPLY_ARTIFACT, TaskStream};
 use agentwire_core::{
     MessageBody, ReplyEnd, SessionCursor, SessionId, SessionRecord, StoredMessage, Timestamp,
 };
-use agentwire_engine::{RejoinRequest, SessionLease};
+use agentwire_engine::{AnonymousRejoin, RejoinRequest, SessionLease};
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -63,8 +63,10 @@ pub(super) fn timestamp(at: Timestamp) -> String {
     at.to_utc().to_string()
 }
 
-/// Finds task `id` for the caller: another caller's, an anonymous
-/// caller's, another agent's and a malformed id are all not found.
+/// Finds task `id` for the caller: another caller's, another agent's and
+/// a malformed id are all not found. An anonymous caller finds anonymous
+/// tasks by id: the id, with its session's random id, is the only proof
+/// there is (deployments that need more configure `auth`).
 pub(super) async fn find(call: &Call, id: &str) -> Result<Found, RpcError> {
     let task = TaskRef::parse(id).ok_or_else(not_found)?;
     let record = owned_session(call, &task.session).await?;
@@ -91,7 +93,7 @@ pub(super) async fn find(call: &Call, id: &str) -> Result<Found, RpcError> {
 
 /// The session, if it is the caller's and this agent's.
 async fn owned_session(call: &Call, session: &SessionId) -> Result<SessionRecord, RpcError> {
-    let owner = call.owner().ok_or_else(not_found)?;
+    let owner = call.owner();
     let record = call
         .state
         .engine()
@@ -100,7 +102,7 @@ async fn owned_session(call: &Call, session: &SessionId) -> Result<SessionRecord
         .await
         .map_err(|e| internal(&e))?
         .ok_or_else(not_found)?;
-    let ours = record.owner.as_deref() == Some(owner) && record.agent == call.agent.agent.name;
+    let ours = record.owner.as_deref() == owner && record.agent == call.agent.agent.name;
     ours.then_some(record).ok_or_else(not_found)
 }
 
@@ -148,6 +150,7 @@ pub(super) async fn rejoin(call: &Call, session: &SessionId) -> Result<SessionLe
             agent: &call.agent.agent,
             namespace: "default",
             owner: call.owner(),
+            anonymous: AnonymousRejoin::ById,
             session: session.as_str(),
             position: None,
         })
@@ -387,13 +390,51 @@ async fn listed(
     after: Option<&PageToken>,
 ) -> Result<Page, RpcError> {
     let mut found: Vec<Listed> = Vec::new();
+    for record in listed_sessions(call, params.context_id.as_deref()).await? {
+        let tasks = session_tasks(call, &record).await?;
+        found.extend(
+            tasks
+                .into_iter()
+                .filter(|t| filter.is_none_or(|f| t.task.status.state == f)),
+        );
+    }
+    found.sort_by(|a, b| (b.updated, &b.task.id).cmp(&(a.updated, &a.task.id)));
+    let total = found.len();
+    let mut page: Vec<Listed> = found
+        .into_iter()
+        .filter(|t| after.is_none_or(|a| a.precedes(t)))
+        .collect();
+    let more = page.len() > params.page_size as usize;
+    page.truncate(params.page_size as usize);
+    Ok(Page {
+        tasks: page,
+        more,
+        total,
+    })
+}
+
+/// The sessions a listing reads: the one `context` names (the caller's,
+/// or an anonymous caller's by its id), or every session of the caller's
+/// with this agent (none for an anonymous caller, who has no sessions to
+/// list).
+async fn listed_sessions(
+    call: &Call,
+    context: Option<&str>,
+) -> Result<Vec<SessionRecord>, RpcError> {
+    if let Some(context) = context {
+        let Ok(id) = SessionId::parse(context) else {
+            return Ok(Vec::new());
+        };
+        return match owned_session(call, &id).await {
+            Ok(record) => Ok(vec![record]),
+            Err(e) if e.kind == ErrorKind::TaskNotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
+    }
     let Some(owner) = call.owner() else {
-        return Ok(Page {
-            tasks: found,
-            more: false,
-            total: 0,
-        });
+        return Ok(Vec::new());
     };
+    let mut records = Vec::new();
     let mut cursor: Option<SessionCursor> = None;
     loop {
         let sessions = call
@@ -410,37 +451,14 @@ async fn listed(
                 last_active_at: record.last_active_at,
                 id: record.id.clone(),
             });
-            let wrong_context = params
-                .context_id
-                .as_deref()
-                .is_some_and(|c| c != record.id.as_str());
-            if record.agent != call.agent.agent.name || wrong_context {
-                continue;
+            if record.agent == call.agent.agent.name {
+                records.push(record);
             }
-            let tasks = session_tasks(call, &record).await?;
-            found.extend(
-                tasks
-                    .into_iter()
-                    .filter(|t| filter.is_none_or(|f| t.task.status.state == f)),
-            );
         }
         if last_page {
-            break;
+            return Ok(records);
         }
     }
-    found.sort_by(|a, b| (b.updated, &b.task.id).cmp(&(a.updated, &a.task.id)));
-    let total = found.len();
-    let mut page: Vec<Listed> = found
-        .into_iter()
-        .filter(|t| after.is_none_or(|a| a.precedes(t)))
-        .collect();
-    let more = page.len() > params.page_size as usize;
-    page.truncate(params.page_size as usize);
-    Ok(Page {
-        tasks: page,
-        more,
-        total,
-    })
 }
 
 /// Every task of one session, from its stored messages; the last one

@@ -406,6 +406,7 @@ impl Gnosari {
             agent: &self.params.agent,
             namespace: NAMESPACE,
             owner: self.params.caller.owner.as_deref(),
+            anonymous: agentwire_engine::AnonymousRejoin::Refused,
             session: &at.session,
             position: at.position,
         };

@@ -359,6 +359,7 @@ impl Omnia {
             agent: &self.params.agent.agent,
             namespace: &self.params.namespace,
             owner: self.params.caller.owner.as_deref(),
+            anonymous: agentwire_engine::AnonymousRejoin::Refused,
             session: &at.session,
             position: at.position,
         };

@@ -335,7 +335,15 @@ async fn cards_say_where_and_what() {
         card["supportedInterfaces"][0],
         json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
     );
-    assert_eq!(card["url"], url.as_str(), "0.3 clients read url");
+    assert!(card.get("url").is_none(), "v1.0's card has no v0.3 fields");
+    let (status, body) = server
+        .get("/a2a/echo/.well-known/agent-card-v0.3.json")
+        .await;
+    assert_eq!(status, 200);
+    let legacy: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(legacy["url"], url.as_str(), "0.3 clients read url");
+    assert_eq!(legacy["protocolVersion"], "0.3.0");
+    assert_eq!(legacy["security"], json!([{"bearer": []}]));
     assert_eq!(card["skills"][0]["tags"], json!(["chat"]));
     assert_eq!(
         card["securityRequirements"][0]["schemes"]["bearer"],
