@@ -48,9 +48,26 @@ agents:
         required: [answer]
 EOF
 
+# Where the document cannot say what the server accepts: a page cursor is
+# valid only as a page's `next_cursor` (opaque, so any other string is
+# refused 400 while its schema is just a string), and Schemathesis writes
+# no `application/x-ndjson` body for the memories import.
+cat >"$dir/schemathesis.toml" <<EOF
+[[operations]]
+include-operation-id = "listSessions"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401"]
+
+[[operations]]
+include-operation-id = "importMemories"
+enabled = false
+EOF
+
 target/debug/agentwire serve --config "$dir/agentwire.yaml" 2>"$dir/server.log" &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$dir"' EXIT
 
-"$venv/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
-    --url "http://127.0.0.1:$port" --wait-for-schema 30 --checks all "$@"
+# From the throwaway directory, where Schemathesis keeps its cache.
+cd "$dir"
+"$OLDPWD/$venv/bin/schemathesis" --config-file schemathesis.toml run \
+    "http://127.0.0.1:$port/openapi.json" --url "http://127.0.0.1:$port" \
+    --wait-for-schema 30 --checks all "$@"

@@ -92,7 +92,8 @@ fn function_operation(name: &str, spec: &FunctionSpec) -> Value {
         "security": [{"bearer": []}, {}],
         "requestBody": {"required": true, "content": {"application/json": {"schema": input}}},
         "responses": {
-            "200": {"description": "The agent's output.", "content": {"application/json": {
+            "200": {"description": "The agent's output.", "links": session_links(),
+                "content": {"application/json": {
                 "schema": {
                     "type": "object",
                     "required": ["output", "invocation_id", "duration_ms"],
@@ -112,6 +113,15 @@ fn function_operation(name: &str, spec: &FunctionSpec) -> Value {
     }})
 }
 
+/// A call's session, named by its `invocation_id`.
+fn session_links() -> Value {
+    let id = json!({"id": "$response.body#/invocation_id"});
+    json!({
+        "GetSession": {"operationId": "getSession", "parameters": id},
+        "ListSessionMessages": {"operationId": "listSessionMessages", "parameters": id}
+    })
+}
+
 /// An API error response (`{"error": text}`) with `description`.
 fn api_error(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {
@@ -129,10 +139,18 @@ fn api_security() -> Value {
     json!([{"bearer": []}, {"apiKeyHeader": []}, {"apiKeyQuery": []}, {}])
 }
 
+/// The largest count a query parameter takes: the server reads a
+/// 64-bit number and refuses a larger one (400).
+const MAX_COUNT: u64 = u64::MAX;
+
+fn count_schema(minimum: u64) -> Value {
+    json!({"type": "integer", "minimum": minimum, "maximum": MAX_COUNT})
+}
+
 fn limit_parameter(default: u64, max: u64) -> Value {
     json!({"name": "limit", "in": "query", "required": false,
         "description": format!("Default {default}; a larger value is taken as {max}."),
-        "schema": {"type": "integer", "minimum": 1}})
+        "schema": count_schema(1)})
 }
 
 fn id_parameter(what: &str) -> Value {
@@ -145,10 +163,10 @@ fn sessions_paths() -> Map<String, Value> {
     let refused = api_error("A refused credential.");
     let invalid = api_error("An invalid query parameter.");
     let cursor = json!({"name": "cursor", "in": "query", "required": false,
-        "description": "The previous page's next_cursor.", "schema": {"type": "string"}});
+        "description": "The previous page's next_cursor, as it was (opaque).",
+        "schema": {"type": "string"}});
     let after = json!({"name": "after", "in": "query", "required": false,
-        "description": "Show messages after this seq.",
-        "schema": {"type": "integer", "minimum": 0}});
+        "description": "Show messages after this seq.", "schema": count_schema(0)});
     let sessions = json!({"get": {
         "operationId": "listSessions", "summary": "The caller's sessions, most recent first",
         "security": api_security(),
@@ -189,7 +207,7 @@ fn memories_paths() -> Map<String, Value> {
             "schema": {"type": "string"}})
     };
     let offset = json!({"name": "offset", "in": "query", "required": false,
-        "schema": {"type": "integer", "minimum": 0}});
+        "schema": count_schema(0)});
     let list = json!({
         "get": {"operationId": "listMemories", "summary": "The caller's memories, newest first",
             "security": api_security(),
