@@ -22,6 +22,7 @@ use axum::http::HeaderMap;
 use crate::budget::InboundPermit;
 use crate::connection::{Admission, Busy, CredentialClock, Refusal, TurnIntent};
 use crate::identity::{self, Caller};
+use crate::lifecycle::{self, RequestSlot};
 use crate::upgrade::{self, ClientAddress};
 use crate::{AgentEntry, AppState};
 
@@ -77,15 +78,17 @@ pub(crate) struct RequestTurn {
 }
 
 /// What a request's turn holds until the request has read it: the
-/// message's bytes in the inbound budget, and the request's scope.
+/// message's bytes in the inbound budget, the request's scope, and its
+/// place among the requests the drain waits for.
 pub(crate) struct TurnHold {
     _permit: InboundPermit,
     _scope: Arc<ConnectionScope>,
+    _request: RequestSlot,
 }
 
 /// Admits `message` and starts its turn, through the one admission path.
 pub(crate) async fn start(
-    state: &AppState,
+    state: &Arc<AppState>,
     message: RequestMessage<'_>,
 ) -> Result<RequestTurn, Refusal> {
     let mut admission = Admission::new(&state.settings().limits);
@@ -109,12 +112,14 @@ pub(crate) async fn start(
         metadata: message.metadata,
         scope: &scope,
     };
+    let request = lifecycle::hold_request(state);
     let handle = Admission::turn(state, intent).await?;
     Ok(RequestTurn {
         handle,
         hold: TurnHold {
             _permit: permit,
             _scope: scope,
+            _request: request,
         },
     })
 }

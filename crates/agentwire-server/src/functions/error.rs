@@ -171,6 +171,15 @@ impl FunctionError {
         }
     }
 
+    /// The server is draining: the caller should go to another replica.
+    pub(crate) fn shutting_down() -> FunctionError {
+        FunctionError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "server is shutting down",
+        )
+    }
+
     pub(crate) fn internal() -> FunctionError {
         FunctionError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -14,7 +14,7 @@
 //! `/api/v1/sessions/{id}`.
 //!
 //! Checks run cheapest first, and a body is read only for a caller who
-//! may call: the content type (415), the function (404), the caller
+//! may call: the drain (503), the content type (415), the function (404), the caller
 //! (401/403/429), the body (413, 400 `read_body_failed`), the input
 //! (400 `input_invalid`), admission (429, 503). Every error is
 //! `{"error": code, "detail": text}` (`error.rs`); `output.rs` makes the
@@ -111,6 +111,10 @@ async fn invoke(
     address: ClientAddress,
     request: Request,
 ) -> Result<(Value, String), FunctionError> {
+    // As an upgrade is refused: a turn started now would only be cut short.
+    if state.lifecycle().is_draining() {
+        return Err(FunctionError::shutting_down());
+    }
     if !facade::is_json(request.headers()) {
         return Err(FunctionError::unsupported_media_type());
     }

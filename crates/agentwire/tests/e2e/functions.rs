@@ -5,6 +5,7 @@
 //! serves, answer shapes included.
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use agentwire_tools::ArgumentSchema;
 use serde_json::{Value, json};
@@ -520,4 +521,45 @@ async fn facades_functions_makes_every_agent_a_function_unless_it_says_otherwise
     let response = post(&server, "/functions/quiet", &[], br#""hi""#).await;
     assert_function_error(&response, 404, "function_not_found");
     server.stop().await;
+}
+
+#[tokio::test]
+async fn the_drain_cancels_a_running_call_at_its_timeout_and_refuses_new_ones() {
+    let (model, _closed) = crate::fake_http::openai_endless().await;
+    let top_level = format!(
+        "providers:\n  - name: endless\n    type: openai\n    base_url: http://{model}/v1\n    model: gpt-4o-mini\n"
+    );
+    let agents = "  - name: streamer\n    handler: runtime\n    provider: endless\n    function: {enabled: true}\n";
+    let mut server =
+        TestServer::with_server_and_runtime("  limits:\n    drain_timeout: 1s", &top_level, agents)
+            .await;
+    let addr = server.addr;
+    let running = tokio::spawn(async move {
+        let headers = [("Content-Type", "application/json")];
+        crate::support::http_request(addr, "POST", "/functions/streamer", &headers, b"\"go on\"")
+            .await
+    });
+    // The call's turn streams until the drain gives up on it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let draining = Instant::now();
+    server.begin_shutdown();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let refused = post(&server, "/functions/streamer", &[], br#""another""#).await;
+    assert_function_error(&refused, 503, "unavailable");
+    let cancelled = tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the call answers once the drain times out")
+        .unwrap();
+    let body = assert_function_error(&cancelled, 502, "runtime_error");
+    assert!(
+        body["detail"].as_str().unwrap().starts_with("CANCELLED: "),
+        "{body}"
+    );
+    assert!(
+        draining.elapsed() >= Duration::from_millis(900),
+        "the drain waited for the call"
+    );
+    tokio::time::timeout(Duration::from_secs(5), server.wait_stopped())
+        .await
+        .expect("the server stops once the call is answered");
 }
