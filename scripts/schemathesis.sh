@@ -5,7 +5,9 @@
 # requests for every documented operation and checks that the server's
 # answers are what the document says (status codes, content types, bodies,
 # no 5xx but the documented ones). Builds the server, starts it on a
-# throwaway config (two function agents, a SQLite file), runs, stops it.
+# throwaway config (two function agents, a SQLite file, one
+# API key every request carries, so the owner's routes have data to find),
+# runs, stops it.
 # Extra arguments go to `schemathesis run` (such as `--max-examples 200`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,12 +20,17 @@ fi
 cargo build --quiet -p agentwire
 
 dir="$(mktemp -d)"
+key="ak_schemathesis_$RANDOM$RANDOM"
+key_sha256="$(printf %s "$key" | sha256sum | cut -d' ' -f1)"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 cat >"$dir/agentwire.yaml" <<EOF
 server:
   listen: 127.0.0.1:$port
 storage:
   sessions: sqlite://$dir/agentwire.db
+auth:
+  api_keys:
+    - {id: fuzz, sha256: "$key_sha256", subject: schemathesis}
 providers:
   - name: scripted
     type: mock
@@ -70,4 +77,4 @@ trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$dir"' EXI
 cd "$dir"
 "$OLDPWD/$venv/bin/schemathesis" --config-file schemathesis.toml run \
     "http://127.0.0.1:$port/openapi.json" --url "http://127.0.0.1:$port" \
-    --wait-for-schema 30 --checks all "$@"
+    --header "Authorization: Bearer $key" --wait-for-schema 30 --checks all "$@"
