@@ -14,9 +14,9 @@
 //! `/api/v1/sessions/{id}`.
 //!
 //! Checks run cheapest first, and a body is read only for a caller who
-//! may call: the drain (503), the content type (415), the function (404), the caller
-//! (401/403/429), the body (413, 400 `read_body_failed`), the input
-//! (400 `input_invalid`), admission (429, 503). Every error is
+//! may call: the content type (415), the function (404), the drain (503),
+//! the caller (401/403/429), the body (413, 400 `read_body_failed`), the
+//! input (400 `input_invalid`), admission (429, 503). Every error is
 //! `{"error": code, "detail": text}` (`error.rs`); `output.rs` makes the
 //! answer an output.
 
@@ -111,14 +111,14 @@ async fn invoke(
     address: ClientAddress,
     request: Request,
 ) -> Result<(Value, String), FunctionError> {
-    // As an upgrade is refused: a turn started now would only be cut short.
-    if state.lifecycle().is_draining() {
-        return Err(FunctionError::shutting_down());
-    }
     if !facade::is_json(request.headers()) {
         return Err(FunctionError::unsupported_media_type());
     }
     let (agent, spec) = function(state, name).ok_or_else(FunctionError::not_found)?;
+    // As an upgrade is refused: a turn started now would only be cut short.
+    if state.lifecycle().is_draining() {
+        return Err(FunctionError::shutting_down());
+    }
     let caller = facade::caller(state, request.headers(), agent, address)
         .await
         .map_err(FunctionError::refused)?;
