@@ -563,3 +563,32 @@ async fn the_drain_cancels_a_running_call_at_its_timeout_and_refuses_new_ones() 
         .await
         .expect("the server stops once the call is answered");
 }
+
+#[tokio::test]
+async fn failed_credentials_on_functions_are_throttled_like_any_others() {
+    let server = server_with("  limits:\n    auth_failures_per_address_per_minute: 2\n").await;
+    for guess in ["Bearer guess-1", "Bearer guess-2"] {
+        let refused = post(
+            &server,
+            "/functions/private-fn",
+            &[("Authorization", guess)],
+            br#""hi""#,
+        )
+        .await;
+        assert_function_error(&refused, 401, "unauthorized");
+    }
+    // Spent: refused before the key is checked, the right one too.
+    let alice = format!("Bearer {ALICE_KEY}");
+    let throttled = post(
+        &server,
+        "/functions/private-fn",
+        &[("Authorization", &alice)],
+        br#""hi""#,
+    )
+    .await;
+    let body = assert_function_error(&throttled, 429, "rate_limited");
+    assert_eq!(body["detail"], "too many failed authentication attempts");
+    let wait: u64 = throttled.header("retry-after").unwrap().parse().unwrap();
+    assert!(wait >= 1, "Retry-After {wait}");
+    server.stop().await;
+}
