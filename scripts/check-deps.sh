@@ -76,7 +76,7 @@ NOWHERE=(aws-lc-rs aws-lc-sys openssl-sys native-tls)
 # the dialects' files call no limiter, budget, turn rate, media check or
 # the engine's submit themselves. Each pattern is a way to skip admission.
 DIALECT_DIRS=(crates/agentwire-server/src/omnia crates/agentwire-server/src/gnosari
-    crates/agentwire-server/src/a2a)
+    crates/agentwire-server/src/a2a crates/agentwire-server/src/functions)
 ADMISSION_ONLY=('TokenBucket' 'budget::take' 'inbound\.try_take' 'take_turn\(' 'engine\.submit\('
     '\.submit\(' 'SubmitRequest' 'expired_now\(' 'check_storage_refs' 'media\.store\.info')
 

@@ -22,6 +22,7 @@ use axum::http::HeaderMap;
 use crate::budget::InboundPermit;
 use crate::connection::{Admission, Busy, CredentialClock, Refusal, TurnIntent};
 use crate::identity::{self, Caller};
+use crate::lifecycle::{self, RequestSlot};
 use crate::upgrade::{self, ClientAddress};
 use crate::{AgentEntry, AppState};
 
@@ -43,6 +44,16 @@ pub(crate) async fn caller(
         ..Credentials::default()
     };
     identity::identify(state, &credentials, agent, address).await
+}
+
+/// `application/json`, with any parameters (`; charset=utf-8`): the
+/// content type a JSON front door accepts.
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// A message a request asks an agent to answer.
@@ -67,15 +78,17 @@ pub(crate) struct RequestTurn {
 }
 
 /// What a request's turn holds until the request has read it: the
-/// message's bytes in the inbound budget, and the request's scope.
+/// message's bytes in the inbound budget, the request's scope, and its
+/// place among the requests the drain waits for.
 pub(crate) struct TurnHold {
     _permit: InboundPermit,
     _scope: Arc<ConnectionScope>,
+    _request: RequestSlot,
 }
 
 /// Admits `message` and starts its turn, through the one admission path.
 pub(crate) async fn start(
-    state: &AppState,
+    state: &Arc<AppState>,
     message: RequestMessage<'_>,
 ) -> Result<RequestTurn, Refusal> {
     let mut admission = Admission::new(&state.settings().limits);
@@ -99,22 +112,20 @@ pub(crate) async fn start(
         metadata: message.metadata,
         scope: &scope,
     };
+    let request = lifecycle::hold_request(state);
     let handle = Admission::turn(state, intent).await?;
     Ok(RequestTurn {
         handle,
         hold: TurnHold {
             _permit: permit,
             _scope: scope,
+            _request: request,
         },
     })
 }
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
-#[allow(
-    dead_code,
-    reason = "the MCP and REST function doors read turns with `finish`"
-)]
 pub(crate) enum Ending {
     Completed(Reply),
     Failed(TurnFailure),
@@ -123,20 +134,12 @@ pub(crate) enum Ending {
 
 /// Why a client tool call is denied on a front door that cannot ask its
 /// client to run one: the model is told, and answers without it.
-#[allow(
-    dead_code,
-    reason = "the MCP and REST function doors read turns with `finish`"
-)]
 pub(crate) const NO_CLIENT_TOOLS: &str =
     "this front door cannot run client-side tools; answer without it";
 
 /// Reads the turn's events to its terminal, calling `on_text` with each
 /// piece of streamed text. A client tool call is denied at once with
 /// [`NO_CLIENT_TOOLS`]: the model goes on without it.
-#[allow(
-    dead_code,
-    reason = "the MCP and REST function doors read turns with `finish`"
-)]
 pub(crate) async fn finish(
     session: &SessionLease,
     events: &mut LogReader,
@@ -160,5 +163,26 @@ pub(crate) async fn finish(
             TurnEvent::Cancelled(reply) => return Ending::Cancelled(reply.clone()),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue, header};
+
+    use super::is_json;
+
+    #[test]
+    fn only_json_content_types_are_json() {
+        let with = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            is_json(&headers)
+        };
+        assert!(with("application/json"));
+        assert!(with("Application/JSON; charset=utf-8"));
+        assert!(!with("text/plain"));
+        assert!(!with("application/jsonx"));
+        assert!(!is_json(&HeaderMap::new()));
     }
 }

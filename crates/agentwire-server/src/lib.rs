@@ -52,6 +52,7 @@ pub mod call;
 mod connection;
 mod entries;
 mod facade;
+mod functions;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gnosari;
@@ -118,6 +119,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::memories::routes())
         .merge(routes::agents::routes())
         .merge(a2a::routes())
+        .merge(functions::routes())
         .merge(routes::console::routes(console))
         .with_state(state)
 }

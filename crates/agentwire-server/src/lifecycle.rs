@@ -16,7 +16,12 @@ use crate::abuse::AddressHold;
 pub struct Lifecycle {
     /// Sockets open now, including upgrades not yet completed.
     open: AtomicUsize,
-    /// Signalled whenever `open` drops to zero.
+    /// Requests of the request/response front doors whose turn runs: the
+    /// drain waits for them as for sockets. Not sockets, so not held to
+    /// `max_connections` (their turns are held to the caller's turn rate
+    /// and the inbound budget).
+    requests: AtomicUsize,
+    /// Signalled whenever `open` or `requests` drops to zero.
     all_closed: Notify,
     /// Set on SIGTERM: `/readyz` fails and plain upgrades are refused.
     draining: AtomicBool,
@@ -36,6 +41,11 @@ pub struct Lifecycle {
 pub(crate) struct ConnectionSlot {
     state: Arc<AppState>,
     _address: AddressHold,
+}
+
+/// One counted request; dropping it uncounts it.
+pub(crate) struct RequestSlot {
+    state: Arc<AppState>,
 }
 
 impl Lifecycle {
@@ -74,6 +84,24 @@ pub(crate) fn try_open(state: &Arc<AppState>, address: AddressHold) -> Option<Co
             state: state.clone(),
             _address: address,
         })
+}
+
+/// Counts a request whose turn runs, so the drain waits for it (and at its
+/// timeout cancels the turn) before the server stops.
+pub(crate) fn hold_request(state: &Arc<AppState>) -> RequestSlot {
+    state.lifecycle().requests.fetch_add(1, Ordering::AcqRel);
+    RequestSlot {
+        state: state.clone(),
+    }
+}
+
+impl Drop for RequestSlot {
+    fn drop(&mut self) {
+        let lifecycle = &self.state.lifecycle();
+        if lifecycle.requests.fetch_sub(1, Ordering::AcqRel) == 1 {
+            lifecycle.all_closed.notify_waiters();
+        }
+    }
 }
 
 impl ConnectionSlot {
@@ -134,7 +162,8 @@ async fn wait_drained(state: &AppState) {
 async fn wait_all_closed(lifecycle: &Lifecycle) {
     loop {
         let notified = lifecycle.all_closed.notified();
-        if lifecycle.open_connections() == 0 {
+        let requests = lifecycle.requests.load(Ordering::Acquire);
+        if lifecycle.open_connections() == 0 && requests == 0 {
             return;
         }
         notified.await;

@@ -36,32 +36,72 @@ impl ArgumentSchema {
     /// `Err` is a message for the model: the first few violations, each with
     /// where it is (a JSON pointer into the arguments).
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
+        match self.violations(arguments, "the arguments", |e| e.to_string()) {
+            None => Ok(()),
+            Some(listed) => Err(format!(
+                "the arguments do not match the tool's schema: {listed}"
+            )),
+        }
+    }
+
+    /// Like [`ArgumentSchema::validate`], for a message that may reach a
+    /// log or a client who is not the value's author: each violation names
+    /// where it is (a JSON pointer) and the schema's rule it breaks, never
+    /// the value, which can be a secret. What it names comes from the
+    /// schema (a required property, an expected type) or the path.
+    pub fn validate_without_values(&self, value: &Value) -> Result<(), String> {
+        match self.violations(value, "(root)", |e| rule_broken(e.kind())) {
+            None => Ok(()),
+            Some(listed) => Err(format!("does not match the schema: {listed}")),
+        }
+    }
+
+    /// The first few violations, `place: what` each (`root` for the value
+    /// itself), and how many more; `None` when `value` matches.
+    fn violations(
+        &self,
+        value: &Value,
+        root: &str,
+        what: impl Fn(&jsonschema::ValidationError<'_>) -> String,
+    ) -> Option<String> {
         let mut listed = Vec::new();
         let mut more = 0usize;
-        for error in self.validator.iter_errors(arguments) {
+        for error in self.validator.iter_errors(value) {
             if listed.len() < MAX_LISTED {
                 let path = error.instance_path().to_string();
-                let place = if path.is_empty() {
-                    "the arguments".to_owned()
-                } else {
-                    path
-                };
-                listed.push(truncate(format!("{place}: {error}"), MAX_VIOLATION_LEN));
+                let place = if path.is_empty() { root } else { &path };
+                listed.push(truncate(
+                    format!("{place}: {}", what(&error)),
+                    MAX_VIOLATION_LEN,
+                ));
             } else {
                 more += 1;
             }
         }
         if listed.is_empty() {
-            return Ok(());
+            return None;
         }
-        let mut message = format!(
-            "the arguments do not match the tool's schema: {}",
-            listed.join("; ")
-        );
+        let mut message = listed.join("; ");
         if more > 0 {
             message.push_str(&format!(" (and {more} more)"));
         }
-        Err(message)
+        Some(message)
+    }
+}
+
+/// The schema's rule a violation breaks, in words taken from the schema
+/// alone.
+fn rule_broken(kind: &jsonschema::error::ValidationErrorKind) -> String {
+    use jsonschema::error::{TypeKind, ValidationErrorKind};
+    match kind {
+        ValidationErrorKind::Required { property } => match property.as_str() {
+            Some(name) => format!("missing the required property {name:?}"),
+            None => "missing a required property".to_owned(),
+        },
+        ValidationErrorKind::Type {
+            kind: TypeKind::Single(expected),
+        } => format!("not of type {expected}"),
+        other => format!("breaks the schema's `{}` rule", other.keyword()),
     }
 }
 
@@ -145,6 +185,30 @@ mod tests {
         let error =
             validate_arguments(&weather(), &json!({"city": "Paris", "units": long})).unwrap_err();
         assert!(error.len() < 400, "{error}");
+    }
+
+    #[test]
+    fn violations_without_values_name_the_place_and_the_rule_only() {
+        let compiled = ArgumentSchema::compile(&weather()).unwrap();
+        let error = compiled
+            .validate_without_values(&json!({"city": 5, "days": 0, "units": "sk-secret-1"}))
+            .unwrap_err();
+        assert!(error.starts_with("does not match the schema: "), "{error}");
+        assert!(error.contains("/city: not of type string"), "{error}");
+        assert!(
+            error.contains("/days: breaks the schema's `minimum` rule"),
+            "{error}"
+        );
+        assert!(!error.contains("sk-secret-1"), "a value is echoed: {error}");
+        let error = compiled.validate_without_values(&json!({})).unwrap_err();
+        assert!(
+            error.contains("(root): missing the required property \"city\""),
+            "{error}"
+        );
+        assert_eq!(
+            compiled.validate_without_values(&json!({"city": "Oslo"})),
+            Ok(())
+        );
     }
 
     #[test]

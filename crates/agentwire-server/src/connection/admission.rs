@@ -66,8 +66,9 @@ pub(crate) enum Refusal {
     CredentialExpired,
     /// The connection runs a turn already and its dialect refuses another.
     TurnInProgress,
-    /// Past the caller's turns per minute.
-    TurnRate,
+    /// Past the caller's turns per minute; a request's front door says
+    /// when to come back (`Retry-After`).
+    TurnRate { retry_after_secs: u64 },
     /// A media reference the message may not use.
     Media(MediaRefusal),
     /// The engine did not take the message.
@@ -217,7 +218,9 @@ async fn turn_allowed(state: &AppState, caller: &Caller) -> Result<(), Refusal> 
         Ok(()) => Ok(()),
         Err(refused) => {
             state.metrics().count_abuse_refusal(refused.limit);
-            Err(Refusal::TurnRate)
+            Err(Refusal::TurnRate {
+                retry_after_secs: refused.retry_after_secs,
+            })
         }
     }
 }
@@ -306,7 +309,7 @@ impl Refusal {
     /// The error code both dialects send.
     pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            Refusal::FrameRate | Refusal::MediaRate | Refusal::Busy | Refusal::TurnRate => {
+            Refusal::FrameRate | Refusal::MediaRate | Refusal::Busy | Refusal::TurnRate { .. } => {
                 ErrorCode::RateLimited
             }
             Refusal::CredentialExpired => ErrorCode::CredentialExpired,
@@ -327,7 +330,7 @@ impl Refusal {
             Refusal::Busy => budget::BUSY,
             Refusal::CredentialExpired => "credential expired",
             Refusal::TurnInProgress => TURN_IN_PROGRESS,
-            Refusal::TurnRate => TURN_RATE_LIMITED,
+            Refusal::TurnRate { .. } => TURN_RATE_LIMITED,
             Refusal::Media(MediaRefusal::Unavailable) => INTERNAL,
             Refusal::Media(_) => return None,
             Refusal::Submit(SubmitError::TurnInProgress { .. }) => TURN_IN_PROGRESS,

@@ -251,7 +251,8 @@ async fn list(
     let limit = count(&query, "limit", DEFAULT_LIMIT, MAX_READ)
         .filter(|n| *n > 0)
         .ok_or(INVALID_LIMIT)?;
-    let offset = count(&query, "offset", 0, usize::MAX).ok_or(INVALID_OFFSET)?;
+    // The stores' OFFSET is a signed 64-bit number: past it, nothing is left.
+    let offset = count(&query, "offset", 0, i64::MAX as usize).ok_or(INVALID_OFFSET)?;
     let owner = owner.unwrap_or_default();
     let page = Owned {
         owner: &owner,
@@ -263,7 +264,7 @@ async fn list(
         now: state.engine().clock().now(),
     };
     let found = store.owned(&page).await.map_err(store_failed)?;
-    let next_offset = (found.len() == limit).then_some(offset + limit);
+    let next_offset = (found.len() == limit).then(|| offset.saturating_add(limit));
     #[derive(Serialize)]
     struct Page {
         memories: Vec<MemoryJson>,

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use agentwire_core::tools::ArgumentValidator;
 use agentwire_server::{A2aCard, A2aSkill, Facades, FunctionSpec, McpTool, Schema};
 use agentwire_tools::ArgumentSchema;
 
-use super::runtime::SchemaValidator;
 use crate::config::AgentFacades;
 
 pub(super) fn build(config: &AgentFacades) -> anyhow::Result<Facades> {
@@ -47,6 +47,17 @@ fn schema(document: Option<&serde_json::Value>) -> anyhow::Result<Option<Schema>
     let compiled = ArgumentSchema::compile(document).map_err(anyhow::Error::msg)?;
     Ok(Some(Schema {
         document: document.clone(),
-        validator: Arc::new(SchemaValidator(compiled)),
+        validator: Arc::new(ValueFreeValidator(compiled)),
     }))
+}
+
+/// A function's schema: its messages go to a caller (and may be logged)
+/// and name where the input or the agent's output breaks the schema, never
+/// a value, which can be a secret.
+struct ValueFreeValidator(ArgumentSchema);
+
+impl ArgumentValidator for ValueFreeValidator {
+    fn validate(&self, value: &serde_json::Value) -> Result<(), String> {
+        self.0.validate_without_values(value)
+    }
 }

@@ -358,6 +358,38 @@ async fn an_owner_lists_and_reads_their_memories_and_no_one_elses() {
 }
 
 #[tokio::test]
+async fn pages_end_where_the_memories_do_whatever_the_offset() {
+    let server = server().await;
+    let alice = Some(ALICE_KEY);
+    alices_two_memories(&server).await;
+    let page = |query: &'static str| {
+        let server = &server;
+        async move {
+            let path = format!("/api/v1/memories{query}");
+            let listed = api(server, "GET", &path, alice, b"").await;
+            assert_eq!(listed.status, 200, "{query}");
+            let listed = body(&listed);
+            (
+                listed["memories"].as_array().unwrap().len(),
+                listed["next_offset"].clone(),
+            )
+        }
+    };
+    assert_eq!(page("?limit=1&offset=1").await, (1, json!(2)));
+    assert_eq!(page("?limit=1&offset=2").await, (0, Value::Null));
+    // Offsets past the stores' 64-bit OFFSET, and at the top of the
+    // server's own numbers, are an empty last page, not a failure.
+    assert_eq!(
+        page("?limit=1&offset=9223372036854775808").await,
+        (0, Value::Null)
+    );
+    assert_eq!(
+        page("?limit=1&offset=18446744073709551615").await,
+        (0, Value::Null)
+    );
+}
+
+#[tokio::test]
 async fn an_owner_exports_deletes_and_imports_their_memories() {
     let server = server().await;
     let alice = Some(ALICE_KEY);

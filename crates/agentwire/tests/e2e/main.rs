@@ -28,6 +28,7 @@ mod docs;
 mod drain;
 mod examples;
 mod faults;
+mod functions;
 mod gnosari;
 mod gnosari_contract;
 mod golden;
