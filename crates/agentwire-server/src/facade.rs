@@ -111,10 +111,6 @@ pub(crate) async fn start(
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
-#[allow(
-    dead_code,
-    reason = "the MCP and REST function doors read turns with `finish`"
-)]
 pub(crate) enum Ending {
     Completed(Reply),
     Failed(TurnFailure),
@@ -123,20 +119,12 @@ pub(crate) enum Ending {
 
 /// Why a client tool call is denied on a front door that cannot ask its
 /// client to run one: the model is told, and answers without it.
-#[allow(
-    dead_code,
-    reason = "the MCP and REST function doors read turns with `finish`"
-)]
 pub(crate) const NO_CLIENT_TOOLS: &str =
     "this front door cannot run client-side tools; answer without it";
 
 /// Reads the turn's events to its terminal, calling `on_text` with each
 /// piece of streamed text. A client tool call is denied at once with
 /// [`NO_CLIENT_TOOLS`]: the model goes on without it.
-#[allow(
-    dead_code,
-    reason = "the MCP and REST function doors read turns with `finish`"
-)]
 pub(crate) async fn finish(
     session: &SessionLease,
     events: &mut LogReader,
@@ -149,16 +137,36 @@ pub(crate) async fn finish(
             // be, what it missed cannot be told: the turn is lost to it.
             Err(_) => return Ending::Failed(TurnFailure::internal()),
         };
-        match entry.event.as_ref() {
-            TurnEvent::TextDelta(text) => on_text(text),
-            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => {
-                let denied = ClientAnswer::Nack(NO_CLIENT_TOOLS.to_owned());
-                session.answer_client_call(&call.id, denied);
-            }
-            TurnEvent::Completed(reply) => return Ending::Completed(reply.clone()),
-            TurnEvent::Failed(failure) => return Ending::Failed(failure.clone()),
-            TurnEvent::Cancelled(reply) => return Ending::Cancelled(reply.clone()),
-            _ => {}
+        match step(session, &entry.event) {
+            Step::Text(text) => on_text(text),
+            Step::Ended(ending) => return ending,
+            Step::Other => {}
         }
+    }
+}
+
+/// What one of a turn's log entries is to a front door that reads the
+/// turn to its end, entry by entry (as [`finish`] does, for a door that
+/// also does something between entries: MCP's progress, its event ids).
+pub(crate) enum Step<'a> {
+    Text(&'a str),
+    Ended(Ending),
+    Other,
+}
+
+/// Reads one entry: a client tool call is denied at once with
+/// [`NO_CLIENT_TOOLS`].
+pub(crate) fn step<'a>(session: &SessionLease, event: &'a TurnEvent) -> Step<'a> {
+    match event {
+        TurnEvent::TextDelta(text) => Step::Text(text),
+        TurnEvent::ToolCall(call) if call.side == ToolSide::Client => {
+            let denied = ClientAnswer::Nack(NO_CLIENT_TOOLS.to_owned());
+            session.answer_client_call(&call.id, denied);
+            Step::Other
+        }
+        TurnEvent::Completed(reply) => Step::Ended(Ending::Completed(reply.clone())),
+        TurnEvent::Failed(failure) => Step::Ended(Ending::Failed(failure.clone())),
+        TurnEvent::Cancelled(reply) => Step::Ended(Ending::Cancelled(reply.clone())),
+        _ => Step::Other,
     }
 }

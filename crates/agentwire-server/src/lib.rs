@@ -57,6 +57,7 @@ pub mod fuzzing;
 mod gnosari;
 mod identity;
 mod lifecycle;
+mod mcp;
 mod memory_metrics;
 mod metrics;
 mod omnia;
@@ -118,6 +119,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::memories::routes())
         .merge(routes::agents::routes())
         .merge(a2a::routes())
+        .merge(mcp::routes())
         .merge(routes::console::routes(console))
         .with_state(state)
 }

@@ -6,7 +6,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use std::time::Duration;
+
 use super::ConfigError;
+use super::duration::ConfigDuration;
 use agentwire_tools::ArgumentSchema;
 
 /// `facades` as written: the default for agents that do not say.
@@ -67,6 +70,12 @@ pub(super) struct RawAgentMcp {
     enabled: Option<bool>,
     /// The tool's description. Default: `Ask the agent <name>.`
     description: Option<String>,
+    /// The longest a call that asked for progress goes without a
+    /// `notifications/progress`: streamed text goes out as it comes, and
+    /// when none came for this long a notification without text does, so
+    /// clients that reset their timeout on progress wait out a long turn.
+    /// More than 0. Default: `10s`.
+    progress_interval: Option<ConfigDuration>,
 }
 
 /// `agents[].function` as written.
@@ -117,6 +126,7 @@ pub struct SkillConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpConfig {
     pub description: String,
+    pub progress_interval: Duration,
 }
 
 /// An agent as a REST function, validated: the schemas compile.
@@ -149,15 +159,38 @@ pub(super) fn validate_agent(
             true => Some(validate_a2a(&key, name, a2a)?),
             false => None,
         },
-        mcp: mcp.enabled.unwrap_or(defaults.mcp).then(|| McpConfig {
-            description: mcp
-                .description
-                .unwrap_or_else(|| format!("Ask the agent {name}.")),
-        }),
+        mcp: match mcp.enabled.unwrap_or(defaults.mcp) {
+            true => Some(validate_mcp(&key, name, mcp)?),
+            false => None,
+        },
         function: match function.enabled.unwrap_or(defaults.functions) {
             true => Some(validate_function(&key, function)?),
             false => None,
         },
+    })
+}
+
+/// The MCP tool's default progress interval: within the 60 s request
+/// timeout clients default to, with room to spare.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+
+fn validate_mcp(
+    key: &dyn Fn(&str) -> String,
+    name: &str,
+    raw: RawAgentMcp,
+) -> Result<McpConfig, ConfigError> {
+    let progress_interval = raw.progress_interval.map_or(PROGRESS_INTERVAL, |d| d.0);
+    if progress_interval.is_zero() {
+        return Err(ConfigError::new(
+            key("mcp.progress_interval"),
+            "must be more than 0",
+        ));
+    }
+    Ok(McpConfig {
+        description: raw
+            .description
+            .unwrap_or_else(|| format!("Ask the agent {name}.")),
+        progress_interval,
     })
 }
 

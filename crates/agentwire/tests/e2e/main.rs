@@ -33,6 +33,7 @@ mod inbound_budget;
 mod keepalive;
 mod large_messages;
 mod limits;
+mod mcp_server;
 mod media;
 mod media_out;
 mod media_owner;

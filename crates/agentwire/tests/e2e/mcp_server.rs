@@ -1,0 +1,458 @@
+//! The MCP door (`/mcp`) driven by the official clients: the Python `mcp`
+//! package (2.3.0) and the TypeScript `@modelcontextprotocol/sdk`
+//! (1.32.2), installed by `scripts/install-test-deps.sh`, through the
+//! scripts in `tests/clients/`; the stream's resumption and the HTTP
+//! refusals over raw sockets; and the public conformance suite.
+//!
+//! Times are scaled down from the 60 s client timeout and 10 s progress
+//! interval of the real world: a 1 s client timeout, progress every
+//! 250 ms, and the test handler's `slow` turn of 2 s.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::credentials::{ALICE_KEY, BOB_KEY, auth_yaml};
+use crate::support::{TestServer, http_raw, repo_root};
+
+/// Every agent on MCP; `helper` (the test handler) with a short progress
+/// interval.
+const AGENTS: &str = "  - name: helper
+    handler: test
+    mcp:
+      description: The scripted test agent.
+      progress_interval: 250ms
+";
+
+async fn server() -> TestServer {
+    let top_level = format!("{}\nfacades:\n  mcp: true\n", auth_yaml());
+    TestServer::with_runtime(&top_level, AGENTS).await
+}
+
+/// A server with no credentials, every agent public: what the
+/// conformance suite expects of a local server.
+async fn open_server() -> TestServer {
+    TestServer::with_runtime("facades:\n  mcp: true\n", AGENTS).await
+}
+
+fn mcp_url(server: &TestServer) -> String {
+    format!("http://{}/mcp", server.addr)
+}
+
+/// The official clients, or `None` (skip) when they are not installed,
+/// which fails under CI.
+fn clients() -> Option<(PathBuf, PathBuf)> {
+    let root = repo_root();
+    let python = root.join("target/clients-venv/bin/python");
+    let node_modules = root.join("target/npm/node_modules");
+    let installed = python.exists()
+        && node_modules
+            .join("@modelcontextprotocol/sdk/package.json")
+            .exists();
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the MCP clients are missing: run scripts/install-test-deps.sh"
+        );
+        eprintln!("skipped: the MCP clients are missing (scripts/install-test-deps.sh)");
+        return None;
+    }
+    Some((python, node_modules))
+}
+
+/// Runs a client script; its one line of JSON.
+async fn run(mut command: tokio::process::Command) -> Value {
+    command.kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the client finishes within 60 s")
+        .expect("the client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+async fn python(server: &TestServer, token: &str, args: &[&str]) -> Value {
+    let (python, _) = clients().expect("checked by the caller");
+    let script = repo_root().join("crates/agentwire/tests/clients/mcp_client.py");
+    let mut command = tokio::process::Command::new(python);
+    command
+        .arg(script)
+        .arg(mcp_url(server))
+        .arg(token)
+        .args(args);
+    run(command).await
+}
+
+async fn node(server: &TestServer, token: &str, args: &[&str]) -> Value {
+    let (_, node_modules) = clients().expect("checked by the caller");
+    let script = repo_root().join("crates/agentwire/tests/clients/mcp_client.cjs");
+    let mut command = tokio::process::Command::new("node");
+    command
+        .env("NODE_PATH", node_modules)
+        .arg(script)
+        .arg(mcp_url(server))
+        .arg(token)
+        .args(args);
+    run(command).await
+}
+
+fn scenario(name: &str) -> String {
+    json!({"io.agentwire/metadata": {"mock_scenario": name}}).to_string()
+}
+
+#[tokio::test]
+async fn each_official_client_lists_only_the_agents_its_caller_may_use() {
+    if clients().is_none() {
+        return;
+    }
+    let server = server().await;
+    let alice = python(&server, ALICE_KEY, &["list"]).await;
+    assert_eq!(alice["protocol"], "2025-11-25");
+    let tools = alice["tools"].as_array().unwrap();
+    for tool in ["ask_echo", "ask_helper", "ask_test-agent"] {
+        assert!(tools.contains(&json!(tool)), "{tool} in {tools:?}");
+    }
+    // Bob's key admits him to `echo` alone.
+    let bob = node(&server, BOB_KEY, &["list"]).await;
+    assert_eq!(bob["tools"], json!(["ask_echo"]));
+}
+
+#[tokio::test]
+async fn a_call_answers_with_the_reply_and_its_session_continues() {
+    if clients().is_none() {
+        return;
+    }
+    let server = server().await;
+    let first = python(
+        &server,
+        ALICE_KEY,
+        &["call", "ask_echo", r#"{"message": "hello"}"#],
+    )
+    .await;
+    assert_eq!(first["isError"], false, "{first}");
+    assert_eq!(first["text"], "Echo: hello");
+    let session = first["structured"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(first["structured"]["reply"], "Echo: hello");
+
+    let args = json!({"message": "again", "session_id": session}).to_string();
+    let second = node(&server, ALICE_KEY, &["call", "ask_echo", &args]).await;
+    assert_eq!(second["isError"], false, "{second}");
+    assert_eq!(second["structured"]["session_id"], session.as_str());
+
+    // Bob may use `echo`, but Alice's session is not his: an error that
+    // says nothing of it.
+    let stolen = node(&server, BOB_KEY, &["call", "ask_echo", &args]).await;
+    assert_eq!(stolen["isError"], true, "{stolen}");
+    assert!(stolen["structured"].is_null(), "{stolen}");
+    assert!(!stolen["text"].as_str().unwrap().contains("again"));
+}
+
+#[tokio::test]
+async fn progress_keeps_a_short_client_timeout_from_firing_on_a_long_turn() {
+    if clients().is_none() {
+        return;
+    }
+    let server = server().await;
+    let args = r#"{"message": "take your time"}"#;
+    let slow = scenario("slow");
+    // The 2 s turn outlasts the client's 1 s timeout...
+    let gave_up = node(
+        &server,
+        ALICE_KEY,
+        &["progress", "ask_helper", args, &slow, "1000", "no"],
+    )
+    .await;
+    assert_eq!(gave_up["error"], "-32001", "a request timeout: {gave_up}");
+    // ...unless progress resets it: one at least every 250 ms.
+    let waited = node(
+        &server,
+        ALICE_KEY,
+        &["progress", "ask_helper", args, &slow, "1000", "yes"],
+    )
+    .await;
+    assert_eq!(waited["isError"], false, "{waited}");
+    assert_eq!(waited["text"], "done: take your time");
+    assert!(
+        waited["progress"].as_array().unwrap().len() >= 4,
+        "{waited}"
+    );
+
+    // Streamed text comes as the progress messages, with the Python client.
+    let paced = python(
+        &server,
+        ALICE_KEY,
+        &[
+            "progress",
+            "ask_helper",
+            r#"{"message": "x"}"#,
+            &scenario("paced"),
+            "30",
+        ],
+    )
+    .await;
+    assert_eq!(paced["text"], "one two three four five", "{paced}");
+    let streamed: String = paced["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["message"].as_str())
+        .collect();
+    assert_eq!(streamed, "one two three four five");
+}
+
+#[tokio::test]
+async fn a_cancel_notification_ends_the_turn_cancelled() {
+    if clients().is_none() {
+        return;
+    }
+    let server = server().await;
+    let first = node(
+        &server,
+        ALICE_KEY,
+        &["call", "ask_helper", r#"{"message": "start"}"#],
+    )
+    .await;
+    let session = first["structured"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let args = json!({"message": "stop me", "session_id": session}).to_string();
+    let cancelled = node(
+        &server,
+        ALICE_KEY,
+        &["cancel", "ask_helper", &args, &scenario("slow"), "500"],
+    )
+    .await;
+    assert_eq!(cancelled["aborted"], true);
+
+    // The turn ended well before the scenario's 2 s, stored as cancelled.
+    let path = format!("/api/v1/sessions/{session}/messages");
+    let auth = format!("Bearer {ALICE_KEY}");
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1200);
+    loop {
+        let response = server
+            .http("GET", &path, &[("Authorization", &auth)], b"")
+            .await;
+        let messages = response.json()["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last = messages.last().cloned().unwrap_or_default();
+        if last["role"] == "assistant" && last["metadata"]["cancelled"] == "true" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not cancelled: {messages:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads SSE events from `socket` until `stop` says so; each event as its
+/// `id` (or "") and `data`.
+async fn read_events(
+    socket: &mut TcpStream,
+    mut stop: impl FnMut(&str, &str) -> bool,
+) -> Vec<(String, String)> {
+    let mut buffer = Vec::new();
+    let mut events = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buffer).into_owned();
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        events.clear();
+        for block in body.split("\n\n") {
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.trim_start().to_owned())
+            };
+            if let Some(data) = field("data:") {
+                events.push((field("id:").unwrap_or_default(), data));
+            }
+        }
+        if events.iter().any(|(id, data)| stop(id, data)) {
+            return events;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut chunk))
+            .await
+            .expect("an event within 10 s")
+            .unwrap();
+        if n == 0 {
+            return events;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_stream_resumes_from_its_last_event_id() {
+    let server = server().await;
+    let call = json!({
+        "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {
+            "name": "ask_helper",
+            "arguments": {"message": "x"},
+            "_meta": {"progressToken": "p", "io.agentwire/metadata": {"mock_scenario": "paced"}},
+        },
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {ALICE_KEY}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{call}",
+        server.addr,
+        call.len()
+    );
+    let mut socket = TcpStream::connect(server.addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    // The primer, then the first word: the stream is dropped there.
+    let before = read_events(&mut socket, |_, data| data.contains("\"one \"")).await;
+    drop(socket);
+    let last_id = before
+        .iter()
+        .rev()
+        .find(|(id, _)| !id.is_empty())
+        .unwrap()
+        .0
+        .clone();
+
+    let auth = format!("Bearer {ALICE_KEY}");
+    let response = server
+        .http(
+            "GET",
+            "/mcp",
+            &[
+                ("Authorization", &auth),
+                ("Accept", "text/event-stream"),
+                ("Last-Event-ID", &last_id),
+            ],
+            b"",
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let text = response.text();
+    let datas: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let resumed: String = datas
+        .iter()
+        .filter_map(|d| d["params"]["message"].as_str())
+        .collect();
+    assert_eq!(
+        resumed, "two three four five",
+        "the words after the drop, once: {text}"
+    );
+    let result = datas
+        .iter()
+        .find(|d| d["id"] == 9)
+        .expect("the result, for request 9");
+    assert_eq!(
+        result["result"]["structuredContent"]["reply"],
+        "one two three four five"
+    );
+
+    // Bob cannot resume Alice's stream.
+    let bob = format!("Bearer {BOB_KEY}");
+    let response = server
+        .http(
+            "GET",
+            "/mcp",
+            &[("Authorization", &bob), ("Last-Event-ID", &last_id)],
+            b"",
+        )
+        .await;
+    assert!(matches!(response.status, 403 | 404), "{}", response.status);
+}
+
+#[tokio::test]
+async fn no_credential_is_401_naming_the_protected_resource_metadata() {
+    let server = server().await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).to_string();
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let response = server.http("POST", "/mcp", &headers, init.as_bytes()).await;
+    assert_eq!(response.status, 401);
+    let challenge = response.header("www-authenticate").unwrap();
+    let metadata_url = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        server.addr
+    );
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+
+    let document = server
+        .http("GET", "/.well-known/oauth-protected-resource/mcp", &[], b"")
+        .await;
+    assert_eq!(document.status, 200);
+    let document = document.json();
+    assert_eq!(document["resource"], format!("http://{}/mcp", server.addr));
+    assert_eq!(
+        document["authorization_servers"],
+        json!(["https://issuer.test"])
+    );
+
+    // A call to a private agent's tool without a credential: sign in.
+    let auth = format!("Bearer {ALICE_KEY}");
+    let response = server
+        .http(
+            "POST",
+            "/mcp",
+            &[headers[0], headers[1], ("Authorization", &auth)],
+            init.as_bytes(),
+        )
+        .await;
+    assert_eq!(response.status, 200);
+    assert!(response.header("mcp-session-id").is_some());
+}
+
+#[tokio::test]
+async fn a_foreign_host_or_origin_is_refused_on_a_loopback_server() {
+    let server = open_server().await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    for (host, origin) in [
+        ("evil.example.com", None),
+        ("127.0.0.1", Some("http://evil.example.com")),
+    ] {
+        let origin = origin
+            .map(|o| format!("Origin: {o}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\nAccept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let response = http_raw(server.addr, request.as_bytes()).await;
+        assert_eq!(response.status, 403, "{host} {origin}");
+    }
+    let response = server
+        .http(
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+}
