@@ -175,6 +175,11 @@ async fn dispatch(
             request.result(json!({"tools": tools}))
         }
         "tools/call" => call::call(request, visible, params).await,
+        // Agents are tools only; a client that asks for resources or
+        // prompts anyway (as inspectors do) is told there are none.
+        "resources/list" => request.result(json!({"resources": []})),
+        "resources/templates/list" => request.result(json!({"resourceTemplates": []})),
+        "prompts/list" => request.result(json!({"prompts": []})),
         _ => request.error(&RpcError::method_not_found()),
     }
 }
