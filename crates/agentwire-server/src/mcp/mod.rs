@@ -109,7 +109,7 @@ async fn post(
     body: Bytes,
 ) -> Response {
     if let Err(refusal) = guard(&state, &headers) {
-        return refusal;
+        return refusal.into_response();
     }
     if !is_json(&headers) {
         return (
@@ -205,8 +205,8 @@ fn initialize(request: &Request, params: &Value) -> Response {
 /// rebinding (a foreign `Origin`, or on a server only loopback reaches, a
 /// `Host` that is not loopback: 403) and a protocol version we speak
 /// (400).
-fn guard(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
-    let forbidden = || (StatusCode::FORBIDDEN, "forbidden\n").into_response();
+fn guard(state: &AppState, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+    let forbidden = || (StatusCode::FORBIDDEN, "forbidden\n");
     if !upgrade::origin_allowed(&state.settings().allowed_origins, headers) {
         return Err(forbidden());
     }
@@ -223,8 +223,7 @@ fn guard(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
         return Err((
             StatusCode::BAD_REQUEST,
             "unsupported MCP-Protocol-Version\n",
-        )
-            .into_response());
+        ));
     }
     Ok(())
 }

@@ -229,7 +229,7 @@ pub(super) async fn resume(
     address: ClientAddress,
 ) -> Response {
     if let Err(refusal) = super::guard(&state, &headers) {
-        return refusal;
+        return refusal.into_response();
     }
     let Some(last) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) else {
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
