@@ -52,7 +52,9 @@ pub(super) struct RawAgentA2a {
 pub(super) struct RawSkill {
     /// Unique within the card.
     id: String,
+    /// The skill's name, as the card shows it.
     name: String,
+    /// What the skill does, as the card shows it.
     description: String,
     /// At least one.
     tags: Vec<String>,
