@@ -17,9 +17,12 @@ pub enum Incoming {
         method: String,
         params: Value,
     },
-    /// A client's answer to a request of ours; we send none, so it is
-    /// accepted and dropped.
-    Response,
+    /// A client's answer to a request of ours (an elicitation): its
+    /// `result`, or `None` for an error.
+    Response {
+        id: Value,
+        result: Option<Value>,
+    },
 }
 
 /// A JSON-RPC error object.
@@ -95,8 +98,11 @@ pub fn decode(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
             method,
             params: envelope.params,
         }),
-        (Some(_), None) if envelope.result.is_some() || envelope.error.is_some() => {
-            Ok(Incoming::Response)
+        (Some(id), None) if envelope.result.is_some() || envelope.error.is_some() => {
+            Ok(Incoming::Response {
+                id,
+                result: envelope.result,
+            })
         }
         (id, None) => Err(invalid(id)),
     }
@@ -115,6 +121,11 @@ pub fn error(id: &Value, error: &RpcError) -> String {
         "error": {"code": error.code, "message": error.message},
     })
     .to_string()
+}
+
+/// A request of ours to the client.
+pub fn request(id: &Value, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
 
 /// A notification.
@@ -140,7 +151,13 @@ mod tests {
         let note = decode(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(matches!(note, Incoming::Notification { .. }));
         let response = decode(br#"{"jsonrpc":"2.0","id":"x","result":{}}"#).unwrap();
-        assert_eq!(response, Incoming::Response);
+        assert_eq!(
+            response,
+            Incoming::Response {
+                id: json!("x"),
+                result: Some(json!({}))
+            }
+        );
     }
 
     #[test]

@@ -169,3 +169,81 @@ mod tests {
         assert_eq!(result["structuredContent"]["session_id"], "s1");
     }
 }
+
+/// Client capabilities that matter here, from `initialize`.
+pub mod client {
+    use serde_json::Value;
+
+    /// Whether the client takes form elicitation (2025-06-18's
+    /// `elicitation: {}`, or 2025-11-25's `elicitation: {form: {}}`; a
+    /// client with only `url` mode does not).
+    pub fn elicits_forms(initialize_params: &Value) -> bool {
+        match initialize_params.pointer("/capabilities/elicitation") {
+            Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+            _ => false,
+        }
+    }
+}
+
+/// The `elicitation/create` params that ask the user to run the agent's
+/// client tool `name` with `arguments` and give its result.
+pub fn elicitation(name: &str, arguments: &Value, consent: Option<&str>) -> Value {
+    let asks = format!("The agent asks to run the tool {name} with {arguments}.");
+    let message = match consent {
+        Some(consent) => format!("{consent}\n\n{asks}"),
+        None => asks,
+    };
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "result": {
+                    "type": "string",
+                    "title": "Result",
+                    "description": format!("What {name} gives back"),
+                },
+            },
+            "required": ["result"],
+        },
+    })
+}
+
+/// What an elicitation's answer says: the result to hand the model, or
+/// why there is none.
+pub fn elicited(result: Option<&Value>) -> Result<Value, String> {
+    let Some(result) = result else {
+        return Err("the client could not ask its user".to_owned());
+    };
+    match result.get("action").and_then(Value::as_str) {
+        Some("accept") => Ok(result
+            .pointer("/content/result")
+            .cloned()
+            .unwrap_or(Value::Null)),
+        Some("decline") => Err("the user declined to run the tool".to_owned()),
+        _ => Err("the user dismissed the request".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod elicitation_tests {
+    use super::*;
+
+    #[test]
+    fn form_elicitation_is_read_from_either_version_of_the_capability() {
+        let caps = |e: Value| json!({"capabilities": {"elicitation": e}});
+        assert!(client::elicits_forms(&caps(json!({}))));
+        assert!(client::elicits_forms(&caps(json!({"form": {}}))));
+        assert!(!client::elicits_forms(&caps(json!({"url": {}}))));
+        assert!(!client::elicits_forms(&json!({"capabilities": {}})));
+    }
+
+    #[test]
+    fn an_answer_is_the_result_or_a_reason() {
+        let accept = json!({"action": "accept", "content": {"result": "Berlin"}});
+        assert_eq!(elicited(Some(&accept)), Ok(json!("Berlin")));
+        assert!(elicited(Some(&json!({"action": "decline"}))).is_err());
+        assert!(elicited(None).is_err());
+    }
+}

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Request;
 use super::access::{self, Anonymous, Visible};
-use super::stream::Reading;
+use super::stream::{Elicits, Reading};
 use crate::connection::{DialectWords, Refusal};
 use crate::facade::{self, Ending, RequestMessage, RequestTurn};
 use crate::upgrade;
@@ -93,6 +93,10 @@ pub(super) async fn call(request: Request, visible: Visible, params: Value) -> R
             .mcp()
             .running
             .register(&request.headers, &request.id),
+        elicits: match super::elicits(&request.headers) && request.accepts_sse() {
+            true => Elicits::Forms,
+            false => Elicits::No,
+        },
         _hold: Some(hold),
     };
     if request.accepts_sse() {

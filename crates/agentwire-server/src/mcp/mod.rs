@@ -15,7 +15,8 @@
 //! server sends unasked). Every request goes through the one admission
 //! path ([`crate::facade`]).
 //!
-//! `call.rs` runs a tool call (`stream.rs` reads its turn as SSE),
+//! `call.rs` runs a tool call (`stream.rs` reads its turn as SSE, and asks
+//! the client to run an agent's client tools through elicitation),
 //! `access.rs` says who calls and which tools they see, `running.rs` keeps
 //! the calls in flight for `notifications/cancelled`.
 
@@ -47,6 +48,11 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The session header the handshake hands out.
 const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Ends the session id of a client that takes form elicitation: what the
+/// server needs to remember of a session, kept in its id, so no replica
+/// has to keep anything.
+const ELICITS: &str = ".elicits";
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -92,6 +98,12 @@ impl Request {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"))
     }
+}
+
+/// Whether the client said in its handshake that it takes form
+/// elicitation.
+fn elicits(headers: &HeaderMap) -> bool {
+    mcp_session(headers).ends_with(ELICITS)
 }
 
 /// The client's `Mcp-Session-Id`, or nothing.
@@ -146,7 +158,10 @@ async fn post(
             }
             StatusCode::ACCEPTED.into_response()
         }
-        Incoming::Response => StatusCode::ACCEPTED.into_response(),
+        Incoming::Response { id, result } => {
+            running::answer(&state, &headers, &id, result);
+            StatusCode::ACCEPTED.into_response()
+        }
     }
 }
 
@@ -194,7 +209,10 @@ fn initialize(request: &Request, params: &Value) -> Response {
                        that conversation.",
     };
     let mut response = request.result(protocol::initialize_result(params, &info));
-    let session = request.state.engine().mint_session_id().to_string();
+    let mut session = request.state.engine().mint_session_id().to_string();
+    if tools::client::elicits_forms(params) {
+        session.push_str(ELICITS);
+    }
     if let Ok(value) = HeaderValue::from_str(&session) {
         response.headers_mut().insert(SESSION_HEADER, value);
     }

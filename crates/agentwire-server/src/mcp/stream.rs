@@ -14,8 +14,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_core::LogReader;
-use agentwire_core::log::{LogEntry, TurnId};
+use agentwire_core::log::{Lagged, LogEntry, TurnId};
+use agentwire_core::{ClientAnswer, LogReader, ToolCall, ToolSide, TurnEvent};
 use agentwire_engine::{RejoinRequest, SessionLease};
 use agentwire_mcp::rpc::{self, RpcError};
 use agentwire_mcp::stream::{self as ids, StreamRef};
@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use super::access;
 use super::call::ending_result;
-use super::running::Registration;
+use super::running::{Answer, Registration};
 use crate::AppState;
 use crate::facade::{self, Ending, Step, TurnHold};
 use crate::upgrade::ClientAddress;
@@ -55,14 +55,61 @@ pub(super) struct Reading {
     pub(super) skip_through: u64,
     pub(super) progress_interval: Duration,
     pub(super) registration: Registration,
+    pub(super) elicits: Elicits,
     /// The turn this request started, held until it is read.
     pub(super) _hold: Option<TurnHold>,
+}
+
+/// Whether the client takes form elicitation on this stream: then an
+/// agent's client tool is asked of its user instead of denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Elicits {
+    Forms,
+    No,
+}
+
+/// The answers to elicitations a stream holds before it reads them: each
+/// is one the stream asked for, and it reads them as they come.
+const BUFFERED_ANSWERS: usize = 16;
+
+/// What one pass of a stream's loop does next.
+enum Flow {
+    Send(Option<sse::Event>),
+    /// The stream's last event, if any: the turn has ended.
+    Last(Option<sse::Event>),
+}
+
+/// A stream's loop's state.
+struct Loop {
+    turn: Option<TurnId>,
+    cancelled: bool,
+    progress: Progress,
+    /// When a progress notification is due with nothing streamed.
+    beat: Instant,
+    answers: mpsc::Receiver<Answer>,
+    answered: mpsc::Sender<Answer>,
+}
+
+impl Loop {
+    fn new(reading: &Reading) -> Loop {
+        let (answered, answers) = mpsc::channel(BUFFERED_ANSWERS);
+        Loop {
+            turn: None,
+            cancelled: false,
+            progress: Progress::new(reading.stream.progress_token.clone()),
+            beat: Instant::now() + reading.progress_interval,
+            answers,
+            answered,
+        }
+    }
 }
 
 /// What reading one more entry gave.
 enum Read {
     /// Text streamed, at this seq.
     Text(String, u64),
+    /// A client tool call to ask the client's user about.
+    Elicit(ToolCall, u64),
     Ended(Ending, u64),
     Nothing,
     /// The reader was overtaken: what it missed cannot be told.
@@ -108,70 +155,115 @@ impl Reading {
         if tx.send(primer).await.is_err() {
             return;
         }
-        let mut turn = None;
-        let mut cancelled = false;
-        let mut progress = Progress::new(self.stream.progress_token.clone());
-        let mut beat = Instant::now() + self.progress_interval;
+        let mut state = Loop::new(&self);
         loop {
-            let event = tokio::select! {
-                () = self.registration.cancel.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    self.cancel(turn);
-                    continue;
+            let flow = tokio::select! {
+                () = self.registration.cancel.cancelled(), if !state.cancelled => {
+                    state.cancelled = true;
+                    self.cancel(state.turn);
+                    Flow::Send(None)
                 }
-                () = tokio::time::sleep_until(beat), if progress.wanted() => {
-                    beat = Instant::now() + self.progress_interval;
-                    progress.event(None)
+                () = tokio::time::sleep_until(state.beat), if state.progress.wanted() => {
+                    state.beat = Instant::now() + self.progress_interval;
+                    Flow::Send(state.progress.event(None))
                 }
-                entry = self.reader.next() => match self.read(entry, &mut turn) {
-                    Read::Text(text, seq) => {
-                        beat = Instant::now() + self.progress_interval;
-                        progress.event(Some(&text)).map(|e| e.id(self.event_id(seq)))
-                    }
-                    // The client asked for the cancel: it wants no answer.
-                    Read::Ended(Ending::Cancelled(_), _) if cancelled => return,
-                    Read::Ended(ending, seq) => {
-                        let result = ending_result(&self.stream.session, &ending);
-                        let data = rpc::result(&self.stream.request_id, result);
-                        let _ = tx.send(sse::Event::default().id(self.event_id(seq)).data(data)).await;
-                        return;
-                    }
-                    Read::Lost => {
-                        let data = rpc::result(&self.stream.request_id, lost(&self.stream.session));
-                        let _ = tx.send(sse::Event::default().data(data)).await;
-                        return;
-                    }
-                    Read::Nothing => None,
-                },
+                Some((call, result)) = state.answers.recv() => {
+                    self.answered(&call, result.as_ref());
+                    Flow::Send(None)
+                }
+                entry = self.reader.next() => {
+                    let read = self.read(entry, &mut state.turn);
+                    self.on_read(read, &mut state)
+                }
             };
-            if let Some(event) = event
-                && tx.send(event).await.is_err()
-            {
-                return;
+            match flow {
+                Flow::Send(None) => {}
+                Flow::Send(Some(event)) => {
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+                Flow::Last(event) => {
+                    if let Some(event) = event {
+                        let _ = tx.send(event).await;
+                    }
+                    return;
+                }
             }
         }
     }
 
-    /// Reads one entry, past those the client had; a client tool call is
-    /// denied (MCP has no way to run one here).
-    fn read(
-        &self,
-        entry: Result<LogEntry, agentwire_core::log::Lagged>,
-        turn: &mut Option<TurnId>,
-    ) -> Read {
+    /// What the stream sends for what was read.
+    fn on_read(&mut self, read: Read, state: &mut Loop) -> Flow {
+        match read {
+            Read::Text(text, seq) => {
+                state.beat = Instant::now() + self.progress_interval;
+                let event = state.progress.event(Some(&text));
+                Flow::Send(event.map(|e| e.id(self.event_id(seq))))
+            }
+            Read::Elicit(call, seq) => Flow::Send(Some(self.elicit(&call, seq, &state.answered))),
+            // The client asked for the cancel: it wants no answer.
+            Read::Ended(Ending::Cancelled(_), _) if state.cancelled => Flow::Last(None),
+            Read::Ended(ending, seq) => {
+                let result = ending_result(&self.stream.session, &ending);
+                let data = rpc::result(&self.stream.request_id, result);
+                Flow::Last(Some(
+                    sse::Event::default().id(self.event_id(seq)).data(data),
+                ))
+            }
+            Read::Lost => {
+                let data = rpc::result(&self.stream.request_id, lost(&self.stream.session));
+                Flow::Last(Some(sse::Event::default().data(data)))
+            }
+            Read::Nothing => Flow::Send(None),
+        }
+    }
+
+    /// Reads one entry, past those the client had. A client tool call is
+    /// asked of the client's user when the client takes elicitation, else
+    /// denied (`facade::step`).
+    fn read(&self, entry: Result<LogEntry, Lagged>, turn: &mut Option<TurnId>) -> Read {
         let Ok(entry) = entry else {
             return Read::Lost;
         };
         turn.get_or_insert(entry.turn);
-        let step = facade::step(&self.lease, &entry.event);
         if entry.seq <= self.skip_through {
             return Read::Nothing;
         }
-        match step {
+        if let TurnEvent::ToolCall(call) = entry.event.as_ref()
+            && call.side == ToolSide::Client
+            && self.elicits == Elicits::Forms
+        {
+            return Read::Elicit(call.clone(), entry.seq);
+        }
+        match facade::step(&self.lease, &entry.event) {
             Step::Text(text) => Read::Text(text.to_owned(), entry.seq),
             Step::Ended(ending) => Read::Ended(ending, entry.seq),
             Step::Other => Read::Nothing,
         }
+    }
+
+    /// Asks the client's user to run the client tool `call` with an
+    /// `elicitation/create` request on the stream. The call is acknowledged
+    /// now, so the agent's `client_tool_timeout` is the user's time.
+    fn elicit(&mut self, call: &ToolCall, seq: u64, answered: &mpsc::Sender<Answer>) -> sse::Event {
+        self.lease.answer_client_call(&call.id, ClientAnswer::Ack);
+        let id = Value::from(format!("agentwire-tool-{}", call.id));
+        self.registration
+            .expect_answer(&id, &call.id, answered.clone());
+        let consent = call.consent_message.as_deref();
+        let params = tools::elicitation(&call.name, &call.arguments, consent);
+        let data = rpc::request(&id, "elicitation/create", params);
+        sse::Event::default().id(self.event_id(seq)).data(data)
+    }
+
+    /// The user's answer, to the agent: the result, or a refusal with why.
+    fn answered(&self, call: &str, result: Option<&Value>) {
+        let answer = match tools::elicited(result) {
+            Ok(value) => ClientAnswer::Result(Ok(value)),
+            Err(reason) => ClientAnswer::Nack(reason),
+        };
+        self.lease.answer_client_call(call, answer);
     }
 
     /// The engine's cancel of the call's turn (its provider stream, its
@@ -279,6 +371,10 @@ pub(super) async fn resume(
         skip_through: seq,
         progress_interval: tool.progress_interval,
         registration,
+        elicits: match super::elicits(&headers) {
+            true => Elicits::Forms,
+            false => Elicits::No,
+        },
         _hold: None,
         stream,
     }

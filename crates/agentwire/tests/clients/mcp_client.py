@@ -9,6 +9,11 @@ Prints one JSON object on stdout: what the test asserts on.
                                      a call with a progress callback and a
                                      read timeout: the progress seen, then
                                      the result or the error
+  elicit TOOL ARGS_JSON META_JSON ANSWER
+                                     a call from a client that takes
+                                     elicitation and answers each with
+                                     {"result": ANSWER}: the messages it
+                                     was asked, then the result
 """
 
 import asyncio
@@ -16,6 +21,7 @@ import json
 import sys
 
 import httpx2
+import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -27,9 +33,16 @@ def result_json(result):
 
 async def main(url, token, command, args):
     headers = {} if token == "-" else {"Authorization": f"Bearer {token}"}
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"result": args[3]})
+
+    elicitation = on_elicit if command == "elicit" else None
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=elicitation) as session:
                 init = await session.initialize()
                 out = {"protocol": init.protocol_version}
                 if command == "list":
@@ -57,6 +70,10 @@ async def main(url, token, command, args):
                     except Exception as error:  # the timeout, reported for the test
                         out["error"] = type(error).__name__
                     out["progress"] = seen
+                elif command == "elicit":
+                    result = await session.call_tool(args[0], json.loads(args[1]), meta=json.loads(args[2]))
+                    out.update(result_json(result))
+                    out["asked"] = asked
                 else:
                     raise SystemExit(f"unknown command {command}")
                 print(json.dumps(out), flush=True)

@@ -507,3 +507,38 @@ async fn the_conformance_suite_passes_but_for_the_listed_fixtures() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[tokio::test]
+async fn a_client_tool_is_asked_through_elicitation_or_denied() {
+    if clients().is_none() {
+        return;
+    }
+    let server = server().await;
+    let args = r#"{"message": "where am I?"}"#;
+    let client_tool = scenario("client-tool");
+    // The Python client takes elicitation: its user is asked, and answers.
+    let asked = python(
+        &server,
+        ALICE_KEY,
+        &["elicit", "ask_helper", args, &client_tool, "Berlin"],
+    )
+    .await;
+    assert_eq!(asked["isError"], false, "{asked}");
+    assert_eq!(asked["text"], "Tool result received");
+    let message = asked["asked"][0].as_str().unwrap();
+    assert!(message.contains("get_location"), "{message}");
+    assert!(message.contains("Allow location access?"), "{message}");
+    // The TypeScript client as set up here does not: the tool is denied,
+    // and the agent answers without it.
+    let denied = node(
+        &server,
+        ALICE_KEY,
+        &["call", "ask_helper", args, &client_tool],
+    )
+    .await;
+    assert_eq!(denied["isError"], false, "{denied}");
+    assert_eq!(
+        denied["text"],
+        "Tool rejected: this front door cannot run client-side tools; answer without it"
+    );
+}
