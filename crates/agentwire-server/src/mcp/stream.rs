@@ -9,6 +9,11 @@
 //! one), and when nothing streamed for the agent's `progress_interval`
 //! one goes out with no message, so a client that resets its timeout on
 //! progress never gives up on a long turn.
+//!
+//! Client tools: when the client takes form elicitation, an agent's
+//! client tool call goes out on the stream as an `elicitation/create`
+//! request, and the user's answer (a POST of the response, handed over by
+//! [`super::running`]) becomes the tool's result.
 
 use std::convert::Infallible;
 use std::sync::Arc;
