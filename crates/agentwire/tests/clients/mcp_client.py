@@ -9,6 +9,10 @@ Prints one JSON object on stdout: what the test asserts on.
                                      a call with a progress callback and a
                                      read timeout: the progress seen, then
                                      the result or the error
+  auto-call TOOL ARGS_JSON            one call with the high-level Client in
+                                     its default "auto" mode (it probes
+                                     server/discover, 2026-07-28, first), no
+                                     credential
   elicit TOOL ARGS_JSON META_JSON ANSWER
                                      a call from a client that takes
                                      elicitation and answers each with
@@ -31,7 +35,17 @@ def result_json(result):
     return {"isError": bool(result.is_error), "text": text, "structured": result.structured_content}
 
 
+async def auto_call(url, args):
+    from mcp import Client
+
+    async with Client(url) as client:
+        result = await client.call_tool(args[0], json.loads(args[1]))
+        print(json.dumps(result_json(result)), flush=True)
+
+
 async def main(url, token, command, args):
+    if command == "auto-call":
+        return await auto_call(url, args)
     headers = {} if token == "-" else {"Authorization": f"Bearer {token}"}
     asked = []
 

@@ -160,6 +160,25 @@ async fn a_call_answers_with_the_reply_and_its_session_continues() {
     assert!(!stolen["text"].as_str().unwrap().contains("again"));
 }
 
+/// The Python SDK's high-level `Client` probes the stateless 2026-07-28
+/// form first (`server/discover`), which is not advertised here: it falls
+/// back to the handshake and calls as any other.
+#[tokio::test]
+async fn a_client_probing_the_stateless_form_falls_back_to_the_handshake() {
+    if clients().is_none() {
+        return;
+    }
+    let server = open_server().await;
+    let answer = python(
+        &server,
+        "-",
+        &["auto-call", "ask_echo", r#"{"message": "hi"}"#],
+    )
+    .await;
+    assert_eq!(answer["isError"], false, "{answer}");
+    assert_eq!(answer["text"], "Echo: hi");
+}
+
 #[tokio::test]
 async fn progress_keeps_a_short_client_timeout_from_firing_on_a_long_turn() {
     if clients().is_none() {
