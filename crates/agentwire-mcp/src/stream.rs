@@ -1,4 +1,5 @@
-//! The SSE event ids of a tool call's stream (SEP-1699).
+//! A tool call's SSE stream: its events as written, and their ids
+//! (SEP-1699).
 //!
 //! An id names a position in the session's turn log, as A2A's do
 //! (`<epoch>-<seq>`), and after a `.` the call it belongs to (the agent,
@@ -64,6 +65,30 @@ pub fn parse_event_id(id: &str) -> Option<(StreamRef, Epoch, u64)> {
     Some((stream, epoch, seq))
 }
 
+/// One SSE event: its id (if any) and its data, one JSON text. Written
+/// here rather than by axum, which leaves out an empty `data` field and
+/// with it the priming event's.
+pub fn event(id: Option<&str>, data: &str) -> String {
+    let mut event = String::with_capacity(data.len() + 64);
+    if let Some(id) = id {
+        let _ = writeln!(event, "id: {id}");
+    }
+    for line in data.split('\n') {
+        let _ = writeln!(event, "data: {line}");
+    }
+    event.push('\n');
+    event
+}
+
+/// The event a stream opens with: an id to resume from, the delay a client
+/// waits before it reconnects, and empty data.
+pub fn primer(id: &str, retry_ms: u64) -> String {
+    format!("id: {id}\nretry: {retry_ms}\ndata:\n\n")
+}
+
+/// A comment line that keeps an idle stream open through proxies.
+pub const KEEP_ALIVE: &str = ": keep-alive\n\n";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +104,13 @@ mod tests {
         let id = event_id(&stream, Epoch(0xab), 17);
         assert!(id.starts_with("00000000000000ab-17."), "{id}");
         assert_eq!(parse_event_id(&id), Some((stream, Epoch(0xab), 17)));
+    }
+
+    #[test]
+    fn events_are_framed_as_sse() {
+        assert_eq!(event(Some("1-2.ab"), "{}"), "id: 1-2.ab\ndata: {}\n\n");
+        assert_eq!(event(None, "a\nb"), "data: a\ndata: b\n\n");
+        assert_eq!(primer("7", 1000), "id: 7\nretry: 1000\ndata:\n\n");
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub(super) async fn call(request: Request, visible: Visible, params: Value) -> R
             true => Elicits::Forms,
             false => Elicits::No,
         },
+        era: request.era,
         _hold: Some(hold),
     };
     if request.accepts_sse() {

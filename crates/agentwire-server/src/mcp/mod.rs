@@ -9,8 +9,9 @@
 //! 401 with `WWW-Authenticate` comes before any JSON-RPC.
 //!
 //! `POST /mcp` takes one JSON-RPC message: `initialize` hands out an
-//! `Mcp-Session-Id`, which nothing depends on (a request without one is
-//! served the same: the stateless form). `GET /mcp` with `Last-Event-ID`
+//! `Mcp-Session-Id`, under which nothing is kept (a request without one is
+//! served the same); a request in the stateless 2026-07-28 form
+//! (`MCP-Protocol-Version`) stands alone, after `server/discover`. `GET /mcp` with `Last-Event-ID`
 //! resumes a call's stream; without one it is 405 (there is nothing a
 //! server sends unasked). Every request goes through the one admission
 //! path ([`crate::facade`]).
@@ -22,7 +23,7 @@
 
 use std::sync::Arc;
 
-use agentwire_mcp::protocol::{self, ServerInfo};
+use agentwire_mcp::protocol::{self, Era, ServerInfo};
 use agentwire_mcp::rpc::{self, Incoming, RpcError};
 use agentwire_mcp::tools;
 use axum::Router;
@@ -77,13 +78,14 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 pub(crate) struct Request {
     state: Arc<AppState>,
     headers: HeaderMap,
+    era: Era,
     id: Value,
     body_bytes: usize,
 }
 
 impl Request {
     fn result(&self, value: Value) -> Response {
-        json_response(rpc::result(&self.id, value))
+        json_response(rpc::result(&self.id, self.era.result(value)))
     }
 
     fn error(&self, error: &RpcError) -> Response {
@@ -98,6 +100,15 @@ impl Request {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"))
     }
+}
+
+/// The protocol's form the request is in.
+fn era(headers: &HeaderMap) -> Era {
+    Era::of(
+        headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
 /// Whether the client said in its handshake that it takes form
@@ -145,6 +156,7 @@ async fn post(
     match message {
         Incoming::Request { id, method, params } => {
             let request = Request {
+                era: era(&headers),
                 state,
                 headers,
                 id,
@@ -173,6 +185,7 @@ async fn dispatch(
 ) -> Response {
     match method {
         "initialize" => initialize(&request, &params),
+        "server/discover" => request.result(protocol::discover_result(&SERVER_INFO)),
         "ping" | "logging/setLevel" => request.result(json!({})),
         "tools/list" => {
             let tools: Vec<Value> = visible
@@ -187,28 +200,32 @@ async fn dispatch(
                     tools::descriptor(&agent.agent.name, &tool.description)
                 })
                 .collect();
-            request.result(json!({"tools": tools}))
+            request.result(request.era.list(json!({"tools": tools})))
         }
         "tools/call" => call::call(request, visible, params).await,
         // Agents are tools only; a client that asks for resources or
         // prompts anyway (as inspectors do) is told there are none.
-        "resources/list" => request.result(json!({"resources": []})),
-        "resources/templates/list" => request.result(json!({"resourceTemplates": []})),
-        "prompts/list" => request.result(json!({"prompts": []})),
+        "resources/list" => request.result(request.era.list(json!({"resources": []}))),
+        "resources/templates/list" => {
+            request.result(request.era.list(json!({"resourceTemplates": []})))
+        }
+        "prompts/list" => request.result(request.era.list(json!({"prompts": []}))),
         _ => request.error(&RpcError::method_not_found()),
     }
 }
 
+/// What the server says of itself in the handshake and in discovery.
+const SERVER_INFO: ServerInfo<'static> = ServerInfo {
+    name: "agentwire",
+    version: env!("CARGO_PKG_VERSION"),
+    instructions: "Each tool asks one agent. Pass the session_id of an answer to continue \
+                   that conversation.",
+};
+
 /// The handshake: the version, what the server offers, and a session id
 /// (random; the server keeps nothing under it).
 fn initialize(request: &Request, params: &Value) -> Response {
-    let info = ServerInfo {
-        name: "agentwire",
-        version: env!("CARGO_PKG_VERSION"),
-        instructions: "Each tool asks one agent. Pass the session_id of an answer to continue \
-                       that conversation.",
-    };
-    let mut response = request.result(protocol::initialize_result(params, &info));
+    let mut response = request.result(protocol::initialize_result(params, &SERVER_INFO));
     let mut session = request.state.engine().mint_session_id().to_string();
     if tools::client::elicits_forms(params) {
         session.push_str(ELICITS);

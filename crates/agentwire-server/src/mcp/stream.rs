@@ -8,7 +8,10 @@
 //! as a `notifications/progress` (`message`: the text since the last
 //! one), and when nothing streamed for the agent's `progress_interval`
 //! one goes out with no message, so a client that resets its timeout on
-//! progress never gives up on a long turn.
+//! progress never gives up on a long turn. Without a token, a comment
+//! every 15 s keeps idle proxies from closing the stream. In the
+//! stateless form, the client closing the stream cancels the turn; in the
+//! handshake form it does not (the client resumes, or cancels).
 //!
 //! Client tools: when the client takes form elicitation, an agent's
 //! client tool call goes out on the stream as an `elicitation/create`
@@ -22,12 +25,14 @@ use std::time::Duration;
 use agentwire_core::log::{Lagged, LogEntry, TurnId};
 use agentwire_core::{ClientAnswer, LogReader, ToolCall, ToolSide, TurnEvent};
 use agentwire_engine::{RejoinRequest, SessionLease};
+use agentwire_mcp::protocol::Era;
 use agentwire_mcp::rpc::{self, RpcError};
 use agentwire_mcp::stream::{self as ids, StreamRef};
 use agentwire_mcp::tools;
+use axum::body::Body;
 use axum::extract::State;
+use axum::http::header;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::Value;
@@ -42,8 +47,12 @@ use crate::facade::{self, Ending, Step, TurnHold};
 use crate::upgrade::ClientAddress;
 
 /// How long a client waits before it reconnects a stream that closed
-/// without the result (the SSE `retry` field).
-const RETRY: Duration = Duration::from_secs(1);
+/// without the result (the SSE `retry` field), in milliseconds.
+const RETRY_MS: u64 = 1000;
+
+/// How long a stream without progress goes quiet before a comment keeps
+/// idle proxies from closing it.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 
 /// The events a stream holds for a slow client before its turn's reading
 /// waits: a few, as each is small and the log holds the rest.
@@ -61,6 +70,9 @@ pub(super) struct Reading {
     pub(super) progress_interval: Duration,
     pub(super) registration: Registration,
     pub(super) elicits: Elicits,
+    /// In the stateless form, the client closing the stream cancels the
+    /// call (there is no `notifications/cancelled`).
+    pub(super) era: Era,
     /// The turn this request started, held until it is read.
     pub(super) _hold: Option<TurnHold>,
 }
@@ -79,9 +91,9 @@ const BUFFERED_ANSWERS: usize = 16;
 
 /// What one pass of a stream's loop does next.
 enum Flow {
-    Send(Option<sse::Event>),
+    Send(Option<String>),
     /// The stream's last event, if any: the turn has ended.
-    Last(Option<sse::Event>),
+    Last(Option<String>),
 }
 
 /// A stream's loop's state.
@@ -89,8 +101,10 @@ struct Loop {
     turn: Option<TurnId>,
     cancelled: bool,
     progress: Progress,
-    /// When a progress notification is due with nothing streamed.
+    /// When the stream is due to say something with nothing streamed: a
+    /// progress notification, or with none asked for, a comment.
     beat: Instant,
+    every: Duration,
     answers: mpsc::Receiver<Answer>,
     answered: mpsc::Sender<Answer>,
 }
@@ -98,11 +112,16 @@ struct Loop {
 impl Loop {
     fn new(reading: &Reading) -> Loop {
         let (answered, answers) = mpsc::channel(BUFFERED_ANSWERS);
+        let every = match reading.stream.progress_token {
+            Some(_) => reading.progress_interval,
+            None => KEEP_ALIVE_EVERY,
+        };
         Loop {
             turn: None,
             cancelled: false,
             progress: Progress::new(reading.stream.progress_token.clone()),
-            beat: Instant::now() + reading.progress_interval,
+            beat: Instant::now() + every,
+            every,
             answers,
             answered,
         }
@@ -128,12 +147,10 @@ impl Reading {
         let (tx, rx) = mpsc::channel(BUFFERED_EVENTS);
         tokio::spawn(self.run(tx));
         let events = stream::unfold(rx, |mut rx| async move {
-            let event = rx.recv().await?;
+            let event: String = rx.recv().await?;
             Some((Ok::<_, Infallible>(event), rx))
         });
-        Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response()
+        sse_response(Body::from_stream(events))
     }
 
     /// Reads to the terminal with no progress: the JSON answer. A cancel
@@ -148,15 +165,13 @@ impl Reading {
                 finishing.await
             }
         };
-        ending_result(&self.stream.session, &ending)
+        self.era
+            .result(ending_result(&self.stream.session, &ending))
     }
 
-    async fn run(mut self, tx: mpsc::Sender<sse::Event>) {
+    async fn run(mut self, tx: mpsc::Sender<String>) {
         let start = self.reader.cursor().max(self.skip_through);
-        let primer = sse::Event::default()
-            .id(self.event_id(start))
-            .retry(RETRY)
-            .data("");
+        let primer = ids::primer(&self.event_id(start), RETRY_MS);
         if tx.send(primer).await.is_err() {
             return;
         }
@@ -168,9 +183,10 @@ impl Reading {
                     self.cancel(state.turn);
                     Flow::Send(None)
                 }
-                () = tokio::time::sleep_until(state.beat), if state.progress.wanted() => {
-                    state.beat = Instant::now() + self.progress_interval;
-                    Flow::Send(state.progress.event(None))
+                () = tokio::time::sleep_until(state.beat) => {
+                    let progress = state.progress.data(None);
+                    let event = progress.map_or_else(|| ids::KEEP_ALIVE.to_owned(), |p| ids::event(None, &p));
+                    Flow::Send(Some(event))
                 }
                 Some((call, result)) = state.answers.recv() => {
                     self.answered(&call, result.as_ref());
@@ -180,6 +196,10 @@ impl Reading {
                     let read = self.read(entry, &mut state.turn);
                     self.on_read(read, &mut state)
                 }
+                () = tx.closed(), if self.era == Era::Stateless => {
+                    self.cancel(state.turn);
+                    Flow::Last(None)
+                }
             };
             match flow {
                 Flow::Send(None) => {}
@@ -187,6 +207,7 @@ impl Reading {
                     if tx.send(event).await.is_err() {
                         return;
                     }
+                    state.beat = Instant::now() + state.every;
                 }
                 Flow::Last(event) => {
                     if let Some(event) = event {
@@ -202,23 +223,23 @@ impl Reading {
     fn on_read(&mut self, read: Read, state: &mut Loop) -> Flow {
         match read {
             Read::Text(text, seq) => {
-                state.beat = Instant::now() + self.progress_interval;
-                let event = state.progress.event(Some(&text));
-                Flow::Send(event.map(|e| e.id(self.event_id(seq))))
+                let progress = state.progress.data(Some(&text));
+                Flow::Send(progress.map(|p| ids::event(Some(&self.event_id(seq)), &p)))
             }
             Read::Elicit(call, seq) => Flow::Send(Some(self.elicit(&call, seq, &state.answered))),
             // The client asked for the cancel: it wants no answer.
             Read::Ended(Ending::Cancelled(_), _) if state.cancelled => Flow::Last(None),
             Read::Ended(ending, seq) => {
-                let result = ending_result(&self.stream.session, &ending);
+                let result = self
+                    .era
+                    .result(ending_result(&self.stream.session, &ending));
                 let data = rpc::result(&self.stream.request_id, result);
-                Flow::Last(Some(
-                    sse::Event::default().id(self.event_id(seq)).data(data),
-                ))
+                Flow::Last(Some(ids::event(Some(&self.event_id(seq)), &data)))
             }
             Read::Lost => {
-                let data = rpc::result(&self.stream.request_id, lost(&self.stream.session));
-                Flow::Last(Some(sse::Event::default().data(data)))
+                let result = self.era.result(lost(&self.stream.session));
+                let data = rpc::result(&self.stream.request_id, result);
+                Flow::Last(Some(ids::event(None, &data)))
             }
             Read::Nothing => Flow::Send(None),
         }
@@ -251,7 +272,7 @@ impl Reading {
     /// Asks the client's user to run the client tool `call` with an
     /// `elicitation/create` request on the stream. The call is acknowledged
     /// now, so the agent's `client_tool_timeout` is the user's time.
-    fn elicit(&mut self, call: &ToolCall, seq: u64, answered: &mpsc::Sender<Answer>) -> sse::Event {
+    fn elicit(&mut self, call: &ToolCall, seq: u64, answered: &mpsc::Sender<Answer>) -> String {
         self.lease.answer_client_call(&call.id, ClientAnswer::Ack);
         let id = Value::from(format!("agentwire-tool-{}", call.id));
         self.registration
@@ -259,7 +280,7 @@ impl Reading {
         let consent = call.consent_message.as_deref();
         let params = tools::elicitation(&call.name, &call.arguments, consent);
         let data = rpc::request(&id, "elicitation/create", params);
-        sse::Event::default().id(self.event_id(seq)).data(data)
+        ids::event(Some(&self.event_id(seq)), &data)
     }
 
     /// The user's answer, to the agent: the result, or a refusal with why.
@@ -293,19 +314,27 @@ impl Progress {
         Progress { token, sent: 0 }
     }
 
-    fn wanted(&self) -> bool {
-        self.token.is_some()
-    }
-
     /// The next notification, with `text` as its message; its `progress`
-    /// counts the notifications, so it grows with each.
-    fn event(&mut self, text: Option<&str>) -> Option<sse::Event> {
+    /// counts the notifications, so it grows with each. `None` when the
+    /// call asked for no progress.
+    fn data(&mut self, text: Option<&str>) -> Option<String> {
         let token = self.token.as_ref()?;
         self.sent += 1;
         let params = tools::progress(token, self.sent as f64, text);
-        let data = rpc::notification("notifications/progress", params);
-        Some(sse::Event::default().data(data))
+        Some(rpc::notification("notifications/progress", params))
     }
+}
+
+/// An SSE response with `body`.
+fn sse_response(body: Body) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// The answer of a call whose turn the log no longer holds for it.
@@ -364,8 +393,7 @@ pub(super) async fn resume(
             "the stream can no longer be resumed; ask again with the session_id",
         );
         let data = rpc::error(&stream.request_id, &error);
-        let events = stream::iter([Ok::<_, Infallible>(sse::Event::default().data(data))]);
-        return Sse::new(events).into_response();
+        return sse_response(Body::from(ids::event(None, &data)));
     }
     let tool = agent.facades.mcp.as_ref().expect("filtered on MCP");
     let registration = state.mcp().running.register(&headers, &stream.request_id);
@@ -380,6 +408,7 @@ pub(super) async fn resume(
             true => Elicits::Forms,
             false => Elicits::No,
         },
+        era: super::era(&headers),
         _hold: None,
         stream,
     }

@@ -9,9 +9,10 @@ Prints one JSON object on stdout: what the test asserts on.
                                      a call with a progress callback and a
                                      read timeout: the progress seen, then
                                      the result or the error
-  auto-call TOOL ARGS_JSON            one call with the high-level Client in
-                                     its default "auto" mode (it probes
-                                     server/discover, 2026-07-28, first), no
+  auto-call TOOL ARGS_JSON            the tools and one call with the
+                                     high-level Client in its default "auto"
+                                     mode (it probes server/discover and
+                                     speaks 2026-07-28 where it can), no
                                      credential
   elicit TOOL ARGS_JSON META_JSON ANSWER
                                      a call from a client that takes
@@ -39,8 +40,12 @@ async def auto_call(url, args):
     from mcp import Client
 
     async with Client(url) as client:
+        tools = await client.list_tools()
         result = await client.call_tool(args[0], json.loads(args[1]))
-        print(json.dumps(result_json(result)), flush=True)
+        out = result_json(result)
+        out["protocol"] = client.protocol_version
+        out["tools"] = [t.name for t in tools.tools]
+        print(json.dumps(out), flush=True)
 
 
 async def main(url, token, command, args):

@@ -160,11 +160,11 @@ async fn a_call_answers_with_the_reply_and_its_session_continues() {
     assert!(!stolen["text"].as_str().unwrap().contains("again"));
 }
 
-/// The Python SDK's high-level `Client` probes the stateless 2026-07-28
-/// form first (`server/discover`), which is not advertised here: it falls
-/// back to the handshake and calls as any other.
+/// The Python SDK's high-level `Client` probes `server/discover` and, as
+/// it is answered, speaks the stateless 2026-07-28 form: no handshake, no
+/// session.
 #[tokio::test]
-async fn a_client_probing_the_stateless_form_falls_back_to_the_handshake() {
+async fn a_client_speaks_the_stateless_form_when_discovery_offers_it() {
     if clients().is_none() {
         return;
     }
@@ -175,8 +175,16 @@ async fn a_client_probing_the_stateless_form_falls_back_to_the_handshake() {
         &["auto-call", "ask_echo", r#"{"message": "hi"}"#],
     )
     .await;
+    assert_eq!(answer["protocol"], "2026-07-28", "{answer}");
+    assert!(
+        answer["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("ask_echo"))
+    );
     assert_eq!(answer["isError"], false, "{answer}");
     assert_eq!(answer["text"], "Echo: hi");
+    assert_eq!(answer["structured"]["reply"], "Echo: hi");
 }
 
 #[tokio::test]
@@ -560,4 +568,64 @@ async fn a_client_tool_is_asked_through_elicitation_or_denied() {
         denied["text"],
         "Tool rejected: this front door cannot run client-side tools; answer without it"
     );
+}
+
+/// In the stateless form there is no `notifications/cancelled`: closing
+/// the call's stream cancels its turn.
+#[tokio::test]
+async fn a_stateless_call_whose_stream_closes_is_cancelled() {
+    let server = server().await;
+    let auth = format!("Bearer {ALICE_KEY}");
+    let first = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ask_helper", "arguments": {"message": "start"}}});
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+    ];
+    let answer = server
+        .http("POST", "/mcp", &headers, first.to_string().as_bytes())
+        .await;
+    let answer = answer.json();
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    let session = answer["result"]["structuredContent"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "ask_helper", "arguments": {"message": "x", "session_id": session},
+            "_meta": {"io.agentwire/metadata": {"mock_scenario": "slow"}}}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{call}",
+        server.addr,
+        call.len()
+    );
+    let mut socket = TcpStream::connect(server.addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    read_events(&mut socket, |id, _| !id.is_empty()).await;
+    drop(socket);
+
+    let path = format!("/api/v1/sessions/{session}/messages");
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+    loop {
+        let response = server
+            .http("GET", &path, &[("Authorization", &auth)], b"")
+            .await;
+        let messages = response.json()["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last = messages.last().cloned().unwrap_or_default();
+        if last["role"] == "assistant" && last["metadata"]["cancelled"] == "true" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not cancelled: {messages:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
