@@ -629,3 +629,57 @@ async fn a_stateless_call_whose_stream_closes_is_cancelled() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// With a public agent beside the private ones, a caller without a
+/// credential sees the public agent's tool alone, and calling a private
+/// agent's tool is 401: sign in first.
+#[tokio::test]
+async fn without_a_credential_a_private_agents_tool_is_401() {
+    let top_level = format!("{}\nfacades:\n  mcp: true\n", auth_yaml());
+    let agents = format!("{AGENTS}  - {{name: lobby, handler: echo, access_level: public}}\n");
+    let server = TestServer::with_runtime(&top_level, &agents).await;
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ];
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let response = server.http("POST", "/mcp", &headers, list.as_bytes()).await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let names: Vec<Value> = response.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("ask_lobby")]);
+
+    let call = |tool: &str| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"message": "hi"}}})
+        .to_string()
+    };
+    let private = server
+        .http("POST", "/mcp", &headers, call("ask_helper").as_bytes())
+        .await;
+    assert_eq!(private.status, 401);
+    assert!(
+        private
+            .header("www-authenticate")
+            .unwrap()
+            .starts_with("Bearer resource_metadata=")
+    );
+    let public = server
+        .http("POST", "/mcp", &headers, call("ask_lobby").as_bytes())
+        .await;
+    assert_eq!(public.json()["result"]["content"][0]["text"], "Echo: hi");
+    // A credential that does not validate is refused outright.
+    let bad = [
+        headers[0],
+        headers[1],
+        ("Authorization", "Bearer not-a-key"),
+    ];
+    let refused = server
+        .http("POST", "/mcp", &bad, call("ask_lobby").as_bytes())
+        .await;
+    assert_eq!(refused.status, 401);
+}
