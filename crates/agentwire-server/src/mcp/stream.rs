@@ -154,17 +154,25 @@ impl Reading {
     }
 
     /// Reads to the terminal with no progress: the JSON answer. A cancel
-    /// asked meanwhile cancels the turn, which then ends `Cancelled`.
+    /// asked meanwhile cancels the turn, which then ends `Cancelled`; in
+    /// the stateless form, so does the client going away (the request's
+    /// future dropped before the answer).
     pub(super) async fn read_to_end(mut self) -> Value {
-        let finishing = facade::finish(&self.lease, &mut self.reader, |_| {});
+        let mut dropped = CancelOnDrop {
+            lease: &self.lease,
+            owner: self.owner.as_deref(),
+            armed: self.era == Era::Stateless,
+        };
+        let finishing = facade::finish(dropped.lease, &mut self.reader, |_| {});
         tokio::pin!(finishing);
         let ending = tokio::select! {
             ending = &mut finishing => ending,
             () = self.registration.cancel.cancelled() => {
-                self.lease.cancel_turn(self.owner.as_deref(), None);
+                dropped.lease.cancel_turn(dropped.owner, None);
                 finishing.await
             }
         };
+        dropped.armed = false;
         self.era
             .result(ending_result(&self.stream.session, &ending))
     }
@@ -300,6 +308,22 @@ impl Reading {
 
     fn event_id(&self, seq: u64) -> String {
         ids::event_id(&self.stream, self.reader.epoch(), seq)
+    }
+}
+
+/// Cancels the turn when dropped armed: a stateless JSON call whose
+/// client went away.
+struct CancelOnDrop<'a> {
+    lease: &'a SessionLease,
+    owner: Option<&'a str>,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.lease.cancel_turn(self.owner, None);
+        }
     }
 }
 

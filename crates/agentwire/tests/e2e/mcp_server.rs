@@ -266,27 +266,8 @@ async fn a_cancel_notification_ends_the_turn_cancelled() {
     assert_eq!(cancelled["aborted"], true);
 
     // The turn ended well before the scenario's 2 s, stored as cancelled.
-    let path = format!("/api/v1/sessions/{session}/messages");
     let auth = format!("Bearer {ALICE_KEY}");
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(1200);
-    loop {
-        let response = server
-            .http("GET", &path, &[("Authorization", &auth)], b"")
-            .await;
-        let messages = response.json()["messages"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let last = messages.last().cloned().unwrap_or_default();
-        if last["role"] == "assistant" && last["metadata"]["cancelled"] == "true" {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not cancelled: {messages:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    ends_cancelled(&server, &session, &auth).await;
 }
 
 /// Reads SSE events from `socket` until `stop` says so; each event as its
@@ -570,10 +551,35 @@ async fn a_client_tool_is_asked_through_elicitation_or_denied() {
     );
 }
 
+/// The last assistant message of `session` is a cancelled one, within
+/// 1.5 s.
+async fn ends_cancelled(server: &TestServer, session: &str, auth: &str) {
+    let path = format!("/api/v1/sessions/{session}/messages");
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+    loop {
+        let response = server
+            .http("GET", &path, &[("Authorization", auth)], b"")
+            .await;
+        let messages = response.json()["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last = messages.last().cloned().unwrap_or_default();
+        if last["role"] == "assistant" && last["metadata"]["cancelled"] == "true" {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not cancelled: {messages:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// In the stateless form there is no `notifications/cancelled`: closing
-/// the call's stream cancels its turn.
+/// the call's stream, or the request of a JSON answer, cancels its turn.
 #[tokio::test]
-async fn a_stateless_call_whose_stream_closes_is_cancelled() {
+async fn a_stateless_call_whose_client_goes_away_is_cancelled() {
     let server = server().await;
     let auth = format!("Bearer {ALICE_KEY}");
     let first = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -598,18 +604,30 @@ async fn a_stateless_call_whose_stream_closes_is_cancelled() {
         "params": {"name": "ask_helper", "arguments": {"message": "x", "session_id": session},
             "_meta": {"io.agentwire/metadata": {"mock_scenario": "slow"}}}})
     .to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{call}",
-        server.addr,
-        call.len()
-    );
+    let request = |accept: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nAccept: {accept}\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{call}",
+            server.addr,
+            call.len()
+        )
+    };
+    // A stream, closed after its first event.
     let mut socket = TcpStream::connect(server.addr).await.unwrap();
-    socket.write_all(request.as_bytes()).await.unwrap();
+    let sse = request("application/json, text/event-stream");
+    socket.write_all(sse.as_bytes()).await.unwrap();
     read_events(&mut socket, |id, _| !id.is_empty()).await;
     drop(socket);
+    ends_cancelled(&server, &session, &auth).await;
 
+    // A JSON answer, its request dropped once the turn runs (its question
+    // is stored).
+    let mut socket = TcpStream::connect(server.addr).await.unwrap();
+    socket
+        .write_all(request("application/json").as_bytes())
+        .await
+        .unwrap();
     let path = format!("/api/v1/sessions/{session}/messages");
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     loop {
         let response = server
             .http("GET", &path, &[("Authorization", &auth)], b"")
@@ -618,16 +636,18 @@ async fn a_stateless_call_whose_stream_closes_is_cancelled() {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let last = messages.last().cloned().unwrap_or_default();
-        if last["role"] == "assistant" && last["metadata"]["cancelled"] == "true" {
+        if messages.len() == 5 {
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not cancelled: {messages:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(tokio::time::Instant::now() < deadline, "{messages:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    drop(socket);
+    ends_cancelled(&server, &session, &auth).await;
+    let response = server
+        .http("GET", &path, &[("Authorization", &auth)], b"")
+        .await;
+    assert_eq!(response.json()["messages"].as_array().unwrap().len(), 6);
 }
 
 /// With a public agent beside the private ones, a caller without a
