@@ -2,7 +2,7 @@
 //! path and answers with its reply, as an SSE stream (progress, then the
 //! result) when the client takes one, else as JSON once the turn ends.
 
-use agentwire_core::Metadata;
+use agentwire_core::{ErrorCode, Metadata};
 use agentwire_mcp::rpc::RpcError;
 use agentwire_mcp::stream::StreamRef;
 use agentwire_mcp::tools::{self, CallParams};
@@ -24,6 +24,14 @@ const WORDS: DialectWords = DialectWords {
     media_other_session: "the message names media of another session",
 };
 
+/// Arguments a tool cannot take: the code a malformed WebSocket message
+/// gets.
+const INVALID: ErrorCode = ErrorCode::InvalidMessage;
+
+/// A cancelled turn's result: not an error code of the engine's (a cancel
+/// is asked for, not a failure), but the call still has no full answer.
+const CANCELLED: &str = "CANCELLED";
+
 /// The `_meta` key whose object (of strings) becomes the turn's metadata,
 /// as a WebSocket message's `metadata` does (the test handler's
 /// `mock_scenario`, for one).
@@ -44,14 +52,14 @@ pub(super) async fn call(request: Request, visible: Visible, params: Value) -> R
     let arguments = match tools::ask_arguments(&call.arguments) {
         Ok(arguments) => arguments,
         Err(message) => {
-            return request.result(tools::error_result(None, "INVALID_ARGUMENTS", &message, ""));
+            return request.result(tools::error_result(None, INVALID.as_str(), &message, ""));
         }
     };
     let metadata = match metadata(&params) {
         Some(metadata) => metadata,
         None => {
             let message = format!("_meta.{METADATA_KEY} must be an object of strings");
-            return request.result(tools::error_result(None, "INVALID_ARGUMENTS", &message, ""));
+            return request.result(tools::error_result(None, INVALID.as_str(), &message, ""));
         }
     };
     let started = facade::start(
@@ -157,7 +165,7 @@ pub(super) fn ending_result(session: &str, ending: &Ending) -> Value {
         }
         Ending::Cancelled(reply) => tools::error_result(
             Some(session),
-            "CANCELLED",
+            CANCELLED,
             "the turn was cancelled",
             &reply.text,
         ),

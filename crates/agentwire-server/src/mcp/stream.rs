@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_core::log::{Lagged, LogEntry, TurnId};
-use agentwire_core::{ClientAnswer, LogReader, ToolCall, ToolSide, TurnEvent};
+use agentwire_core::{ClientAnswer, ErrorCode, LogReader, ToolCall, ToolSide, TurnEvent};
 use agentwire_engine::{RejoinRequest, SessionLease};
 use agentwire_mcp::protocol::Era;
 use agentwire_mcp::rpc::{self, RpcError};
@@ -365,7 +365,7 @@ fn sse_response(body: Body) -> Response {
 fn lost(session: &str) -> Value {
     tools::error_result(
         Some(session),
-        "INTERNAL_ERROR",
+        ErrorCode::Internal.as_str(),
         "the answer is no longer held; ask again with this session_id",
         "",
     )
