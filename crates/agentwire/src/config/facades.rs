@@ -286,3 +286,31 @@ fn validate_function(
         output_schema: raw.output_schema,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    fn mcp(block: &str) -> Result<Option<super::McpConfig>, super::ConfigError> {
+        let yaml = format!(
+            "storage:\n  sessions: memory\nagents:\n  - name: a\n    handler: echo\n{block}"
+        );
+        let config = super::super::parse(&yaml, |_| None)?;
+        Ok(config.agents[0].facades.mcp.clone())
+    }
+
+    #[test]
+    fn the_mcp_progress_interval_defaults_to_ten_seconds_and_is_never_zero() {
+        assert_eq!(mcp("").unwrap(), None);
+        let default = mcp("    mcp: {enabled: true}\n").unwrap().unwrap();
+        assert_eq!(default.progress_interval, Duration::from_secs(10));
+        assert_eq!(default.description, "Ask the agent a.");
+        let short = mcp("    mcp: {enabled: true, progress_interval: 250ms}\n");
+        assert_eq!(
+            short.unwrap().unwrap().progress_interval,
+            Duration::from_millis(250)
+        );
+        let zero = mcp("    mcp: {enabled: true, progress_interval: 0s}\n").unwrap_err();
+        assert_eq!(zero.key, "agents[0].mcp.progress_interval");
+    }
+}
