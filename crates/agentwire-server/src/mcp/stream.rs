@@ -158,6 +158,16 @@ impl Reading {
     /// the stateless form, so does the client going away (the request's
     /// future dropped before the answer).
     pub(super) async fn read_to_end(mut self) -> Value {
+        let ending = self.finish().await;
+        self.era
+            .result(ending_result(&self.stream.session, &ending))
+    }
+
+    /// Reads the turn to its end with nothing sent, cancelling it when a
+    /// cancel is asked meanwhile; in the stateless form, also when this
+    /// future is dropped before the end (the client of a JSON answer went
+    /// away).
+    async fn finish(&mut self) -> Ending {
         let mut dropped = CancelOnDrop {
             lease: &self.lease,
             owner: self.owner.as_deref(),
@@ -173,15 +183,29 @@ impl Reading {
             }
         };
         dropped.armed = false;
-        self.era
-            .result(ending_result(&self.stream.session, &ending))
+        ending
+    }
+
+    /// The client went away before the end of its stream. In the stateless
+    /// form that cancels the turn. Otherwise the turn runs on (a dropped
+    /// stream is not a cancel: the client may still cancel it), and its
+    /// session, with its log, stays for `REJOIN_GRACE` after it ends, so
+    /// the client can resume the stream and read the end.
+    async fn went_away(mut self, turn: Option<TurnId>) {
+        if self.era == Era::Stateless {
+            self.cancel(turn);
+            return;
+        }
+        self.finish().await;
+        let Reading { lease, .. } = self;
+        lease.keep_for_rejoin();
     }
 
     async fn run(mut self, tx: mpsc::Sender<String>) {
         let start = self.reader.cursor().max(self.skip_through);
         let primer = ids::primer(&self.event_id(start), RETRY_MS);
         if tx.send(primer).await.is_err() {
-            return;
+            return self.went_away(None).await;
         }
         let mut state = Loop::new(&self);
         loop {
@@ -205,21 +229,25 @@ impl Reading {
                     self.on_read(read, &mut state)
                 }
                 () = tx.closed(), if self.era == Era::Stateless => {
-                    self.cancel(state.turn);
-                    Flow::Last(None)
+                    return self.went_away(state.turn).await;
                 }
             };
             match flow {
                 Flow::Send(None) => {}
                 Flow::Send(Some(event)) => {
                     if tx.send(event).await.is_err() {
-                        return;
+                        return self.went_away(state.turn).await;
                     }
                     state.beat = Instant::now() + state.every;
                 }
                 Flow::Last(event) => {
-                    if let Some(event) = event {
-                        let _ = tx.send(event).await;
+                    // The client missed the end: its session stays for
+                    // a while, for it to resume the stream and read it.
+                    if let Some(event) = event
+                        && tx.send(event).await.is_err()
+                        && self.era == Era::Handshake
+                    {
+                        self.lease.keep_for_rejoin();
                     }
                     return;
                 }

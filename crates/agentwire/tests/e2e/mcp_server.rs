@@ -308,6 +308,44 @@ async fn read_events(
     }
 }
 
+/// Waits (5 s at most) until the messages of `session` are as `done`
+/// says.
+async fn wait_for_messages(
+    server: &TestServer,
+    session: &str,
+    auth: &str,
+    done: impl Fn(&[Value]) -> bool,
+) {
+    let path = format!("/api/v1/sessions/{session}/messages");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let response = server
+            .http("GET", &path, &[("Authorization", auth)], b"")
+            .await;
+        let messages = response.json()["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if done(&messages) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{messages:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The session an event id names (its call: hex of a JSON array whose
+/// second item is the session).
+fn ids_session(event_id: &str) -> String {
+    let hex = event_id.split_once('.').unwrap().1;
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let call: Value = serde_json::from_slice(&bytes).unwrap();
+    call[1].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn a_dropped_stream_resumes_from_its_last_event_id() {
     let server = server().await;
@@ -338,7 +376,14 @@ async fn a_dropped_stream_resumes_from_its_last_event_id() {
         .0
         .clone();
 
+    // The client comes back once the turn has ended (its reply stored):
+    // the session's log is kept for it.
     let auth = format!("Bearer {ALICE_KEY}");
+    wait_for_messages(&server, &ids_session(&last_id), &auth, |messages| {
+        messages.last().is_some_and(|m| m["role"] == "assistant")
+    })
+    .await;
+
     let response = server
         .http(
             "GET",
