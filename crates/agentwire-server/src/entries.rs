@@ -63,6 +63,10 @@ pub struct A2aSkill {
 /// An agent as the MCP tool `ask_<name>`.
 pub struct McpTool {
     pub description: String,
+    /// The longest a call with a progress token goes without a
+    /// `notifications/progress`: what keeps a client's request timeout
+    /// from firing on a long turn.
+    pub progress_interval: std::time::Duration,
 }
 
 /// An agent as a REST function: the schemas its input and output must

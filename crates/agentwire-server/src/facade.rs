@@ -152,17 +152,37 @@ pub(crate) async fn finish(
             // be, what it missed cannot be told: the turn is lost to it.
             Err(_) => return Ending::Failed(TurnFailure::internal()),
         };
-        match entry.event.as_ref() {
-            TurnEvent::TextDelta(text) => on_text(text),
-            TurnEvent::ToolCall(call) if call.side == ToolSide::Client => {
-                let denied = ClientAnswer::Nack(NO_CLIENT_TOOLS.to_owned());
-                session.answer_client_call(&call.id, denied);
-            }
-            TurnEvent::Completed(reply) => return Ending::Completed(reply.clone()),
-            TurnEvent::Failed(failure) => return Ending::Failed(failure.clone()),
-            TurnEvent::Cancelled(reply) => return Ending::Cancelled(reply.clone()),
-            _ => {}
+        match step(session, &entry.event) {
+            Step::Text(text) => on_text(text),
+            Step::Ended(ending) => return ending,
+            Step::Other => {}
         }
+    }
+}
+
+/// What one of a turn's log entries is to a front door that reads the
+/// turn to its end, entry by entry (as [`finish`] does, for a door that
+/// also does something between entries: MCP's progress, its event ids).
+pub(crate) enum Step<'a> {
+    Text(&'a str),
+    Ended(Ending),
+    Other,
+}
+
+/// Reads one entry: a client tool call is denied at once with
+/// [`NO_CLIENT_TOOLS`].
+pub(crate) fn step<'a>(session: &SessionLease, event: &'a TurnEvent) -> Step<'a> {
+    match event {
+        TurnEvent::TextDelta(text) => Step::Text(text),
+        TurnEvent::ToolCall(call) if call.side == ToolSide::Client => {
+            let denied = ClientAnswer::Nack(NO_CLIENT_TOOLS.to_owned());
+            session.answer_client_call(&call.id, denied);
+            Step::Other
+        }
+        TurnEvent::Completed(reply) => Step::Ended(Ending::Completed(reply.clone())),
+        TurnEvent::Failed(failure) => Step::Ended(Ending::Failed(failure.clone())),
+        TurnEvent::Cancelled(reply) => Step::Ended(Ending::Cancelled(reply.clone())),
+        _ => Step::Other,
     }
 }
 

@@ -58,6 +58,7 @@ pub mod fuzzing;
 mod gnosari;
 mod identity;
 mod lifecycle;
+mod mcp;
 mod memory_metrics;
 mod metrics;
 mod omnia;
@@ -120,6 +121,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::agents::routes())
         .merge(a2a::routes())
         .merge(functions::routes())
+        .merge(mcp::routes())
         .merge(routes::console::routes(console))
         .with_state(state)
 }

@@ -39,6 +39,8 @@ pub struct AppState {
     memories: Option<(Arc<dyn AgentMemory>, Arc<MemoryMetrics>)>,
     /// Where clients reach this server ([`AppState::public_base_url`]).
     public_base_url: String,
+    /// The MCP door's tool calls in flight, and its authorization server.
+    mcp: crate::mcp::McpState,
 }
 
 /// Media storage as the server uses it: the store and where clients reach
@@ -78,7 +80,15 @@ impl AppState {
             calls: call::Calls::default(),
             memories: None,
             public_base_url: String::new(),
+            mcp: crate::mcp::McpState::default(),
         }
+    }
+
+    /// The OAuth authorization server (the JWT issuer) that `/mcp`'s
+    /// protected-resource metadata names; `None`: no document is served.
+    pub fn with_authorization_server(mut self, issuer: Option<String>) -> AppState {
+        self.mcp.authorization_server = issuer;
+        self
     }
 
     /// The agents' memories (the session store's, measured by `metrics`),
@@ -131,6 +141,10 @@ impl AppState {
     /// The team `name` on `/ws/team/{name}`.
     pub(crate) fn team(&self, name: &str) -> Option<&Arc<TeamEntry>> {
         self.teams.get(name)
+    }
+
+    pub(crate) fn mcp(&self) -> &crate::mcp::McpState {
+        &self.mcp
     }
 
     pub(crate) fn settings(&self) -> &ServerSettings {

@@ -143,7 +143,8 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     let settings = server_settings(&config);
     let state = AppState::new(engine, agents, settings, media, identity)
         .with_teams(teams)
-        .with_memories(measured, memory_metrics);
+        .with_memories(measured, memory_metrics)
+        .with_authorization_server(config.auth.settings.jwt.as_ref().map(|j| j.issuer.clone()));
     Ok(App {
         state,
         public_url: config.public_url,

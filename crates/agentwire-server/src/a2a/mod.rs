@@ -126,7 +126,7 @@ async fn rpc(
         Ok(version) => version,
         Err(_) => return refuse(&body, ErrorKind::VersionNotSupported),
     };
-    if !is_json(&headers) {
+    if !facade::is_json(&headers) {
         return refuse(&body, ErrorKind::ContentTypeNotSupported);
     }
     let caller = match facade::caller(&state, &headers, &entry, address).await {
@@ -184,13 +184,4 @@ fn refuse(body: &[u8], kind: ErrorKind) -> Response {
         .and_then(|b| b.id)
         .unwrap_or(Value::Null);
     json_response(rpc::error(&id, &RpcError::new(kind)))
-}
-
-/// `application/json`, with any parameters (`; charset=utf-8`).
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }

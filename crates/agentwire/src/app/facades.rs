@@ -28,6 +28,7 @@ pub(super) fn build(config: &AgentFacades) -> anyhow::Result<Facades> {
         }),
         mcp: config.mcp.as_ref().map(|mcp| McpTool {
             description: mcp.description.clone(),
+            progress_interval: mcp.progress_interval,
         }),
         function: match &config.function {
             Some(function) => Some(FunctionSpec {

@@ -6,7 +6,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use std::time::Duration;
+
 use super::ConfigError;
+use super::duration::ConfigDuration;
 use agentwire_tools::ArgumentSchema;
 
 /// `facades` as written: the default for agents that do not say.
@@ -70,6 +73,12 @@ pub(super) struct RawAgentMcp {
     enabled: Option<bool>,
     /// The tool's description. Default: `Ask the agent <name>.`
     description: Option<String>,
+    /// The longest a call that asked for progress goes without a
+    /// `notifications/progress`: streamed text goes out as it comes, and
+    /// when none came for this long a notification without text does, so
+    /// clients that reset their timeout on progress wait out a long turn.
+    /// More than 0. Default: `10s`.
+    progress_interval: Option<ConfigDuration>,
 }
 
 /// `agents[].function` as written.
@@ -120,6 +129,7 @@ pub struct SkillConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpConfig {
     pub description: String,
+    pub progress_interval: Duration,
 }
 
 /// An agent as a REST function, validated: the schemas compile.
@@ -155,13 +165,12 @@ pub(super) fn validate_agent(
         None => None,
     };
     let mcp = match raw.mcp {
-        Some(block) => block
-            .enabled
-            .unwrap_or(true)
-            .then(|| mcp_config(name, block)),
-        None => defaults
-            .mcp
-            .then(|| mcp_config(name, RawAgentMcp::default())),
+        Some(block) => {
+            let enabled = block.enabled.unwrap_or(true);
+            Some(validate_mcp(&key, name, block)?).filter(|_| enabled)
+        }
+        None if defaults.mcp => Some(validate_mcp(&key, name, RawAgentMcp::default())?),
+        None => None,
     };
     let function = match raw.function {
         Some(block) => {
@@ -174,12 +183,28 @@ pub(super) fn validate_agent(
     Ok(AgentFacades { a2a, mcp, function })
 }
 
-fn mcp_config(name: &str, raw: RawAgentMcp) -> McpConfig {
-    McpConfig {
+/// The MCP tool's default progress interval: within the 60 s request
+/// timeout clients default to, with room to spare.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+
+fn validate_mcp(
+    key: &dyn Fn(&str) -> String,
+    name: &str,
+    raw: RawAgentMcp,
+) -> Result<McpConfig, ConfigError> {
+    let progress_interval = raw.progress_interval.map_or(PROGRESS_INTERVAL, |d| d.0);
+    if progress_interval.is_zero() {
+        return Err(ConfigError::new(
+            key("mcp.progress_interval"),
+            "must be more than 0",
+        ));
+    }
+    Ok(McpConfig {
         description: raw
             .description
             .unwrap_or_else(|| format!("Ask the agent {name}.")),
-    }
+        progress_interval,
+    })
 }
 
 fn validate_a2a(
@@ -271,4 +296,32 @@ fn validate_function(
         input_schema: raw.input_schema,
         output_schema: raw.output_schema,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    fn mcp(block: &str) -> Result<Option<super::McpConfig>, super::ConfigError> {
+        let yaml = format!(
+            "storage:\n  sessions: memory\nagents:\n  - name: a\n    handler: echo\n{block}"
+        );
+        let config = super::super::parse(&yaml, |_| None)?;
+        Ok(config.agents[0].facades.mcp.clone())
+    }
+
+    #[test]
+    fn the_mcp_progress_interval_defaults_to_ten_seconds_and_is_never_zero() {
+        assert_eq!(mcp("").unwrap(), None);
+        let default = mcp("    mcp: {enabled: true}\n").unwrap().unwrap();
+        assert_eq!(default.progress_interval, Duration::from_secs(10));
+        assert_eq!(default.description, "Ask the agent a.");
+        let short = mcp("    mcp: {enabled: true, progress_interval: 250ms}\n");
+        assert_eq!(
+            short.unwrap().unwrap().progress_interval,
+            Duration::from_millis(250)
+        );
+        let zero = mcp("    mcp: {enabled: true, progress_interval: 0s}\n").unwrap_err();
+        assert_eq!(zero.key, "agents[0].mcp.progress_interval");
+    }
 }

@@ -36,6 +36,7 @@ mod inbound_budget;
 mod keepalive;
 mod large_messages;
 mod limits;
+mod mcp_server;
 mod media;
 mod media_out;
 mod media_owner;
