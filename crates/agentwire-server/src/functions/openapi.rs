@@ -366,13 +366,16 @@ fn error_schemas() -> Map<String, Value> {
 fn agent_listing() -> Value {
     let agent = json!({"type": "object", "additionalProperties": false,
         "required": ["name", "access_level", "credential_required", "ai_disclosure",
-            "voice", "memory"],
+            "voice", "memory", "a2a_card", "mcp_tool", "function"],
         "properties": {"name": {"type": "string"},
             "access_level": {"enum": ["public", "private"]},
             "credential_required": {"type": "boolean"},
             "ai_disclosure": {"type": ["boolean", "null"]},
             "voice": {"type": "boolean"},
-            "memory": {"enum": ["caller_agent", "caller", null]}}});
+            "memory": {"enum": ["caller_agent", "caller", null]},
+            "a2a_card": {"type": ["string", "null"]},
+            "mcp_tool": {"type": ["string", "null"]},
+            "function": {"type": ["string", "null"]}}});
     json!({"type": "object", "additionalProperties": false, "required": ["agents", "media"],
         "properties": {"agents": {"type": "array", "items": agent},
             "media": {"type": "boolean"}}})
