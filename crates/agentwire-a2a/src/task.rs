@@ -184,6 +184,17 @@ impl Task {
     }
 }
 
+/// A reply chunk's fields, borrowed for [`Writer::event_text`].
+struct TextChunk<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+    artifact_id: &'a str,
+    text: &'a str,
+    append: bool,
+    last_chunk: bool,
+    metadata: Option<&'a Value>,
+}
+
 /// Writes the neutral values in one version's JSON.
 #[derive(Debug, Clone, Copy)]
 pub struct Writer(pub Version);
@@ -355,6 +366,64 @@ impl Writer {
         }
     }
 
+    /// A stream event as the JSON-RPC result with `id`, as text. A reply
+    /// chunk (most of a stream's events) is written directly, without a
+    /// `Value` tree; the rest through [`Writer::event`].
+    pub fn event_text(self, id: &Value, event: &Event) -> String {
+        match event {
+            Event::Artifact {
+                task_id,
+                context_id,
+                artifact,
+                append,
+                last_chunk,
+                metadata,
+            } if artifact.name.is_none()
+                && matches!(artifact.parts.as_slice(), [Part::Text(_)]) =>
+            {
+                let [Part::Text(text)] = artifact.parts.as_slice() else {
+                    unreachable!("matched above")
+                };
+                let chunk = TextChunk {
+                    task_id,
+                    context_id,
+                    artifact_id: &artifact.artifact_id,
+                    text,
+                    append: *append,
+                    last_chunk: *last_chunk,
+                    metadata: metadata.as_ref(),
+                };
+                self.text_chunk(id, &chunk)
+            }
+            _ => crate::rpc::result(id, self.event(event)),
+        }
+    }
+
+    fn text_chunk(self, id: &Value, chunk: &TextChunk<'_>) -> String {
+        let quoted = |s: &str| serde_json::to_string(s).expect("strings serialize");
+        let part = match self.0 {
+            Version::V1_0 => format!(r#"{{"text":{}}}"#, quoted(chunk.text)),
+            Version::V0_3 => format!(r#"{{"kind":"text","text":{}}}"#, quoted(chunk.text)),
+        };
+        let metadata = match chunk.metadata {
+            Some(m) => format!(r#","metadata":{m}"#),
+            None => String::new(),
+        };
+        let body = format!(
+            r#""taskId":{},"contextId":{},"artifact":{{"artifactId":{},"parts":[{part}]}},"append":{},"lastChunk":{}{metadata}"#,
+            quoted(chunk.task_id),
+            quoted(chunk.context_id),
+            quoted(chunk.artifact_id),
+            chunk.append,
+            chunk.last_chunk,
+        );
+        let result = match self.0 {
+            Version::V1_0 => format!(r#"{{"artifactUpdate":{{{body}}}}}"#),
+            Version::V0_3 => format!(r#"{{{body},"kind":"artifact-update"}}"#),
+        };
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+    }
+
     /// v1.0 names the event by its key; v0.3 by `kind`, with `final` on a
     /// status update.
     fn wrap(self, mut value: Value, key: &str, kind: &str, last: Option<bool>) -> Value {
@@ -400,6 +469,30 @@ mod tests {
         assert_eq!(v03["kind"], "status-update");
         assert_eq!(v03["final"], true);
         assert_eq!(v03["status"]["state"], "completed");
+    }
+
+    #[test]
+    fn a_chunk_written_directly_is_the_chunk_written_as_a_value() {
+        let event = Event::Artifact {
+            task_id: "s~1".into(),
+            context_id: "s".into(),
+            artifact: Artifact {
+                artifact_id: "reply".into(),
+                name: None,
+                parts: vec![Part::Text("a \"quoted\"\n line".into())],
+            },
+            append: true,
+            last_chunk: false,
+            metadata: Some(serde_json::json!({"agentwire.position": "00ab-7"})),
+        };
+        for version in [Version::V1_0, Version::V0_3] {
+            let writer = Writer(version);
+            let id = Value::from(9);
+            let direct: Value = serde_json::from_str(&writer.event_text(&id, &event)).unwrap();
+            let tree: Value =
+                serde_json::from_str(&crate::rpc::result(&id, writer.event(&event))).unwrap();
+            assert_eq!(direct, tree, "{version:?}");
+        }
     }
 
     #[test]

@@ -218,6 +218,9 @@ struct A2aClient {
     addr: SocketAddr,
     buffer: Vec<u8>,
     next_id: u64,
+    /// The session the first turn opened: later turns continue it, as a
+    /// WebSocket client's turns share its connection's session.
+    context_id: Option<String>,
 }
 
 impl A2aClient {
@@ -236,6 +239,7 @@ impl A2aClient {
             addr,
             buffer: Vec::with_capacity(16 * 1024),
             next_id: 0,
+            context_id: None,
         })
     }
 
@@ -243,10 +247,13 @@ impl A2aClient {
     /// head.
     async fn send_streaming(&mut self, agent: &str, scenario: Option<&str>) -> anyhow::Result<()> {
         self.next_id += 1;
-        let metadata = match scenario {
+        let mut metadata = match scenario {
             Some(s) => format!(r#","metadata":{{"mock_scenario":"{s}"}}"#),
             None => String::new(),
         };
+        if let Some(context) = &self.context_id {
+            metadata.push_str(&format!(r#","contextId":"{context}""#));
+        }
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{},"method":"SendStreamingMessage","params":{{"message":{{"messageId":"m{}","role":"ROLE_USER","parts":[{{"text":"go"}}]{metadata}}}}}}}"#,
             self.next_id, self.next_id
@@ -279,6 +286,9 @@ impl A2aClient {
             }
             if contains(&chunk, b"TASK_STATE_FAILED") {
                 bail!("a turn failed");
+            }
+            if self.context_id.is_none() {
+                self.context_id = context_of(&chunk);
             }
         }
     }
@@ -329,6 +339,14 @@ impl A2aClient {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The `contextId` an event names.
+fn context_of(event: &[u8]) -> Option<String> {
+    const KEY: &[u8] = br#""contextId":""#;
+    let start = find(event, KEY)? + KEY.len();
+    let end = start + event[start..].iter().position(|b| *b == b'"')?;
+    Some(String::from_utf8_lossy(&event[start..end]).into_owned())
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -10,7 +10,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use agentwire_a2a::Version;
-use agentwire_a2a::rpc;
 use agentwire_a2a::task::{Event, Task, Writer};
 use agentwire_a2a::turn::{TaskStream, position};
 use agentwire_core::{ClientAnswer, LogReader, ToolSide, TurnEvent};
@@ -158,7 +157,7 @@ impl TaskEvents {
         let writer = Writer(version);
         let events = stream::unfold((self, id), move |(mut events, id)| async move {
             let (position, event) = events.next().await?;
-            let data = rpc::result(&id, writer.event(&event));
+            let data = writer.event_text(&id, &event);
             // The id first: a client that stops reading after an event's
             // data has its position already.
             let mut sse_event = sse::Event::default();
