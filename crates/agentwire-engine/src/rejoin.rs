@@ -113,6 +113,20 @@ impl SessionLease {
         self.session.log.rejoin_reader(turn.0.checked_sub(1)?)
     }
 
+    /// Keeps the session in memory for `grace` from now, whoever owns it:
+    /// a client that continues it with its next request (the request
+    /// doors: A2A, MCP, REST) finds it live instead of loaded from the
+    /// store again. Needs a tokio runtime; without one it does nothing.
+    pub fn hold_for(&self, grace: Duration) {
+        let held = self.clone_lease();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep(grace).await;
+                drop(held);
+            });
+        }
+    }
+
     /// Keeps the session, and so its log, in memory for [`REJOIN_GRACE`]
     /// more, when its owner could rejoin it; anonymous sessions never
     /// rejoin, so theirs go at once. Needs a tokio runtime; without one (a

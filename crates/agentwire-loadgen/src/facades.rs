@@ -3,9 +3,10 @@
 //! holds at once.
 //!
 //! The WebSocket's figures come from the `stream` scenario (`run::run`);
-//! A2A's from clients of this module that send `SendStreamingMessage` on
+//! A2A's and MCP's from clients of this module that send
+//! `SendStreamingMessage` (or `tools/call` with a progress token) on
 //! keep-alive HTTP/1.1 connections and read each reply's server-sent
-//! events to the terminal status. Server CPU is read from /proc around
+//! events to the end. Server CPU is read from /proc around
 //! each phase, so the ratios are of one process under the same load.
 
 use std::net::{IpAddr, SocketAddr};
@@ -63,14 +64,15 @@ pub async fn run(options: FacadeOptions) -> anyhow::Result<()> {
     let (mut child, addr, _dir) = start(&options).await?;
     let pid = child.id().context("agentwire pid")?;
     let websocket = websocket(&options, addr, pid).await?;
-    let a2a = a2a_turns(&options, addr, pid).await?;
+    let a2a = door_turns(&options, addr, pid, Door::A2a).await?;
+    let mcp = door_turns(&options, addr, pid, Door::Mcp).await?;
     let capacity = match options.streams {
         0 => None,
         n => Some(hold_streams(addr, pid, n).await?),
     };
     let _ = child.start_kill();
     let _ = child.wait().await;
-    let text = report(&options, &[websocket, a2a], capacity.as_ref());
+    let text = report(&options, &[websocket, a2a, mcp], capacity.as_ref());
     println!("{text}");
     if let Some(path) = &options.markdown {
         std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
@@ -84,7 +86,7 @@ async fn start(options: &FacadeOptions) -> anyhow::Result<(Child, SocketAddr, te
     let sessions = format!("sqlite://{}", dir.path().join("bench.db").display());
     let connections = options.connections.max(options.streams);
     let yaml = format!(
-        "{}  - name: {HOLD_AGENT}\n    handler: test\nfacades:\n  a2a: true\n",
+        "{}  - name: {HOLD_AGENT}\n    handler: test\nfacades:\n  a2a: true\n  mcp: true\n",
         agentwire_config(connections, options.chunks.max(1), &sessions)
     );
     let config = dir.path().join("agentwire.yaml");
@@ -126,18 +128,28 @@ async fn websocket(
     })
 }
 
+/// A request door under load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// `SendStreamingMessage`, read as server-sent events.
+    A2a,
+    /// `tools/call` with a progress token, read as server-sent events.
+    Mcp,
+}
+
 /// `connections` clients sending streamed turns back to back for the
-/// duration, each on its own keep-alive connection.
-async fn a2a_turns(
+/// duration, each on its own keep-alive connection and session.
+async fn door_turns(
     options: &FacadeOptions,
     addr: SocketAddr,
     pid: u32,
+    door: Door,
 ) -> anyhow::Result<DoorFigures> {
     let turns = Arc::new(AtomicU64::new(0));
     let mut clients = Vec::with_capacity(options.connections);
     for index in 0..options.connections {
         let source = source_address(addr, index);
-        clients.push(A2aClient::connect(addr, source).await?);
+        clients.push(DoorClient::connect(addr, source).await?);
     }
     let before = probe::sample(pid)?;
     let started = Instant::now();
@@ -147,7 +159,10 @@ async fn a2a_turns(
         let turns = turns.clone();
         tasks.spawn(async move {
             while Instant::now() < deadline {
-                client.streamed_turn(CHUNK_AGENT).await?;
+                match door {
+                    Door::A2a => client.streamed_turn(CHUNK_AGENT).await?,
+                    Door::Mcp => client.mcp_turn(CHUNK_AGENT).await?,
+                }
                 turns.fetch_add(1, Ordering::Relaxed);
             }
             anyhow::Ok(())
@@ -159,7 +174,10 @@ async fn a2a_turns(
     let secs = started.elapsed().as_secs_f64();
     let after = probe::sample(pid)?;
     Ok(DoorFigures {
-        door: "A2A (JSON-RPC, SSE)",
+        door: match door {
+            Door::A2a => "A2A (JSON-RPC, SSE)",
+            Door::Mcp => "MCP (tools/call, SSE with progress)",
+        },
         turns: turns.load(Ordering::Relaxed),
         cpu_us: after.cpu_us.saturating_sub(before.cpu_us),
         secs,
@@ -187,7 +205,7 @@ async fn hold_streams(addr: SocketAddr, pid: u32, streams: usize) -> anyhow::Res
         let gate = gate.clone();
         opening.spawn(async move {
             let _permit = gate.acquire_owned().await?;
-            let mut client = A2aClient::connect(addr, source_address(addr, index)).await?;
+            let mut client = DoorClient::connect(addr, source_address(addr, index)).await?;
             client.open_stream(HOLD_AGENT).await?;
             anyhow::Ok(client)
         });
@@ -212,8 +230,8 @@ async fn hold_streams(addr: SocketAddr, pid: u32, streams: usize) -> anyhow::Res
     })
 }
 
-/// One keep-alive HTTP/1.1 connection to the A2A door.
-struct A2aClient {
+/// One keep-alive HTTP/1.1 connection to a request door (A2A or MCP).
+struct DoorClient {
     stream: TcpStream,
     addr: SocketAddr,
     buffer: Vec<u8>,
@@ -223,8 +241,8 @@ struct A2aClient {
     context_id: Option<String>,
 }
 
-impl A2aClient {
-    async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> anyhow::Result<A2aClient> {
+impl DoorClient {
+    async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> anyhow::Result<DoorClient> {
         let socket = match addr {
             SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
             SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
@@ -234,7 +252,7 @@ impl A2aClient {
         }
         let stream = socket.connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(A2aClient {
+        Ok(DoorClient {
             stream,
             addr,
             buffer: Vec::with_capacity(16 * 1024),
@@ -293,6 +311,48 @@ impl A2aClient {
         }
     }
 
+    /// One `tools/call` of `ask_<agent>` with a progress token, its
+    /// server-sent events read to the body's end; later calls continue the
+    /// session the first one opened.
+    async fn mcp_turn(&mut self, agent: &str) -> anyhow::Result<()> {
+        self.next_id += 1;
+        let session = match &self.context_id {
+            Some(s) => format!(r#","session_id":"{s}""#),
+            None => String::new(),
+        };
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ask_{agent}","arguments":{{"message":"go"{session}}},"_meta":{{"progressToken":{id}}}}}}}"#,
+            id = self.next_id
+        );
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        self.stream.write_all(request.as_bytes()).await?;
+        let head = self.read_until(b"\r\n\r\n").await?;
+        if !head.starts_with(b"HTTP/1.1 200") {
+            bail!(
+                "MCP answered {}",
+                String::from_utf8_lossy(&head[..head.len().min(40)])
+            );
+        }
+        loop {
+            let size = self.read_until(b"\r\n").await?;
+            let size = usize::from_str_radix(std::str::from_utf8(&size[..size.len() - 2])?, 16)?;
+            let chunk = self.read_exact(size + 2).await?;
+            if size == 0 {
+                return Ok(());
+            }
+            if contains(&chunk, br#""isError":true"#) {
+                bail!("a call failed");
+            }
+            if self.context_id.is_none() {
+                self.context_id = quoted_after(&chunk, br#""session_id":""#);
+            }
+        }
+    }
+
     /// Starts a `hold` turn and waits for its first chunk.
     async fn open_stream(&mut self, agent: &str) -> anyhow::Result<()> {
         self.send_streaming(agent, Some("hold")).await?;
@@ -343,8 +403,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// The `contextId` an event names.
 fn context_of(event: &[u8]) -> Option<String> {
-    const KEY: &[u8] = br#""contextId":""#;
-    let start = find(event, KEY)? + KEY.len();
+    quoted_after(event, br#""contextId":""#)
+}
+
+/// The JSON string that follows `key` (which ends with its opening quote).
+fn quoted_after(event: &[u8], key: &[u8]) -> Option<String> {
+    let start = find(event, key)? + key.len();
     let end = start + event[start..].iter().position(|b| *b == b'"')?;
     Some(String::from_utf8_lossy(&event[start..end]).into_owned())
 }

@@ -11,8 +11,8 @@
 //! - [`soak`]: the soak's RSS samples and its two memory figures.
 //! - [`compare`]: both servers as child processes, alternating, medians and
 //!   ratios.
-//! - [`facades`]: a streamed turn's server CPU over the WebSocket and over
-//!   A2A in one sitting, and concurrent A2A streams held.
+//! - [`facades`]: a streamed turn's server CPU over the WebSocket, A2A and
+//!   MCP in one sitting, and concurrent A2A streams held.
 //! - [`calls`]: concurrent voice calls on the mock voice provider: CPU per
 //!   call-second and RSS per call.
 

@@ -73,9 +73,10 @@ enum Command {
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
-    /// Start agentwire with A2A on and measure a streamed turn's server CPU
-    /// over the WebSocket and over A2A (server-sent events) in one sitting;
-    /// then, with `--streams`, how many A2A streams it holds at once.
+    /// Start agentwire with A2A and MCP on and measure a streamed turn's
+    /// server CPU over the WebSocket, A2A and MCP (server-sent events) in
+    /// one sitting; then, with `--streams`, how many A2A streams it holds
+    /// at once.
     Facades {
         /// Streaming clients per front door.
         #[arg(long, default_value_t = 100)]

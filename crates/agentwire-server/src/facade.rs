@@ -26,6 +26,12 @@ use crate::lifecycle::{self, RequestSlot};
 use crate::upgrade::{self, ClientAddress};
 use crate::{AgentEntry, AppState};
 
+/// How long a request's session stays in memory after its turn starts: a
+/// client that continues the conversation with its next request finds it
+/// live rather than loaded from the store again. Sessions held this way are
+/// those used through a request door in the last minute.
+const REQUEST_SESSION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The namespace of the sessions a request opens: the WebSocket's default.
 const NAMESPACE: &str = "default";
 
@@ -114,6 +120,7 @@ pub(crate) async fn start(
     };
     let request = lifecycle::hold_request(state);
     let handle = Admission::turn(state, intent).await?;
+    handle.session.hold_for(REQUEST_SESSION_GRACE);
     Ok(RequestTurn {
         handle,
         hold: TurnHold {

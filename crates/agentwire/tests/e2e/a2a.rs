@@ -582,3 +582,94 @@ async fn failed_credentials_and_turns_count_with_the_websockets() {
     );
     assert_eq!(answer["error"]["message"], "turn rate limit exceeded");
 }
+
+/// A `tools/call` of `ask_echo` on `/mcp` (JSON answer): its result.
+async fn mcp_ask(server: &TestServer, key: &str, text: &str) -> (u16, Value) {
+    let auth = bearer(key);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ask_echo", "arguments": {"message": text}}})
+    .to_string();
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Authorization", auth.as_str()),
+    ];
+    let response = server.http("POST", "/mcp", &headers, body.as_bytes()).await;
+    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, value)
+}
+
+#[tokio::test]
+async fn every_front_door_counts_against_the_same_limits() {
+    let limits = "  limits:\n    auth_failures_per_address_per_minute: 3\n    turns_per_minute_per_caller: 3\n";
+    let top_level = format!("{}  mcp: true\n  functions: true\n", config());
+    let server = TestServer::with_server_and_runtime(limits, &top_level, "").await;
+    // Alice's turns: one on each door, then every door refuses.
+    let (mut client, _) = crate::turn_log::connect_as(&server, "agent=echo", ALICE).await;
+    client.say("one").await;
+    assert_eq!(client.recv_turn().await.pop().unwrap()["type"], "done");
+    alices_task(&server).await;
+    let (status, answer) = mcp_ask(&server, ALICE, "three").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        answer["result"]["structuredContent"]["reply"], "Echo: three",
+        "{answer}"
+    );
+    let (_, answer) = mcp_ask(&server, ALICE, "four").await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("RATE_LIMITED"), "{answer}");
+    let alice = bearer(ALICE);
+    let call = server
+        .http(
+            "POST",
+            "/functions/echo",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &alice),
+            ],
+            b"\"five\"",
+        )
+        .await;
+    assert_eq!(call.status, 429, "{}", String::from_utf8_lossy(&call.body));
+    server.stop().await;
+
+    // Failed credentials: one on each request door, then the WebSocket is
+    // throttled.
+    let server = TestServer::with_server_and_runtime(limits, &top_level, "").await;
+    let wrong = "ak_wrong_key_0123456789";
+    let get = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x~1"}}"#;
+    let wrong_bearer = bearer(wrong);
+    let (status, _) = rpc(
+        &server,
+        "echo",
+        &[("A2A-Version", "1.0"), ("Authorization", &wrong_bearer)],
+        get,
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(mcp_ask(&server, wrong, "x").await.0, 401);
+    let call = server
+        .http(
+            "POST",
+            "/functions/echo",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &wrong_bearer),
+            ],
+            b"\"x\"",
+        )
+        .await;
+    assert_eq!(call.status, 401);
+    let refused = server
+        .try_connect_with("agent=echo", &[("Authorization", &alice)])
+        .await;
+    assert_eq!(
+        refused.err().map(|(status, _)| status),
+        Some(429),
+        "throttled on the WebSocket too"
+    );
+}
