@@ -374,3 +374,48 @@ async fn a_full_disk_under_sqlite_fails_turns_loses_nothing_acknowledged_and_rec
 
 mod media;
 mod tools;
+
+#[tokio::test]
+async fn the_request_doors_answer_a_failing_store_with_their_internal_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("agentwire.db");
+    let switch = FaultSwitch::new();
+    let top_level = "facades:\n  a2a: true\n  functions: true\n";
+    let server = TestServer::with_wrappers(
+        &db,
+        &yaml(&db, "", top_level, ""),
+        failing_sessions(&switch),
+    )
+    .await;
+    let json = [("Content-Type", "application/json")];
+    let call = server
+        .http("POST", "/functions/echo", &json, b"\"hi\"")
+        .await;
+    assert_eq!(call.status, 200, "{}", String::from_utf8_lossy(&call.body));
+    switch.fail();
+    let call = server
+        .http("POST", "/functions/echo", &json, b"\"hi\"")
+        .await;
+    assert_eq!(call.status, 500);
+    let body: serde_json::Value = serde_json::from_slice(&call.body).unwrap();
+    assert_eq!(body["error"], "internal_error", "{body}");
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}}}"#;
+    let a2a = [("Content-Type", "application/json"), ("A2A-Version", "1.0")];
+    let answer = server
+        .http("POST", "/a2a/echo", &a2a, send.as_bytes())
+        .await;
+    let answer: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(
+        answer["error"]["data"][0]["reason"], "INTERNAL_ERROR",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["error"]["message"], "internal server error",
+        "no detail: {answer}"
+    );
+    switch.recover();
+    let call = server
+        .http("POST", "/functions/echo", &json, b"\"again\"")
+        .await;
+    assert_eq!(call.status, 200, "recovered");
+}
