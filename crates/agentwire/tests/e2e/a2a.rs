@@ -673,3 +673,38 @@ async fn every_front_door_counts_against_the_same_limits() {
         "throttled on the WebSocket too"
     );
 }
+
+#[tokio::test]
+async fn bad_facade_keys_are_named() {
+    let agent = |block: &str| format!("agents:\n  - name: echo\n    handler: echo\n{block}");
+    crate::config_errors::assert_rejected(
+        &agent("    a2a:\n      skills:\n        - {id: s, name: S, description: D, tags: []}\n"),
+        "agents[0].a2a.skills[0].tags",
+        "at least one tag",
+    );
+    crate::config_errors::assert_rejected(
+        &agent(
+            "    a2a:\n      skills:\n        - {id: s, name: S, description: D, tags: [first]}\n        - {id: s, name: T, description: E, tags: [second]}\n",
+        ),
+        "agents[0].a2a.skills[1].id",
+        "duplicate skill id",
+    );
+    crate::config_errors::assert_rejected(
+        &agent("    a2a:\n      version: \"\"\n"),
+        "agents[0].a2a.version",
+        "must not be empty",
+    );
+    crate::config_errors::assert_rejected(
+        &agent("    function:\n      input_schema: {type: 12}\n"),
+        "agents[0].function.input_schema",
+        "",
+    );
+    crate::config_errors::assert_rejected(
+        &format!(
+            "facades:\n  a2a: maybe\n{}",
+            crate::config_errors::ONE_AGENT
+        ),
+        "facades.a2a",
+        "",
+    );
+}

@@ -41,7 +41,7 @@ pub(crate) fn check_config(path: &Path) -> Output {
 
 /// Runs `check-config` on `text`; asserts exit 64 and that stderr is
 /// `config error: <key>: ...` mentioning `fragment`.
-fn assert_rejected(text: &str, key: &str, fragment: &str) {
+pub(crate) fn assert_rejected(text: &str, key: &str, fragment: &str) {
     let (_dir, path) = write_config(text);
     let output = check_config(&path);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -792,37 +792,5 @@ async fn valid_team_configs_pass() {
         Some(0),
         "{}",
         String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-#[tokio::test]
-async fn bad_facade_keys_are_named() {
-    let agent = |block: &str| format!("agents:\n  - name: echo\n    handler: echo\n{block}");
-    assert_rejected(
-        &agent("    a2a:\n      skills:\n        - {id: s, name: S, description: D, tags: []}\n"),
-        "agents[0].a2a.skills[0].tags",
-        "at least one tag",
-    );
-    assert_rejected(
-        &agent(
-            "    a2a:\n      skills:\n        - {id: s, name: S, description: D, tags: [first]}\n        - {id: s, name: T, description: E, tags: [second]}\n",
-        ),
-        "agents[0].a2a.skills[1].id",
-        "duplicate skill id",
-    );
-    assert_rejected(
-        &agent("    a2a:\n      version: \"\"\n"),
-        "agents[0].a2a.version",
-        "must not be empty",
-    );
-    assert_rejected(
-        &agent("    function:\n      input_schema: {type: 12}\n"),
-        "agents[0].function.input_schema",
-        "",
-    );
-    assert_rejected(
-        &format!("facades:\n  a2a: maybe\n{ONE_AGENT}"),
-        "facades.a2a",
-        "",
     );
 }

@@ -748,3 +748,28 @@ async fn without_a_credential_a_private_agents_tool_is_401() {
         .await;
     assert_eq!(refused.status, 401);
 }
+
+#[tokio::test]
+async fn the_python_client_resumes_a_dropped_stream_with_its_own_resumption_api() {
+    if clients().is_none() {
+        return;
+    }
+    let server = server().await;
+    let (python, _) = clients().expect("checked above");
+    let script = repo_root().join("crates/agentwire/tests/clients/mcp_resume.py");
+    let mut command = tokio::process::Command::new(python);
+    command
+        .arg(script)
+        .arg(mcp_url(&server))
+        .arg(ALICE_KEY)
+        .arg("ask_test-agent")
+        .arg(json!({"message": "go"}).to_string())
+        .arg(scenario("paced"));
+    let out = run(command).await;
+    assert_eq!(out["before"], json!(["one ", "two "]), "{out}");
+    assert_eq!(out["isError"], false, "{out}");
+    assert_eq!(
+        out["text"], "one two three four five",
+        "the whole reply after the resume: {out}"
+    );
+}
