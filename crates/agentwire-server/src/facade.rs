@@ -26,10 +26,12 @@ use crate::lifecycle::{self, RequestSlot};
 use crate::upgrade::{self, ClientAddress};
 use crate::{AgentEntry, AppState};
 
-/// How long a request's session stays in memory after its turn starts: a
-/// client that continues the conversation with its next request finds it
-/// live rather than loaded from the store again. Sessions held this way are
-/// those used through a request door in the last minute.
+/// How long a continued session stays in memory after its turn starts: a
+/// client that goes on with the conversation in its next request finds it
+/// live rather than loaded from the store again. Only a request that
+/// continued a session holds it (a one-off call, such as a REST function,
+/// holds nothing), so what is held is the conversations that went on
+/// through a request door in the last minute.
 const REQUEST_SESSION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The namespace of the sessions a request opens: the WebSocket's default.
@@ -102,6 +104,7 @@ pub(crate) async fn start(
     let credential = CredentialClock::new(state, message.caller.identity.as_ref());
     let scope = ConnectionScope::new();
     let minted = state.engine().mint_session_id();
+    let continued = message.session.is_some();
     let intent = TurnIntent {
         agent: &message.agent.agent,
         namespace: NAMESPACE,
@@ -120,7 +123,9 @@ pub(crate) async fn start(
     };
     let request = lifecycle::hold_request(state);
     let handle = Admission::turn(state, intent).await?;
-    handle.session.hold_for(REQUEST_SESSION_GRACE);
+    if continued {
+        handle.session.hold_for(REQUEST_SESSION_GRACE);
+    }
     Ok(RequestTurn {
         handle,
         hold: TurnHold {
