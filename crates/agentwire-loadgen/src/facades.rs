@@ -296,10 +296,8 @@ impl DoorClient {
     async fn streamed_turn(&mut self, agent: &str) -> anyhow::Result<()> {
         self.send_streaming(agent, None).await?;
         loop {
-            let size = self.read_until(b"\r\n").await?;
-            let size = usize::from_str_radix(std::str::from_utf8(&size[..size.len() - 2])?, 16)?;
-            let chunk = self.read_exact(size + 2).await?;
-            if size == 0 {
+            let chunk = self.next_chunk().await?;
+            if chunk.is_empty() {
                 return Ok(());
             }
             if contains(&chunk, b"TASK_STATE_FAILED") {
@@ -338,10 +336,8 @@ impl DoorClient {
             );
         }
         loop {
-            let size = self.read_until(b"\r\n").await?;
-            let size = usize::from_str_radix(std::str::from_utf8(&size[..size.len() - 2])?, 16)?;
-            let chunk = self.read_exact(size + 2).await?;
-            if size == 0 {
+            let chunk = self.next_chunk().await?;
+            if chunk.is_empty() {
                 return Ok(());
             }
             if contains(&chunk, br#""isError":true"#) {
@@ -357,16 +353,23 @@ impl DoorClient {
     async fn open_stream(&mut self, agent: &str) -> anyhow::Result<()> {
         self.send_streaming(agent, Some("hold")).await?;
         loop {
-            let size = self.read_until(b"\r\n").await?;
-            let size = usize::from_str_radix(std::str::from_utf8(&size[..size.len() - 2])?, 16)?;
-            let chunk = self.read_exact(size + 2).await?;
+            let chunk = self.next_chunk().await?;
             if contains(&chunk, b"artifactUpdate") {
                 return Ok(());
             }
-            if size == 0 {
+            if chunk.is_empty() {
                 bail!("the stream ended before its first chunk");
             }
         }
+    }
+
+    /// The next piece of a chunked body; empty at its end.
+    async fn next_chunk(&mut self) -> anyhow::Result<Vec<u8>> {
+        let size = self.read_until(b"\r\n").await?;
+        let size = usize::from_str_radix(std::str::from_utf8(&size[..size.len() - 2])?, 16)?;
+        let mut chunk = self.read_exact(size + 2).await?;
+        chunk.truncate(size);
+        Ok(chunk)
     }
 
     /// Bytes up to and including `marker`.

@@ -32,11 +32,7 @@ pub(super) async fn send(call: Call, params: Value) -> Response {
         Ok(params) => params,
         Err(e) => return call.error(e),
     };
-    let answer = match &params.message.task_id {
-        Some(_) => answer_task(&call, &params).await,
-        None => start(&call, &params).await,
-    };
-    let (events, mut task) = match answer {
+    let (events, mut task) = match begin(&call, &params).await {
         Ok(started) => started,
         Err(e) => return call.error(e),
     };
@@ -62,15 +58,20 @@ pub(super) async fn stream(call: Call, params: Value) -> Response {
         Ok(params) => params,
         Err(e) => return call.error(e),
     };
-    let answer = match &params.message.task_id {
-        Some(_) => answer_task(&call, &params).await,
-        None => start(&call, &params).await,
-    };
-    match answer {
+    match begin(&call, &params).await {
         Ok((events, task)) => events
             .starting_with(Event::Task(task))
             .into_sse(call.id.clone(), call.version),
         Err(e) => call.error(e),
+    }
+}
+
+/// The message's task and its events: a new task, or the one whose client
+/// tool call the message answers.
+async fn begin(call: &Call, params: &SendParams) -> Result<(TaskEvents, Task), RpcError> {
+    match &params.message.task_id {
+        Some(_) => answer_task(call, params).await,
+        None => start(call, params).await,
     }
 }
 

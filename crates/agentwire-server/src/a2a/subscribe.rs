@@ -11,7 +11,6 @@ use agentwire_a2a::message;
 use agentwire_a2a::rpc::{ErrorKind, RpcError};
 use agentwire_a2a::task::Event;
 use agentwire_a2a::turn::parse_position;
-use agentwire_engine::{AnonymousRejoin, RejoinRequest};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -38,19 +37,7 @@ pub(super) async fn subscribe(call: Call, params: Value) -> Response {
 /// The subscription's events, the task as the client saw it first.
 async fn events(call: &Call, task: &TaskRef) -> Result<TaskEvents, RpcError> {
     let position = call.last_event_id.as_deref().and_then(parse_position);
-    let rejoined = call
-        .state
-        .engine()
-        .rejoin(RejoinRequest {
-            agent: &call.agent.agent,
-            namespace: "default",
-            owner: call.owner(),
-            anonymous: AnonymousRejoin::ById,
-            session: task.session.as_str(),
-            position,
-        })
-        .await
-        .map_err(|_| RpcError::new(ErrorKind::TaskNotFound))?;
+    let rejoined = tasks::rejoin_at(call, &task.session, position).await?;
     let lease = rejoined.session;
     let (reader, seen) = match (rejoined.replayed, position) {
         (true, Some((_, seq))) => (rejoined.reader, seq),

@@ -12,9 +12,9 @@ use agentwire_a2a::task::Writer;
 use agentwire_a2a::task::{Artifact, Message, Part, Role, Status, Task, TaskState};
 use agentwire_a2a::turn::{REPLY_ARTIFACT, TaskStream};
 use agentwire_core::{
-    MessageBody, ReplyEnd, SessionCursor, SessionId, SessionRecord, StoredMessage, Timestamp,
+    Epoch, MessageBody, ReplyEnd, SessionCursor, SessionId, SessionRecord, StoredMessage, Timestamp,
 };
-use agentwire_engine::{AnonymousRejoin, RejoinRequest, SessionLease};
+use agentwire_engine::{AnonymousRejoin, RejoinRequest, Rejoined, SessionLease};
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -143,8 +143,17 @@ fn is_question(message: &StoredMessage) -> bool {
 
 /// Attaches the caller to the session: its log, here or mirrored.
 pub(super) async fn rejoin(call: &Call, session: &SessionId) -> Result<SessionLease, RpcError> {
-    let rejoined = call
-        .state
+    Ok(rejoin_at(call, session, None).await?.session)
+}
+
+/// Attaches the caller to the session's log from `position` (the last
+/// entry the client had), replayed when the log still reaches back to it.
+pub(super) async fn rejoin_at(
+    call: &Call,
+    session: &SessionId,
+    position: Option<(Epoch, u64)>,
+) -> Result<Rejoined, RpcError> {
+    call.state
         .engine()
         .rejoin(RejoinRequest {
             agent: &call.agent.agent,
@@ -152,11 +161,10 @@ pub(super) async fn rejoin(call: &Call, session: &SessionId) -> Result<SessionLe
             owner: call.owner(),
             anonymous: AnonymousRejoin::ById,
             session: session.as_str(),
-            position: None,
+            position,
         })
         .await
-        .map_err(|_| not_found())?;
-    Ok(rejoined.session)
+        .map_err(|_| not_found())
 }
 
 /// The task of a turn that has ended, from its records; `None` when they
