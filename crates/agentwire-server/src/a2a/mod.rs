@@ -23,7 +23,7 @@ use agentwire_a2a::rpc::{self, ErrorKind, Method, RpcError};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
@@ -98,17 +98,7 @@ impl Call {
 }
 
 fn json_response(body: String) -> Response {
-    (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-        ],
-        body,
-    )
-        .into_response()
+    crate::routes::api::json_text(StatusCode::OK, body)
 }
 
 async fn rpc(

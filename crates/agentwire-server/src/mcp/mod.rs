@@ -283,17 +283,7 @@ fn is_loopback_authority(authority: &str) -> bool {
 }
 
 fn json_response(body: String) -> Response {
-    (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-        ],
-        body,
-    )
-        .into_response()
+    crate::routes::api::json_text(StatusCode::OK, body)
 }
 
 async fn not_allowed() -> Response {

@@ -75,6 +75,11 @@ impl IntoResponse for ApiError {
 
 pub(crate) fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
     let body = serde_json::to_string(body).expect("API bodies serialize");
+    json_text(status, body)
+}
+
+/// A JSON body already written: `application/json`, `no-store`.
+pub(crate) fn json_text(status: StatusCode, body: String) -> Response {
     (
         status,
         [
