@@ -116,6 +116,7 @@ impl ApiKeys {
             expires_at: entry.expires_at,
             session_claim: None,
             allowed_agents: entry.agents.clone(),
+            grants: Vec::new(),
         })
     }
 }

@@ -236,6 +236,7 @@ impl JwtValidator {
             expires_at: Some(exp),
             session_claim,
             allowed_agents: None,
+            grants: Vec::new(),
         })
     }
 }

@@ -136,6 +136,7 @@ impl Chain {
             expires_at: None,
             session_claim: None,
             allowed_agents: Some(vec![agent.name.to_owned()]),
+            grants: Vec::new(),
         })
     }
 }

@@ -47,6 +47,10 @@ pub struct Identity {
     pub session_claim: Option<String>,
     /// Agents this identity may use; `None` is every agent.
     pub allowed_agents: Option<Vec<String>>,
+    /// The resource ids the credential grants (a JWT's grants claim, an API
+    /// key's `grants`): what its holder may mount into a sandbox where the
+    /// sandbox's role is authorised by grants.
+    pub grants: Vec<String>,
 }
 
 impl Identity {

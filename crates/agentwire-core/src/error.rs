@@ -23,13 +23,17 @@ pub enum ErrorCode {
     /// A voice provider's counter-offer needs an audio format the server
     /// does not serve.
     UnsatisfiableFormat,
+    /// A session's `declare` was refused (`error.details` says why).
+    SessionDeclarationRefused,
+    /// A compile-mode agent's pack did not compile for the session.
+    PackCompileFailed,
     /// A code a scripted handler names itself (the test handler's `TEST_ERROR`).
     Custom(&'static str),
 }
 
 impl ErrorCode {
     /// Every code but `Custom`, for exporting metrics with a fixed label set.
-    pub const KNOWN: [ErrorCode; 16] = [
+    pub const KNOWN: [ErrorCode; 18] = [
         ErrorCode::InvalidMessage,
         ErrorCode::SessionExpired,
         ErrorCode::Internal,
@@ -46,6 +50,8 @@ impl ErrorCode {
         ErrorCode::CredentialExpired,
         ErrorCode::DuplexError,
         ErrorCode::UnsatisfiableFormat,
+        ErrorCode::SessionDeclarationRefused,
+        ErrorCode::PackCompileFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +72,8 @@ impl ErrorCode {
             ErrorCode::CredentialExpired => "CREDENTIAL_EXPIRED",
             ErrorCode::DuplexError => "DUPLEX_ERROR",
             ErrorCode::UnsatisfiableFormat => "UNSATISFIABLE_FORMAT",
+            ErrorCode::SessionDeclarationRefused => "SESSION_DECLARATION_REFUSED",
+            ErrorCode::PackCompileFailed => "pack_compile_failed",
             ErrorCode::Custom(code) => code,
         }
     }

@@ -13,6 +13,9 @@
 //! - [`turn`]: [`TurnInput`], [`TurnEvent`] and the [`Handler`] port a turn runs on.
 //! - [`tools`]: the [`ClientToolBroker`] between a turn and the client that runs its tools.
 //! - [`store`]: the [`SessionStore`] port.
+//! - [`session_init`]: what an agent prepares when a session opens (a
+//!   declaration's sandboxes, a pack compiled for the session): the
+//!   [`SessionInit`] port and the parsed [`Declaration`].
 //! - [`model`]: the [`ModelProvider`] port and the server-side [`ToolBox`] port.
 //! - [`realtime`]: the [`realtime::RealtimeProvider`] port a voice call
 //!   runs on, and the events and input of its [`realtime::CallLink`].
@@ -56,6 +59,7 @@ pub mod realtime;
 pub mod scope;
 pub mod screening;
 pub mod session;
+pub mod session_init;
 pub mod store;
 pub mod summary;
 #[cfg(any(test, feature = "testing"))]
@@ -91,6 +95,10 @@ pub use screening::PromptScreen;
 pub use session::{
     DEFAULT_HISTORY_WINDOW, MessageBody, MessageRole, ReplyEnd, SessionCursor, SessionOverview,
     SessionRecord, SessionSummary, StoredMessage, Via, context_window,
+};
+pub use session_init::{
+    Declaration, DeclarationRefusal, InitRefusal, Opening, RefusalReason, SessionInit,
+    SessionOpening, SessionTools,
 };
 pub use store::{SessionStore, StoreError};
 pub use summary::{Summarizer, SummaryPolicy};

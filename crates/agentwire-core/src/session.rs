@@ -18,6 +18,10 @@ pub struct SessionRecord {
     pub created_at: Timestamp,
     /// Advanced by every stored message; the context TTL counts from here.
     pub last_active_at: Timestamp,
+    /// What the session declared when it opened (Omnia's `declare`, as the
+    /// client sent it); `None` when it declared nothing. A resumed session
+    /// is opened with it again.
+    pub declaration: Option<serde_json::Value>,
 }
 
 /// Who wrote a stored message.

@@ -46,6 +46,7 @@ use agentwire_core::log::{Epoch, LogReader, SessionLog, TurnId};
 use agentwire_core::media::{MediaId, MediaStore};
 use agentwire_core::scope::ConnectionScope;
 use agentwire_core::session::{MessageBody, SessionRecord, StoredMessage, retained_start};
+use agentwire_core::session_init::{InitRefusal, Opening, SessionInit};
 use agentwire_core::store::{SessionStore, StoreError};
 use agentwire_core::time::{Clock, Timestamp};
 use agentwire_core::tools::ClientToolBroker;
@@ -57,6 +58,7 @@ mod leases;
 mod local_leases;
 #[cfg(any(test, feature = "testing"))]
 mod memory_live;
+mod opening;
 mod records;
 mod rejoin;
 mod shared;
@@ -71,6 +73,7 @@ pub use counters::LiveCounters;
 pub use local_leases::LocalLeases;
 #[cfg(any(test, feature = "testing"))]
 pub use memory_live::{MemoryLive, MemoryLiveState};
+use opening::OpenedWith;
 use records::record;
 pub use rejoin::{AnonymousRejoin, REJOIN_GRACE, RejoinRequest, Rejoined};
 pub use summary::{MemoryPurge, SummaryScheduler};
@@ -86,6 +89,10 @@ pub struct Agent {
     /// How long a client has to answer an acknowledged tool call.
     pub client_tool_timeout: Duration,
     pub handler: Arc<dyn Handler>,
+    /// What the agent prepares when a session opens on a connection (its
+    /// sandboxes, a pack compiled for the session); `None` takes no
+    /// declarations.
+    pub session_init: Option<Arc<dyn SessionInit>>,
 }
 
 /// The engine. Cheap to clone; every clone shares the same live sessions.
@@ -168,6 +175,12 @@ struct LiveState {
     /// The running turn's lease fence, where logs are shared: its writes
     /// are fenced with it ([`SessionStore::append_turn_fenced`]).
     write_fence: Option<Fence>,
+    /// What the session opened with, once a message opened it (or it was
+    /// loaded from the store); `None` while no message has.
+    opened_with: Option<Arc<OpenedWith>>,
+    /// Whether the agent's [`SessionInit`] has prepared the session in this
+    /// process.
+    prepared: bool,
 }
 
 /// A message a connection wants answered.
@@ -194,6 +207,12 @@ pub struct SubmitRequest<'a> {
     /// The connection's state: its client tool calls are answered there, and
     /// handlers cache per-connection resources in it.
     pub scope: &'a Arc<ConnectionScope>,
+    /// Whether the message opens its session on the connection, and what
+    /// it declares.
+    pub opening: Opening<'a>,
+    /// The resource ids the caller's credential grants
+    /// ([`agentwire_core::Identity::grants`]).
+    pub grants: &'a [String],
 }
 
 /// Why a message was not accepted. Nothing was stored for it.
@@ -207,6 +226,10 @@ pub enum SubmitError {
     Expired { requested: SessionId },
     #[error("the session's previous turn is still running")]
     TurnInProgress { session: SessionId },
+    /// The session did not open: its declaration was refused or its
+    /// agent's pack did not compile. Nothing was stored.
+    #[error(transparent)]
+    Init(#[from] InitRefusal),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The shared leases could not be asked; nothing was stored.
@@ -362,6 +385,8 @@ impl Engine {
                         next_seq: 0,
                         deleted: false,
                         write_fence: None,
+                        opened_with: None,
+                        prepared: false,
                     }),
                 }));
                 (placeholder.clone(), true)
@@ -499,6 +524,8 @@ impl Engine {
                         next_seq,
                         deleted: false,
                         write_fence: None,
+                        opened_with: Some(Arc::new(OpenedWith::stored(&record))),
+                        prepared: false,
                     }),
                     record,
                 }
@@ -519,6 +546,7 @@ impl Engine {
                         owner: owner.map(str::to_owned),
                         created_at: now,
                         last_active_at: now,
+                        declaration: None,
                     },
                     state: Mutex::new(LiveState {
                         persisted: false,
@@ -529,6 +557,8 @@ impl Engine {
                         next_seq: 0,
                         deleted: false,
                         write_fence: None,
+                        opened_with: None,
+                        prepared: false,
                     }),
                 }
             }

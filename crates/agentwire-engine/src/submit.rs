@@ -26,6 +26,10 @@ impl Engine {
             .attach(&target, req.agent, req.namespace, req.owner, own)
             .await?;
         lease.begin_turn()?;
+        if let Err(refusal) = lease.open_for(&req).await {
+            lease.end_turn();
+            return Err(refusal.into());
+        }
         let publishing = lease.publishing_slot().await;
         let fence = lease.acquire_turn_lease().await?;
         let span = turn_span(&req.agent.name, lease.id());

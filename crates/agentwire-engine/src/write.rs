@@ -203,7 +203,7 @@ impl PendingWrite {
         async move {
             let created = match was_persisted {
                 true => Ok(()),
-                false => store.create_session(&session.record).await,
+                false => store.create_session(&session.record_to_create()).await,
             };
             let result = match created {
                 Err(e) => Err(e),

@@ -34,9 +34,9 @@ pub use inbound::{
 };
 pub use outbound::{
     Capabilities, Connected, EventLog, GoingAway, UploadReady, encode_cancelled, encode_chunk,
-    encode_connected, encode_done, encode_error, encode_going_away, encode_interrupt,
-    encode_media_chunk, encode_session_config, encode_tool_call, encode_tool_result,
-    encode_turn_started, encode_upload_ready, encode_user_chunk, with_seq,
+    encode_connected, encode_done, encode_error, encode_going_away, encode_init_refusal,
+    encode_interrupt, encode_media_chunk, encode_session_config, encode_tool_call,
+    encode_tool_result, encode_turn_started, encode_upload_ready, encode_user_chunk, with_seq,
 };
 pub use rest::{encode_media_info, encode_upload_credentials};
 pub use timestamp::format_timestamp;

@@ -10,8 +10,8 @@
 //! hand ([`text_frame`]), byte for byte the same.
 
 use agentwire_core::{
-    AudioFormat, ContentPart, ErrorCode, MediaContent, PartKind, Reply, Timestamp, ToolCall,
-    ToolOutcome,
+    AudioFormat, ContentPart, ErrorCode, InitRefusal, MediaContent, PartKind, Reply, Timestamp,
+    ToolCall, ToolOutcome,
 };
 use serde::{Serialize, Serializer};
 
@@ -224,6 +224,37 @@ pub fn encode_error(
         error: Some(ErrorOut {
             code: code.as_str(),
             message,
+            details: None,
+        }),
+        ..Envelope::new("error", session_id.unwrap_or_default(), ts)
+    })
+}
+
+/// The `error` for a session that did not open: `SESSION_DECLARATION_REFUSED`
+/// with `details{type, handle, reason, message}`, or `pack_compile_failed`
+/// with `details{error, warnings}`.
+pub fn encode_init_refusal(
+    session_id: Option<&str>,
+    refusal: &InitRefusal,
+    ts: Timestamp,
+) -> String {
+    let details = match refusal {
+        InitRefusal::Declaration(refused) => DetailsOut::Declaration {
+            kind: &refused.kind,
+            handle: &refused.handle,
+            reason: refused.reason.as_str(),
+            message: &refused.message,
+        },
+        InitRefusal::Compile(failure) => DetailsOut::Compile {
+            error: &failure.error,
+            warnings: &failure.warnings,
+        },
+    };
+    to_json(&Envelope {
+        error: Some(ErrorOut {
+            code: refusal.code().as_str(),
+            message: refusal.message(),
+            details: Some(details),
         }),
         ..Envelope::new("error", session_id.unwrap_or_default(), ts)
     })
@@ -607,6 +638,25 @@ struct ToolResultOut<'a> {
 struct ErrorOut<'a> {
     code: &'a str,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<DetailsOut<'a>>,
+}
+
+/// `error.details`: why a session did not open.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DetailsOut<'a> {
+    Declaration {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        handle: &'a str,
+        reason: &'a str,
+        message: &'a str,
+    },
+    Compile {
+        error: &'a str,
+        warnings: &'a [String],
+    },
 }
 
 #[derive(Serialize)]

@@ -252,6 +252,7 @@ async fn run_turn_with_media(
         ack_timeout: Duration::from_secs(1),
         client_tool_timeout: Duration::from_secs(1),
         handler,
+        session_init: None,
     });
     let scope = ConnectionScope::new();
     let current = engine.mint_session_id();
@@ -270,6 +271,8 @@ async fn run_turn_with_media(
             attachment: None,
             metadata,
             scope: &scope,
+            opening: agentwire_core::Opening::Continues,
+            grants: &[],
         })
         .await
         .expect("accepted");

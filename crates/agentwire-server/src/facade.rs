@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ContentPart, Credentials, LogReader, Metadata, Reply, ToolSide,
-    TurnEvent, TurnFailure,
+    ClientAnswer, ConnectionScope, ContentPart, Credentials, LogReader, Metadata, Opening, Reply,
+    ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_engine::{SessionLease, TurnHandle};
 use axum::http::HeaderMap;
@@ -120,6 +120,8 @@ pub(crate) async fn start(
         attach: None,
         metadata: message.metadata,
         scope: &scope,
+        // Declares nothing: prepared with what the session opened with.
+        opening: Opening::Continues,
     };
     let request = lifecycle::hold_request(state);
     let handle = Admission::turn(state, intent).await?;

@@ -278,6 +278,7 @@ mod tests {
             expires_at: None,
             session_claim: claim.map(str::to_owned),
             allowed_agents: None,
+            grants: Vec::new(),
         }
     }
 

@@ -465,6 +465,28 @@ pub(crate) fn decode_metadata(json: Option<&str>) -> Result<Metadata, String> {
     serde_json::from_str(json).map_err(|e| format!("invalid metadata JSON: {}", describe(&e)))
 }
 
+/// A session's declaration as both databases keep it: JSON text, `None`
+/// (NULL) when it declared nothing.
+pub(crate) fn encode_declaration(
+    declaration: Option<&serde_json::Value>,
+) -> Result<Option<String>, StoreError> {
+    declaration
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Rejected(format!("cannot encode declaration: {}", describe(&e))))
+}
+
+pub(crate) fn decode_declaration(
+    json: Option<String>,
+    session: &SessionId,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    json.map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map_err(|e| {
+            StoreError::Corrupt(format!("session {session}: invalid declaration JSON: {}", describe(&e)))
+        })
+}
+
 /// A message as both databases write it: its row's columns, parts and
 /// metadata as JSON text. Encoded on the caller's side of a store.
 pub(crate) struct NewRow {

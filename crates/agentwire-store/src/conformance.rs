@@ -77,6 +77,7 @@ pub(crate) fn record(id: &str, owner: Option<&str>, at: i64) -> SessionRecord {
         owner: owner.map(str::to_owned),
         created_at: Timestamp(at),
         last_active_at: Timestamp(at),
+        declaration: None,
     }
 }
 
@@ -125,7 +126,13 @@ pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 
 pub(crate) async fn create_and_load_round_trip(store: &dyn SessionStore) {
     let anonymous = record("anon", None, 1_700_000_000_123_456_789);
-    let owned = record("owned", Some("user-hash-1"), -5);
+    // What the session declared comes back as it was sent.
+    let owned = SessionRecord {
+        declaration: Some(serde_json::json!({"sandboxes": {"workspace/left": {
+            "mounts": [{"role": "project", "id": "p-1"}]
+        }}})),
+        ..record("owned", Some("user-hash-1"), -5)
+    };
     store.create_session(&anonymous).await.unwrap();
     store.create_session(&owned).await.unwrap();
     assert_eq!(

@@ -251,6 +251,7 @@ impl Fixture {
             ack_timeout: Duration::from_secs(1),
             client_tool_timeout: Duration::from_secs(1),
             handler,
+            session_init: None,
         });
         let session = engine.mint_session_id();
         Some(Fixture {
@@ -285,6 +286,8 @@ impl Fixture {
                 attachment: None,
                 metadata: Metadata::new(),
                 scope: &self.scope,
+                opening: agentwire_core::Opening::Continues,
+                grants: &[],
             })
             .await
             .expect("accepted")
@@ -364,6 +367,7 @@ async fn stored_session(store: &FlakyStore, id: &str, turns: u64) -> SessionId {
         owner: None,
         created_at: Timestamp(1_000),
         last_active_at: Timestamp(1_000),
+        declaration: None,
     };
     store.create_session(&record).await.unwrap();
     let messages: Vec<StoredMessage> = (0..turns * 2)

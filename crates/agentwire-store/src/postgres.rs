@@ -272,11 +272,13 @@ impl Columns {
 #[async_trait]
 impl SessionStore for PgStore {
     async fn create_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let declaration = codec::encode_declaration(record.declaration.as_ref())?;
         let result = self
             .execute(
                 &format!("session {}", record.id),
-                "INSERT INTO sessions (id, agent, namespace, owner, created_at, last_active_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)
+                "INSERT INTO sessions
+                     (id, agent, namespace, owner, created_at, last_active_at, declaration)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (id) DO NOTHING",
                 &[
                     &record.id.as_str(),
@@ -285,6 +287,7 @@ impl SessionStore for PgStore {
                     &record.owner,
                     &record.created_at.0,
                     &record.last_active_at.0,
+                    &declaration,
                 ],
             )
             .await
@@ -298,7 +301,7 @@ impl SessionStore for PgStore {
         let rows = self
             .query(
                 &what,
-                "SELECT agent, namespace, owner, created_at, last_active_at
+                "SELECT agent, namespace, owner, created_at, last_active_at, declaration
                  FROM sessions WHERE id = $1",
                 &[&id.as_str()],
             )
@@ -312,6 +315,7 @@ impl SessionStore for PgStore {
                     owner: get(row, 2, &what)?,
                     created_at: Timestamp(get(row, 3, &what)?),
                     last_active_at: Timestamp(get(row, 4, &what)?),
+                    declaration: codec::decode_declaration(get(row, 5, &what)?, id)?,
                 })
             })
             .transpose()
@@ -466,6 +470,8 @@ impl SessionStore for PgStore {
                         owner: get(row, 3, &what)?,
                         created_at: Timestamp(get(row, 4, &what)?),
                         last_active_at: Timestamp(get(row, 5, &what)?),
+                        // A listing does not read what sessions declared.
+                        declaration: None,
                     },
                     summary: summary_of(get(row, 6, &what)?, get(row, 7, &what)?),
                 })

@@ -31,6 +31,7 @@ use crate::system::{RandomIds, SystemClock};
 mod facades;
 mod memory;
 mod runtime;
+mod session_init;
 mod summaries;
 mod team;
 
@@ -495,6 +496,7 @@ fn agent_entry(
             ack_timeout: config.ack_timeout,
             client_tool_timeout: config.client_tool_timeout,
             handler,
+            session_init: session_init::combine(Vec::new()),
         }),
         shows_server_tools: matches!(config.handler, HandlerKind::Demo | HandlerKind::Test),
         access_level: config.access_level,

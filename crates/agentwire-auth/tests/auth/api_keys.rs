@@ -48,6 +48,7 @@ async fn api_keys() {
             expires_at: Some(Timestamp((NOW + 60) * 1_000_000_000)),
             session_claim: None,
             allowed_agents: Some(vec!["support".into(), "sales".into()]),
+            grants: Vec::new(),
         }
     );
     assert!(identity.may_use("sales"));

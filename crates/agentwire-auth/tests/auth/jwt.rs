@@ -48,6 +48,7 @@ async fn rs256_from_a_jwks_url_is_admitted() {
             expires_at: Some(Timestamp((NOW + 300) * 1_000_000_000)),
             session_claim: Some("conv-7".into()),
             allowed_agents: None,
+            grants: Vec::new(),
         }
     );
     // Cached: a second token fetches nothing.

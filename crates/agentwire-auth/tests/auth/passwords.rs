@@ -37,6 +37,7 @@ async fn passwords() {
             expires_at: None,
             session_claim: None,
             allowed_agents: Some(vec!["support".into()]),
+            grants: Vec::new(),
         }
     );
     assert!(identity.may_use("support") && !identity.may_use("sales"));

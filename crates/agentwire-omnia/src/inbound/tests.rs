@@ -58,14 +58,26 @@ fn type_mismatches_are_invalid_format() {
         json!({"type": "message", "parts": [["text", "hi"]]}),
         json!({"type": "message", "parts": [{"type": "image", "media": {"mime_type": "image/png", "url": "u", "width": -1}}]}),
         json!({"type": "message", "content": "hi", "session_id": 7}),
-        json!({"type": "message", "content": "hi", "declare": "sandbox"}),
-        json!({"type": "message", "content": "hi", "declare": []}),
         json!({"type": {"message": null}, "content": "hi"}),
         json!({"type": "tool_result", "tool_result": ["tc-1"]}),
         json!({"type": "upload_request", "upload_request": {"size_bytes": "10"}}),
         json!({"type": "credential_refresh", "token": true}),
     ] {
         assert_eq!(error_of(value.clone()), "invalid message format", "{value}");
+    }
+}
+
+/// A `declare` that is not an object is the runtime's to refuse
+/// (`SESSION_DECLARATION_REFUSED`, `InvalidDeclaration`), so it passes the
+/// frame as sent.
+#[test]
+fn a_declare_of_any_json_type_is_forwarded_unread() {
+    for declare in [json!("sandbox"), json!([]), json!(7)] {
+        let text = json!({"type": "message", "content": "hi", "declare": declare}).to_string();
+        let ClientFrame::Message(m) = decode_client_text(&text).unwrap() else {
+            panic!("a message");
+        };
+        assert_eq!(m.declare.unwrap().get(), declare.to_string());
     }
 }
 

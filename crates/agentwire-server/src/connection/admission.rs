@@ -25,10 +25,11 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use agentwire_core::InitRefusal;
 use agentwire_core::media::media_session_id;
 use agentwire_core::{
-    ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError, MediaId, Metadata, PartKind,
-    SessionId, StorageRef,
+    ConnectionScope, ContentPart, ErrorCode, MediaContent, MediaError, MediaId, Metadata, Opening,
+    PartKind, SessionId, StorageRef,
 };
 use agentwire_engine::{Agent, SubmitError, SubmitRequest, TurnHandle};
 
@@ -117,6 +118,9 @@ pub(crate) struct TurnIntent<'a> {
     pub(crate) attach: Option<MediaId>,
     pub(crate) metadata: Metadata,
     pub(crate) scope: &'a Arc<ConnectionScope>,
+    /// Whether the message opens its session on the connection, with what
+    /// it declares (Omnia's `declare`).
+    pub(crate) opening: Opening<'a>,
 }
 
 impl Admission {
@@ -198,6 +202,12 @@ impl Admission {
             attachment: attach,
             metadata,
             scope: intent.scope,
+            opening: intent.opening,
+            grants: intent
+                .caller
+                .identity
+                .as_ref()
+                .map_or(&[], |identity| &identity.grants),
         };
         let handle = state
             .engine()
@@ -335,10 +345,22 @@ impl Refusal {
             Refusal::Media(_) => return None,
             Refusal::Submit(SubmitError::TurnInProgress { .. }) => TURN_IN_PROGRESS,
             Refusal::Submit(SubmitError::Store(_) | SubmitError::Live(_)) => INTERNAL,
-            Refusal::Submit(SubmitError::Expired { .. } | SubmitError::InvalidSessionId(_)) => {
+            Refusal::Submit(
+                SubmitError::Expired { .. }
+                | SubmitError::InvalidSessionId(_)
+                | SubmitError::Init(_),
+            ) => {
                 return None;
             }
         })
+    }
+
+    /// Why the session did not open, when that is the refusal.
+    pub(crate) fn init(&self) -> Option<&InitRefusal> {
+        match self {
+            Refusal::Submit(SubmitError::Init(refusal)) => Some(refusal),
+            _ => None,
+        }
     }
 
     /// The session a refusal of the engine names, when it names one.
@@ -360,6 +382,7 @@ impl Refusal {
             Refusal::Media(MediaRefusal::OtherSession) => words.media_other_session.to_owned(),
             Refusal::Media(_) => words.media_unknown.to_owned(),
             Refusal::Submit(SubmitError::InvalidSessionId(e)) => e.to_string(),
+            Refusal::Submit(SubmitError::Init(refusal)) => refusal.message().to_owned(),
             _ => words.session_expired.to_owned(),
         }
     }
@@ -382,6 +405,7 @@ fn submit_code(error: &SubmitError) -> ErrorCode {
         SubmitError::Expired { .. } => ErrorCode::SessionExpired,
         SubmitError::TurnInProgress { .. } => ErrorCode::TurnInProgress,
         SubmitError::InvalidSessionId(_) => ErrorCode::InvalidMessage,
+        SubmitError::Init(refusal) => refusal.code(),
         SubmitError::Store(_) | SubmitError::Live(_) => ErrorCode::Internal,
     }
 }

@@ -289,6 +289,7 @@ impl Harness {
             ack_timeout: Duration::from_secs(60),
             client_tool_timeout: Duration::from_secs(60),
             handler: Arc::new(Scripted { gate: gate.clone() }),
+            session_init: None,
         });
         let entry = AgentEntry {
             agent,
@@ -382,6 +383,7 @@ pub(crate) fn token_caller(owner: &str, expires_in: Duration) -> Caller {
             expires_at: Some(NOW.plus(expires_in)),
             session_claim: None,
             allowed_agents: None,
+            grants: Vec::new(),
         }),
         address: None,
     }

@@ -33,8 +33,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use agentwire_core::{
-    ClientAnswer, ConnectionScope, ErrorCode, LogEntry, LogReader, MediaId, SessionId, ToolSide,
-    TurnEvent, TurnFailure,
+    ClientAnswer, ConnectionScope, ErrorCode, LogEntry, LogReader, MediaId, Opening, SessionId,
+    ToolSide, TurnEvent, TurnFailure,
 };
 use agentwire_engine::{Agent, CancelOutcome, RejoinRequest, SessionLease, SummaryNotice};
 use agentwire_gnosari::{self as gnosari, ErrorEvent, InboundMessage, RejectReason, TurnEncoder};
@@ -609,6 +609,8 @@ impl Gnosari {
             attach,
             metadata,
             scope: &self.scope,
+            // Declares nothing: prepared with what the session opened with.
+            opening: Opening::Continues,
         };
         let refusal = match Admission::turn(&link.state, intent).await {
             Ok(handle) => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentwire_core::{
     ClientAnswer, ClientToolBroker, ConnectionScope, Epoch, ErrorCode, LogEntry, LogReader,
-    MediaChunk, SessionId, TurnEvent,
+    MediaChunk, Opening, SessionId, TurnEvent,
 };
 use agentwire_engine::{CancelOutcome, RejoinRequest, SessionLease, SubmitError};
 #[cfg(test)]
@@ -532,8 +532,24 @@ impl Omnia {
             content,
             parts,
             metadata,
-            declare: _,
+            declare,
         } = message;
+        // Read only on the message that opens the session on this
+        // connection: its first accepted one, or one naming another session.
+        let opens = self.lease.is_none()
+            || session_id
+                .as_deref()
+                .is_some_and(|id| id != self.current.as_str());
+        let declaration: Option<serde_json::Value> = match opens {
+            true => declare.and_then(|raw| serde_json::from_str(raw.get()).ok()),
+            false => None,
+        };
+        let opening = match opens {
+            true => Opening::Opens {
+                declaration: declaration.as_ref(),
+            },
+            false => Opening::Continues,
+        };
         let intent = TurnIntent {
             agent: &self.params.agent.agent,
             namespace: &self.params.namespace,
@@ -553,6 +569,7 @@ impl Omnia {
             attach: None,
             metadata,
             scope: &self.scope,
+            opening,
         };
         match Admission::turn(&link.state, intent).await {
             Ok(handle) => {
@@ -667,6 +684,12 @@ async fn send_refusal<T: Transport>(
     session: Option<&SessionId>,
     refusal: &Refusal,
 ) -> Result<(), SendFailed> {
+    if let Some(init) = refusal.init() {
+        link.state.metrics().count_error(init.code());
+        let now = link.state.engine().clock().now();
+        let frame = omnia::encode_init_refusal(session.map(SessionId::as_str), init, now);
+        return link.send(frame).await;
+    }
     send_error(link, session, refusal.code(), &refusal.text(&WORDS)).await
 }
 

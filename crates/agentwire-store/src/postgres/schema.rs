@@ -48,6 +48,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "memory_vectors",
         sql: include_str!("0007_memory_vectors.sql"),
     },
+    Migration {
+        version: 8,
+        name: "session_declarations",
+        sql: include_str!("0008_session_declarations.sql"),
+    },
 ];
 
 pub(super) struct Migration {

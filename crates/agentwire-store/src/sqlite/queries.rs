@@ -3,9 +3,11 @@
 use super::*;
 
 pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Result<(), StoreError> {
+    let declaration = codec::encode_declaration(record.declaration.as_ref())?;
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO sessions (id, agent, namespace, owner, created_at, last_active_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT OR IGNORE INTO sessions
+             (id, agent, namespace, owner, created_at, last_active_at, declaration)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut stmt| {
         stmt.execute((
@@ -15,6 +17,7 @@ pub(super) fn insert_session(conn: &Connection, record: &SessionRecord) -> Resul
             &record.owner,
             record.created_at.0,
             record.last_active_at.0,
+            declaration,
         ))
     })
     .map_err(|e| write_error(e, &format_args!("session {}", record.id)))?;
@@ -86,23 +89,35 @@ pub(super) fn load_session(
     conn: &Connection,
     id: &SessionId,
 ) -> Result<Option<SessionRecord>, StoreError> {
-    conn.prepare_cached(
-        "SELECT agent, namespace, owner, created_at, last_active_at FROM sessions WHERE id = ?1",
-    )
-    .and_then(|mut stmt| {
-        stmt.query_row([id.as_str()], |row| {
+    let found = conn
+        .prepare_cached(
+            "SELECT agent, namespace, owner, created_at, last_active_at, declaration
+             FROM sessions WHERE id = ?1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([id.as_str()], |row| {
+                let record = SessionRecord {
+                    id: id.clone(),
+                    agent: row.get(0)?,
+                    namespace: row.get(1)?,
+                    owner: row.get(2)?,
+                    created_at: Timestamp(row.get(3)?),
+                    last_active_at: Timestamp(row.get(4)?),
+                    declaration: None,
+                };
+                Ok((record, row.get::<_, Option<String>>(5)?))
+            })
+            .optional()
+        })
+        .map_err(|e| read_error(e, &format_args!("session {id}")))?;
+    found
+        .map(|(record, declaration)| {
             Ok(SessionRecord {
-                id: id.clone(),
-                agent: row.get(0)?,
-                namespace: row.get(1)?,
-                owner: row.get(2)?,
-                created_at: Timestamp(row.get(3)?),
-                last_active_at: Timestamp(row.get(4)?),
+                declaration: codec::decode_declaration(declaration, id)?,
+                ..record
             })
         })
-        .optional()
-    })
-    .map_err(|e| read_error(e, &format_args!("session {id}")))
+        .transpose()
 }
 
 pub(super) fn load_messages(
@@ -142,6 +157,8 @@ pub(super) fn list_sessions(
                 owner: row.get(3)?,
                 created_at: Timestamp(row.get(4)?),
                 last_active_at: Timestamp(row.get(5)?),
+                // A listing does not read what sessions declared.
+                declaration: None,
             },
             summary,
         })

@@ -169,6 +169,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // has an embedder; searched exactly within a scope, through
     // `memories_by_scope`.
     "ALTER TABLE memories ADD COLUMN vector BLOB;",
+    // 8: what a session declared when it opened (Omnia's `declare`, JSON),
+    // for its resumption; NULL when it declared nothing.
+    "ALTER TABLE sessions ADD COLUMN declaration TEXT;",
 ];
 
 pub(super) enum IntegrityError {

@@ -55,6 +55,7 @@ fn endpoint_agent(session_name: String, answerer: &Agent) -> Arc<Agent> {
         ack_timeout: answerer.ack_timeout,
         client_tool_timeout: answerer.client_tool_timeout,
         handler: answerer.handler.clone(),
+        session_init: None,
     })
 }
 
@@ -110,6 +111,7 @@ fn of_file(team: &TeamConfig, file: &TeamFile, parts: &RuntimeParts) -> anyhow::
             ack_timeout: ACK_TIMEOUT,
             client_tool_timeout: CLIENT_TOOL_TIMEOUT,
             handler: handlers[index].clone(),
+            session_init: None,
         };
         TeamMember {
             id: agent.id.clone(),
