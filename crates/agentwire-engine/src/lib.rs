@@ -183,6 +183,61 @@ struct LiveState {
     prepared: bool,
 }
 
+impl LiveState {
+    /// A session loaded from the store: `history` is its window, `next_seq`
+    /// the `seq` its next message takes.
+    fn stored(record: &SessionRecord, history: Vec<StoredMessage>, next_seq: u64) -> LiveState {
+        LiveState {
+            persisted: true,
+            last_active_at: record.last_active_at,
+            turn_running: false,
+            turn_cancel: None,
+            history: Arc::new(history),
+            next_seq,
+            deleted: false,
+            write_fence: None,
+            opened_with: Some(Arc::new(OpenedWith::stored(record))),
+            prepared: false,
+        }
+    }
+
+    /// A session no message has been stored for yet.
+    fn unstored(now: Timestamp) -> LiveState {
+        LiveState {
+            persisted: false,
+            last_active_at: now,
+            turn_running: false,
+            turn_cancel: None,
+            history: Arc::new(Vec::new()),
+            next_seq: 0,
+            deleted: false,
+            write_fence: None,
+            opened_with: None,
+            prepared: false,
+        }
+    }
+}
+
+impl LiveSession {
+    fn new(
+        record: SessionRecord,
+        window: usize,
+        log: Arc<SessionLog>,
+        state: LiveState,
+    ) -> LiveSession {
+        LiveSession {
+            window,
+            appending: Arc::default(),
+            log,
+            client_tools: ClientToolBroker::new(),
+            publishing: Arc::default(),
+            following: Default::default(),
+            record,
+            state: Mutex::new(state),
+        }
+    }
+}
+
 /// A message a connection wants answered.
 pub struct SubmitRequest<'a> {
     pub agent: &'a Arc<Agent>,
@@ -508,59 +563,21 @@ impl Engine {
                     .await?;
                 let next_seq = history.last().map_or(0, |m| m.seq + 1);
                 history.drain(..retained_start(&history, window));
-                LiveSession {
-                    window,
-                    appending: Arc::default(),
-                    log,
-                    client_tools: ClientToolBroker::new(),
-                    publishing: Arc::default(),
-                    following: Default::default(),
-                    state: Mutex::new(LiveState {
-                        persisted: true,
-                        last_active_at: record.last_active_at,
-                        turn_running: false,
-                        turn_cancel: None,
-                        history: Arc::new(history),
-                        next_seq,
-                        deleted: false,
-                        write_fence: None,
-                        opened_with: Some(Arc::new(OpenedWith::stored(&record))),
-                        prepared: false,
-                    }),
-                    record,
-                }
+                let state = LiveState::stored(&record, history, next_seq);
+                LiveSession::new(record, window, log, state)
             }
             None => {
                 let now = self.inner.clock.now();
-                LiveSession {
-                    window,
-                    appending: Arc::default(),
-                    log,
-                    client_tools: ClientToolBroker::new(),
-                    publishing: Arc::default(),
-                    following: Default::default(),
-                    record: SessionRecord {
-                        id: id.clone(),
-                        agent: agent.name.clone(),
-                        namespace: namespace.to_owned(),
-                        owner: owner.map(str::to_owned),
-                        created_at: now,
-                        last_active_at: now,
-                        declaration: None,
-                    },
-                    state: Mutex::new(LiveState {
-                        persisted: false,
-                        last_active_at: now,
-                        turn_running: false,
-                        turn_cancel: None,
-                        history: Arc::new(Vec::new()),
-                        next_seq: 0,
-                        deleted: false,
-                        write_fence: None,
-                        opened_with: None,
-                        prepared: false,
-                    }),
-                }
+                let record = SessionRecord {
+                    id: id.clone(),
+                    agent: agent.name.clone(),
+                    namespace: namespace.to_owned(),
+                    owner: owner.map(str::to_owned),
+                    created_at: now,
+                    last_active_at: now,
+                    declaration: None,
+                };
+                LiveSession::new(record, window, log, LiveState::unstored(now))
             }
         };
         let session = match self.inner.live.lock().entry(id.clone()) {

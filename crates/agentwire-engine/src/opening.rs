@@ -99,13 +99,9 @@ impl SessionLease {
                 }
             }
         }
-        if opened.is_none() {
-            self.session
-                .state
-                .lock()
-                .opened_with
-                .get_or_insert(effective);
-        }
+        let mut state = self.session.state.lock();
+        state.opened_with.get_or_insert(effective);
+        state.prepared = true;
         Ok(())
     }
 }

@@ -27,6 +27,9 @@ use async_trait::async_trait;
 
 use crate::MemoryStore;
 
+mod opening;
+pub(crate) use opening::a_declaration_is_stored_and_prepared_again_after_a_restart;
+
 /// What a fixture's store must outlive (a database to drop, a temp dir).
 pub(crate) type Guard = Box<dyn Send + Sync>;
 
@@ -48,6 +51,7 @@ macro_rules! engine_write_tests {
             a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was,
             thousands_of_turns_keep_only_the_window_live,
             resuming_a_long_session_reads_what_resuming_a_short_one_does,
+            a_declaration_is_stored_and_prepared_again_after_a_restart,
         );
         #[tokio::test(start_paused = true)]
         async fn a_cancel_at_any_moment_ends_the_turn_with_exactly_one_terminal() {

@@ -585,6 +585,11 @@ impl Omnia {
                     Refusal::CredentialExpired | Refusal::TurnInProgress => {
                         Some(self.current.clone())
                     }
+                    // The session the message was to open, which did not.
+                    Refusal::Submit(SubmitError::Init(_)) => match session_id.as_deref() {
+                        Some(id) => SessionId::parse(id).ok(),
+                        None => Some(self.current.clone()),
+                    },
                     Refusal::Submit(_) if refusal.code() == ErrorCode::Internal => {
                         Some(self.current.clone())
                     }

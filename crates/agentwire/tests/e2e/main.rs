@@ -23,6 +23,7 @@ mod config_files;
 mod config_variables;
 mod console;
 mod crash;
+mod declarations;
 mod demo;
 mod docs;
 mod drain;
