@@ -99,13 +99,11 @@ impl SessionLease {
                 }
             }
         }
+        let mut state = self.session.state.lock();
         if opened.is_none() {
-            self.session
-                .state
-                .lock()
-                .opened_with
-                .get_or_insert(effective);
+            state.opened_with.get_or_insert(effective);
         }
+        state.prepared = true;
         Ok(())
     }
 }
