@@ -5,7 +5,8 @@
 //! into a [`Declaration`](agentwire_core::Declaration)); the
 //! [`SandboxPool`] checks each handle against the agent's sandboxes, their
 //! mount roles and the caller's grants ([`plan`]), counts instances
-//! against the sandbox's caps, starts the servers ([`command`]), and offers
+//! against the sandbox's caps, starts the servers ([`start`], on the
+//! command line of [`command`]), and offers
 //! their tools to the session's turns named by handle ([`naming`]). An
 //! instance idle for its `idle_ttl` is stopped and started again on the
 //! session's next turn; a session not seen for its agent's context TTL is
@@ -18,6 +19,7 @@ mod command;
 mod naming;
 mod plan;
 mod pool;
+mod start;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -23,12 +23,11 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::command::{command_line, find_program, roles_named};
+use super::SandboxSettings;
+use super::command::{find_program, roles_named};
 use super::naming::SandboxBox;
 use super::plan::{Planned, plan};
-use super::{MissingDirectory, SandboxSettings};
-use crate::mcp::{McpSource, OpenError};
-use crate::{McpSettings, McpTransport, format_duration};
+use super::start::start;
 
 /// A configured sandbox, as the pool runs it.
 #[derive(Debug)]
@@ -38,7 +37,7 @@ pub(super) struct Configured {
     /// declaration must mount each.
     pub(super) required_roles: Vec<String>,
     /// `prlimit`, found at startup, when the sandbox has CPU or memory limits.
-    prlimit: Option<PathBuf>,
+    pub(super) prlimit: Option<PathBuf>,
 }
 
 /// Every sandbox instance of this process.
@@ -291,13 +290,13 @@ impl SandboxPool {
         let limits = &settings.limits;
         let message = if owned >= limits.instances_per_owner {
             format!(
-                "the caller already has {owned} instances of sandbox {:?}, its limit",
-                settings.name
+                "the caller is at its limit of instances of sandbox {:?} ({})",
+                settings.name, limits.instances_per_owner
             )
         } else if node >= limits.instances_per_node {
             format!(
-                "this server already runs {node} instances of sandbox {:?}, its limit",
-                settings.name
+                "this server is at its limit of instances of sandbox {:?} ({})",
+                settings.name, limits.instances_per_node
             )
         } else {
             return Ok(());
@@ -428,98 +427,6 @@ impl Drop for SandboxPool {
     fn drop(&mut self) {
         self.reaper.abort();
     }
-}
-
-/// Starts one instance: its missing directories created where the role
-/// says so, its server found and started, its tools listed, all within the
-/// sandbox's `start_timeout`.
-async fn start(
-    session: &SessionId,
-    planned: &Planned,
-) -> Result<Arc<SandboxBox>, DeclarationRefusal> {
-    let handle = planned.handle.as_str();
-    let sandbox = &planned.sandbox;
-    let settings = &sandbox.settings;
-    let name = &settings.name;
-    let unavailable = |message: String| {
-        DeclarationRefusal::sandbox(handle, RefusalReason::SandboxUnavailable, message)
-    };
-    for mount in &planned.mounts {
-        if mount.missing == MissingDirectory::Create
-            && let Err(error) = std::fs::create_dir(&mount.host)
-            && error.kind() != std::io::ErrorKind::AlreadyExists
-        {
-            tracing::warn!(session = %session, handle, role = %mount.role, %error, "sandbox mount directory not created");
-            return Err(unavailable(format!(
-                "{} {:?} could not be created",
-                mount.role, mount.id
-            )));
-        }
-    }
-    let Some(program) = find_program(&settings.command, std::env::var_os("PATH").as_deref()) else {
-        tracing::warn!(session = %session, handle, sandbox = %name, "sandbox server program not found");
-        return Err(unavailable(format!(
-            "sandbox {name:?} is not installed on this server"
-        )));
-    };
-    let (command, args) = command_line(
-        settings,
-        &program,
-        sandbox.prlimit.as_deref(),
-        &planned.mounts,
-    );
-    let mcp = McpSettings {
-        name: format!("sandbox {handle}"),
-        transport: McpTransport::Stdio {
-            command,
-            args,
-            env: settings.env.clone(),
-        },
-        timeout: settings.limits.call_timeout,
-    };
-    let source = McpSource::new(mcp).map_err(|problem| {
-        tracing::warn!(session = %session, handle, %problem, "sandbox settings refused");
-        unavailable(format!("sandbox {name:?} could not be started"))
-    })?;
-    let started = Instant::now();
-    let timeout = settings.limits.start_timeout;
-    let failed = |message: String| {
-        DeclarationRefusal::sandbox(handle, RefusalReason::SessionInitFailed, message)
-    };
-    let opened = match tokio::time::timeout(timeout, source.start()).await {
-        Err(_) => {
-            tracing::warn!(session = %session, handle, "sandbox server did not start in time");
-            return Err(failed(format!(
-                "sandbox {name:?} did not start within {}",
-                format_duration(timeout)
-            )));
-        }
-        Ok(Err(OpenError::Spawn(error))) => {
-            tracing::warn!(session = %session, handle, %error, "sandbox not started");
-            return Err(unavailable(format!(
-                "sandbox {name:?} could not be started"
-            )));
-        }
-        Ok(Err(OpenError::Protocol(error))) => {
-            tracing::warn!(session = %session, handle, %error, "sandbox server did not come up");
-            return Err(failed(format!(
-                "sandbox {name:?} did not start: its server exited or does not speak MCP"
-            )));
-        }
-        Ok(Ok(opened)) => opened,
-    };
-    let running = SandboxBox::new(handle, opened).map_err(|problem| {
-        DeclarationRefusal::sandbox(handle, RefusalReason::InvalidSandboxDeclaration, problem)
-    })?;
-    tracing::info!(
-        session = %session,
-        handle,
-        sandbox = %name,
-        tools = running.specs().len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "sandbox started"
-    );
-    Ok(Arc::new(running))
 }
 
 fn log_stop(session: &SessionId, slot: &Slot, why: Stop) {

@@ -10,7 +10,7 @@ use agentwire_core::{ConnectionScope, Declaration, TurnCaller};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::sandbox::{Authorize, Isolation, MountRole, Network, SandboxLimits};
+use crate::sandbox::{Authorize, Isolation, MissingDirectory, MountRole, Network, SandboxLimits};
 
 /// Answers `initialize`, `tools/list` (one tool, `whoami`) and
 /// `tools/call` with `pid <pid> args <args>`; ignores notifications.
@@ -208,114 +208,116 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+impl Fixture {
+    /// Asserts that `declare` is refused naming `handle` with `reason`
+    /// and `message`, and that the pool remembers nothing of it.
+    async fn refuses(
+        &self,
+        caller: (Option<&str>, &[&str]),
+        declare: Value,
+        (handle, reason, message): (&str, RefusalReason, &str),
+    ) {
+        let (owner, grants) = caller;
+        let refused = self.refusal(owner, grants, declare.clone()).await;
+        let expected = (handle.to_owned(), reason, message.to_owned());
+        assert_eq!(refused, expected, "{declare}");
+        assert!(self.pool.state.lock().sessions.is_empty(), "{declare}");
+    }
+}
+
 #[tokio::test]
-async fn a_declaration_is_checked_handle_by_handle() {
+async fn what_a_declaration_names_is_checked_handle_by_handle() {
+    use RefusalReason::{MountNotAuthorized, UnknownMountRole, UnknownSandbox};
     let f = fixture(|_| {});
-    let alice = Some("alice");
-    let cases = [
+    let alice = (Some("alice"), &["p1"][..]);
+    let edit = json!({"sandboxes": {"edit": {}}});
+    f.refuses(
+        alice,
+        edit,
+        ("edit", UnknownSandbox, "this agent has no sandbox \"edit\""),
+    )
+    .await;
+    let nope = json!({"sandboxes": {"nope/x": {}}});
+    f.refuses(
+        alice,
+        nope,
         (
-            alice,
-            vec![],
-            json!({"sandboxes": {"edit": {}}}),
-            "edit",
-            RefusalReason::UnknownSandbox,
-            "this agent has no sandbox \"edit\"",
-        ),
-        (
-            alice,
-            vec![],
-            json!({"sandboxes": {"nope/x": {}}}),
             "nope/x",
-            RefusalReason::UnknownSandbox,
+            UnknownSandbox,
             "this agent has no sandbox \"nope\"",
         ),
-        (
-            alice,
-            vec!["p1"],
-            files(json!([{"role": "repo", "id": "p1"}])),
-            "files",
-            RefusalReason::UnknownMountRole,
-            "sandbox \"files\" has no mount role \"repo\"",
-        ),
-        (
-            None,
-            vec!["p1"],
-            files(json!([project("p1")])),
-            "files",
-            RefusalReason::MountNotAuthorized,
-            "an anonymous caller may mount nothing: project \"p1\" needs a credential",
-        ),
-        (
-            None,
-            vec![],
-            files(json!([{"role": "scratch", "id": "s1"}])),
-            "files",
-            RefusalReason::MountNotAuthorized,
-            "an anonymous caller may mount nothing: scratch \"s1\" needs a credential",
-        ),
-        (
-            alice,
-            vec!["p2"],
-            files(json!([project("p1")])),
-            "files",
-            RefusalReason::MountNotAuthorized,
-            "the caller's credential does not grant project \"p1\"",
-        ),
-        (
-            alice,
-            vec!["p9"],
-            files(json!([project("p9")])),
-            "files",
-            RefusalReason::SandboxUnavailable,
-            "project \"p9\" does not exist on this server",
-        ),
-        (
-            alice,
-            vec!["out"],
-            files(json!([project("out")])),
-            "files",
-            RefusalReason::SandboxUnavailable,
-            "project \"out\" does not exist on this server",
-        ),
-        (
-            alice,
-            vec![],
-            json!({"sandboxes": {"rooted": {}}}),
-            "rooted",
-            RefusalReason::InvalidSandboxDeclaration,
-            "sandbox \"rooted\" needs a mount of role \"project\"",
-        ),
-        (
-            alice,
-            vec![],
-            json!({"sandboxes": {"files/a__b": {}}}),
-            "files/a__b",
-            RefusalReason::InvalidSandboxDeclaration,
-            "an instance name may not contain \"__\" or begin or end with \"_\" (it names the instance's tools)",
-        ),
-        (
-            alice,
-            vec![],
-            json!({"sandboxes": {"files/x": {}, "files_x": {}}}),
-            "files_x",
-            RefusalReason::InvalidSandboxDeclaration,
-            "handles \"files/x\" and \"files_x\" would give their tools the same names",
-        ),
-    ];
-    for (owner, grants, declare, handle, reason, message) in cases {
-        assert_eq!(
-            f.refusal(owner, &grants, declare.clone()).await,
-            (handle.to_owned(), reason, message.to_owned()),
-            "{declare}"
-        );
-    }
+    )
+    .await;
+    let repo = files(json!([{"role": "repo", "id": "p1"}]));
+    let message = "sandbox \"files\" has no mount role \"repo\"";
+    f.refuses(alice, repo, ("files", UnknownMountRole, message))
+        .await;
+    let anonymous = (None, &["p1"][..]);
+    let message = "an anonymous caller may mount nothing: project \"p1\" needs a credential";
+    f.refuses(
+        anonymous,
+        files(json!([project("p1")])),
+        ("files", MountNotAuthorized, message),
+    )
+    .await;
+    let scratch = files(json!([{"role": "scratch", "id": "s1"}]));
+    let message = "an anonymous caller may mount nothing: scratch \"s1\" needs a credential";
+    f.refuses(anonymous, scratch, ("files", MountNotAuthorized, message))
+        .await;
+    let message = "the caller's credential does not grant project \"p2\"";
+    f.refuses(
+        alice,
+        files(json!([project("p2")])),
+        ("files", MountNotAuthorized, message),
+    )
+    .await;
     // The first handle in order that fails is the one named.
     let both = json!({"sandboxes": {"files": {"mounts": [project("p2")]}, "edit": {}}});
-    assert_eq!(f.refusal(alice, &[], both).await.0, "edit");
-    assert!(
-        f.pool.state.lock().sessions.is_empty(),
-        "a refusal remembers nothing"
-    );
+    let message = "this agent has no sandbox \"edit\"";
+    f.refuses(alice, both, ("edit", UnknownSandbox, message))
+        .await;
+}
+
+#[tokio::test]
+async fn names_and_directories_are_checked_before_anything_starts() {
+    use RefusalReason::{InvalidSandboxDeclaration, SandboxUnavailable};
+    let f = fixture(|_| {});
+    let alice = (Some("alice"), &["p9", "out"][..]);
+    let message = "project \"p9\" does not exist on this server";
+    f.refuses(
+        alice,
+        files(json!([project("p9")])),
+        ("files", SandboxUnavailable, message),
+    )
+    .await;
+    // A symbolic link out of the root is as if missing.
+    let message = "project \"out\" does not exist on this server";
+    f.refuses(
+        alice,
+        files(json!([project("out")])),
+        ("files", SandboxUnavailable, message),
+    )
+    .await;
+    let rooted = json!({"sandboxes": {"rooted": {}}});
+    let message = "sandbox \"rooted\" needs a mount of role \"project\"";
+    f.refuses(
+        alice,
+        rooted,
+        ("rooted", InvalidSandboxDeclaration, message),
+    )
+    .await;
+    let ambiguous = json!({"sandboxes": {"files/a__b": {}}});
+    let message = "an instance name may not contain \"__\" or begin or end with \"_\" (it names the instance's tools)";
+    f.refuses(
+        alice,
+        ambiguous,
+        ("files/a__b", InvalidSandboxDeclaration, message),
+    )
+    .await;
+    let same = json!({"sandboxes": {"files/x": {}, "files_x": {}}});
+    let message = "handles \"files/x\" and \"files_x\" would give their tools the same names";
+    f.refuses(alice, same, ("files_x", InvalidSandboxDeclaration, message))
+        .await;
 }
 
 #[tokio::test]
@@ -416,7 +418,7 @@ async fn reopening_reuses_the_instance_and_caps_count_the_rest() {
     assert_eq!(refused.reason, RefusalReason::MaxInstances);
     assert_eq!(
         refused.message,
-        "the caller already has 1 instances of sandbox \"files\", its limit"
+        "the caller is at its limit of instances of sandbox \"files\" (1)"
     );
     // Other owners have their own count; the node's is 3.
     f.open("b1", Some("bob"), &[], declare.clone())
@@ -429,7 +431,7 @@ async fn reopening_reuses_the_instance_and_caps_count_the_rest() {
         .unwrap_err();
     assert_eq!(
         refused.message,
-        "this server already runs 3 instances of sandbox \"files\", its limit"
+        "this server is at its limit of instances of sandbox \"files\" (3)"
     );
     // Another sandbox counts apart.
     f.open(
