@@ -353,17 +353,18 @@ impl SandboxPool {
             .handles
             .iter()
             .filter_map(|slot| match &slot.state {
-                SlotState::Running(running) => {
-                    running.activity.touch();
-                    Some(running.clone())
-                }
+                SlotState::Running(running) => Some(running.clone()),
                 _ => None,
             })
             .collect())
     }
 
-    /// Opens the session's planned handles: remembers the session (if new)
-    /// and starts what is not running; a refusal forgets a new session.
+    /// Opens the session's planned handles. A session new to the pool is
+    /// remembered and its instances started, all or none: a refusal
+    /// forgets it. One the pool knows (opened on another connection, or
+    /// before its instances went idle) is only seen: its turns start again
+    /// what stopped, as far as the caps allow, and it is never refused for
+    /// a slot its own idle instance gave up.
     async fn open(
         &self,
         session: &SessionId,
@@ -399,13 +400,14 @@ impl SandboxPool {
                 }
             }
         };
+        if !created {
+            return Ok(());
+        }
         match self.ensure_running(session, OnFailure::Refuse).await {
             Ok(_) => Ok(()),
             Err(refusal) => {
-                if created {
-                    let forgotten = self.state.lock().sessions.remove(session);
-                    drop(forgotten);
-                }
+                let forgotten = self.state.lock().sessions.remove(session);
+                drop(forgotten);
                 Err(refusal)
             }
         }

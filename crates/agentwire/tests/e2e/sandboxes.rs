@@ -254,6 +254,40 @@ async fn instances_end_at_the_idle_ttl_and_count_against_the_cap() {
 }
 
 #[tokio::test]
+async fn a_continuing_session_is_never_refused_for_a_slot_its_idle_instance_gave_up() {
+    let Some(deps) = deps() else {
+        return;
+    };
+    let projects = Projects::new();
+    let limits = "{instances_per_owner: 1, idle_ttl: 1s}";
+    let server = TestServer::with_runtime(&top_level(&deps, &projects, 9, limits), AGENT).await;
+    let alice = granting("alice", &["p1"]);
+    let p1 = || Some(declare("files", &["p1"]));
+    let (mut first, _) = connect(&server, Some(&alice)).await;
+    assert!(turn(&mut first, message("list", p1(), None)).await.is_ok());
+    projects
+        .until_running("the first instance ended", |n| n == 0)
+        .await;
+    // The slot is free: another session of the same owner takes it.
+    let (mut second, _) = connect(&server, Some(&alice)).await;
+    assert!(turn(&mut second, message("list", p1(), None)).await.is_ok());
+    // The first session goes on without its tools until a slot frees.
+    let without = turn(&mut first, message("list", None, None)).await.unwrap();
+    assert_eq!(
+        without,
+        "Listed again: unknown tool \"files__list_directory\""
+    );
+    projects
+        .until_running("the second instance ended", |n| n == 0)
+        .await;
+    let again = turn(&mut first, message("list", None, None)).await.unwrap();
+    assert!(
+        again.starts_with("Listed once more: ") && again.contains("README.md"),
+        "{again}"
+    );
+}
+
+#[tokio::test]
 async fn a_resumed_session_keeps_its_declaration_across_a_restart() {
     let Some(deps) = deps() else {
         return;

@@ -145,6 +145,8 @@ providers:
           2: "Listed: {{last_tool_result}}"
           3: {tool_calls: [{name: files__list_directory, arguments: {path: /sandbox/project/p1}}]}
           4: "Listed again: {{last_tool_result}}"
+          5: {tool_calls: [{name: files__list_directory, arguments: {path: /sandbox/project/p1}}]}
+          6: "Listed once more: {{last_tool_result}}"
       write:
         turns:
           1: {tool_calls: [{name: files__write_file, arguments: {path: /sandbox/project/p1/notes.txt, content: "hello from the sandbox"}}]}
