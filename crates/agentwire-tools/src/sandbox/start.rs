@@ -27,6 +27,7 @@ pub(super) async fn start(
     let started = Instant::now();
     let opened = handshake(session, planned, &source).await?;
     let running = SandboxBox::new(handle, opened).map_err(|problem| {
+        tracing::warn!(session = %session, handle, %problem, "sandbox not started");
         DeclarationRefusal::sandbox(handle, RefusalReason::InvalidSandboxDeclaration, problem)
     })?;
     tracing::info!(
