@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::support::TestServer;
 use setup::{
-    AGENT, Projects, connect, declare, deps, details, exists, granting, message, refusal, sessions,
+    AGENT, Projects, connect, declare, deps, details, granting, message, refusal, sessions,
     top_level, turn,
 };
 
@@ -68,7 +68,7 @@ async fn a_declared_project_is_listed_and_written_and_writes_elsewhere_fail() {
         escaped.starts_with("Escape: Access denied - path outside allowed directories"),
         "{escaped}"
     );
-    assert!(!exists(&projects.root().join("outside/escaped.txt")));
+    assert!(!projects.root().join("outside/escaped.txt").exists());
     server.stop().await;
     projects
         .until_running("stopped with the server", |n| n == 0)
@@ -108,10 +108,10 @@ async fn bubblewrap_hides_other_projects_keeps_the_system_read_only_and_the_netw
         sibling.contains("failed: No such file or directory"),
         "{sibling}"
     );
-    assert!(!exists(&projects.project("p2").join("evil.txt")));
+    assert!(!projects.project("p2").join("evil.txt").exists());
     let system = ask("system", "probe", &["p1"]).await;
     assert!(system.contains("failed: Read-only file system"), "{system}");
-    assert!(!exists(std::path::Path::new("/usr/agentwire-evil.txt")));
+    assert!(!std::path::Path::new("/usr/agentwire-evil.txt").exists());
     // No network but the sandbox's own; with `network: true`, the host's.
     let isolated = ask("connect", "probe", &["p1"]).await;
     assert!(

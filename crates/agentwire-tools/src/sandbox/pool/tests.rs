@@ -468,8 +468,8 @@ async fn a_dead_server_is_started_again_and_a_forgotten_session_has_no_tools() {
         .await
         .unwrap();
     let pid = f.pid("s1", "files__whoami").await;
-    std::process::Command::new("kill")
-        .arg(pid.to_string())
+    std::process::Command::new("sh")
+        .args(["-c", &format!("kill {pid}")])
         .status()
         .unwrap();
     until("the server died", || !alive(pid)).await;

@@ -4,7 +4,7 @@
 //! a projects directory per test; a server whose agent `coder` has the
 //! sandboxes; and what the tests ask of it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -338,9 +338,4 @@ pub async fn sessions(server: &TestServer, token: &str) -> Vec<String> {
     (listed["sessions"].as_array().unwrap().iter())
         .map(|s| s["id"].as_str().unwrap().to_owned())
         .collect()
-}
-
-/// Whether `path` exists.
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }
