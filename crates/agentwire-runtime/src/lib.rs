@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use agentwire_core::{
     ClientToolRequest, ErrorCode, Handler, ModelMessage, ModelProvider, ModelReply, ModelRequest,
-    ModelToolCall, ProviderError, Reply, TextSink, ToolCall, ToolOutcome, ToolSide, ToolSource,
-    ToolSpec, TurnContext, TurnFailure,
+    ModelToolCall, ProviderError, Reply, SessionTools, TextSink, ToolCall, ToolOutcome, ToolSide,
+    ToolSource, ToolSpec, TurnContext, TurnFailure,
 };
 use async_trait::async_trait;
 use tracing::Instrument;
@@ -71,11 +71,26 @@ pub const DEFAULT_CONTEXT_MESSAGES: usize = agentwire_core::DEFAULT_HISTORY_WIND
 
 pub struct RuntimeHandler {
     settings: RuntimeSettings,
+    /// The tools prepared for each session (its sandboxes'), offered beside
+    /// the agent's own.
+    session_tools: Option<Arc<dyn SessionTools>>,
 }
 
 impl RuntimeHandler {
     pub fn new(settings: RuntimeSettings) -> RuntimeHandler {
-        RuntimeHandler { settings }
+        RuntimeHandler {
+            settings,
+            session_tools: None,
+        }
+    }
+
+    /// The handler, offering each turn the tools `tools` prepared for its
+    /// session too.
+    pub fn with_session_tools(self, tools: Arc<dyn SessionTools>) -> RuntimeHandler {
+        RuntimeHandler {
+            session_tools: Some(tools),
+            ..self
+        }
     }
 }
 
@@ -128,8 +143,11 @@ impl RuntimeHandler {
         rounds: &mut u32,
     ) -> Result<Answer, TurnFailure> {
         let settings = &self.settings;
-        let boxes =
+        let mut boxes =
             toolbox::open_for_connection(turn, &settings.agent_name, &settings.server_tools).await;
+        if let Some(session_tools) = &self.session_tools {
+            boxes.extend(toolbox::for_session(session_tools.as_ref(), turn).await);
+        }
         let tools = Tools {
             client: &settings.client_tools,
             server: &boxes,

@@ -700,3 +700,61 @@ fn transfer_tools_are_named_as_the_agents_sdk_names_them() {
     );
     assert_eq!(crate::transfer_tool_name("a.b-C"), "transfer_to_a_b_c");
 }
+
+/// A session's prepared tools: one box with `ws__where`, which answers
+/// the session it was prepared for.
+struct PreparedTools;
+
+struct SessionBox {
+    session: String,
+    specs: Vec<agentwire_core::ToolSpec>,
+}
+
+#[async_trait]
+impl agentwire_core::ToolBox for SessionBox {
+    fn specs(&self) -> &[agentwire_core::ToolSpec] {
+        &self.specs
+    }
+
+    async fn call(&self, _: &str, _: Value) -> Result<Value, String> {
+        Ok(json!(format!("in {}", self.session)))
+    }
+}
+
+#[async_trait]
+impl agentwire_core::SessionTools for PreparedTools {
+    async fn for_session(
+        &self,
+        session: &agentwire_core::SessionId,
+    ) -> Vec<Arc<dyn agentwire_core::ToolBox>> {
+        let spec = agentwire_core::ToolSpec {
+            name: "ws__where".into(),
+            description: "Where am I".into(),
+            parameters: json!({"type": "object"}),
+        };
+        vec![Arc::new(SessionBox {
+            session: session.to_string(),
+            specs: vec![spec],
+        })]
+    }
+}
+
+#[tokio::test]
+async fn a_sessions_prepared_tools_are_offered_beside_the_agents_own() {
+    let provider = Scripted::new(|request| match last_tool_result(request) {
+        None => calls("", &[("ws__where", json!({}))]),
+        Some((result, _)) => says(&format!("I am {result}")),
+    });
+    let agent = runtime_agent("solo", provider.clone(), &Roster::new(), &[], &[]);
+    let agent = Arc::into_inner(agent).unwrap();
+    let handler = Arc::new(agent.with_session_tools(Arc::new(PreparedTools)));
+    let outcome = run_turn(handler, "where?").await;
+    let session = outcome.stored[0].session_id.to_string();
+    assert_eq!(outcome.reply().text, format!("I am in {session}"));
+    let offered: Vec<String> = provider.requests()[0]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(offered, ["ws__where"]);
+}

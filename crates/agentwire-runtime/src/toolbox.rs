@@ -1,11 +1,12 @@
 //! Server tool sets opened once per connection and reused across its turns,
 //! so a stateful MCP server keeps one session per client; they close with
-//! the connection.
+//! the connection. And the tools prepared for the turn's session (its
+//! sandboxes'), which live as long as the session's instances.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_core::{ToolBox, ToolSource, TurnContext};
+use agentwire_core::{SessionTools, ToolBox, ToolSource, TurnContext};
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
@@ -59,4 +60,20 @@ pub(crate) async fn open_for_connection(
         }
     }
     boxes
+}
+
+/// What traces name a session's prepared tools' side.
+const SESSION_KIND: &str = "sandbox";
+
+/// The tool boxes prepared for the turn's session.
+pub(crate) async fn for_session(tools: &dyn SessionTools, turn: &TurnContext) -> Vec<OpenBox> {
+    tools
+        .for_session(&turn.session_id)
+        .await
+        .into_iter()
+        .map(|tool_box| OpenBox {
+            tool_box,
+            kind: SESSION_KIND,
+        })
+        .collect()
 }

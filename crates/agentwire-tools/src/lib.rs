@@ -14,6 +14,11 @@
 //!   the model sends it a message and gets its reply; its card is fetched
 //!   and checked on first use; a call given up cancels the remote task.
 //!
+//! - [`sandbox`]: sandboxes, an MCP server started per session (and per
+//!   declared handle) with the session's mounts bound in, under bubblewrap;
+//!   [`sandbox::SandboxPool`] gives each agent its `SessionInit` and
+//!   `SessionTools`.
+//!
 //! Arguments are checked against the tool's JSON Schema before anything runs
 //! ([`validate_arguments`], [`ArgumentSchema`]); a failing tool is an `Err`
 //! for the model, never a panic.
@@ -53,6 +58,7 @@ mod a2a;
 mod http;
 mod mcp;
 mod redact;
+pub mod sandbox;
 mod schema;
 mod template;
 

@@ -140,7 +140,26 @@ enum Connect {
     },
 }
 
-struct McpSource {
+/// Why an MCP session did not open; the text is the whole message, secrets
+/// redacted.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// The server's process could not be started (stdio).
+    Spawn(String),
+    /// The server started (or was reached) but did not initialize or list
+    /// its tools.
+    Protocol(String),
+}
+
+impl OpenError {
+    pub(crate) fn into_message(self) -> String {
+        match self {
+            OpenError::Spawn(message) | OpenError::Protocol(message) => message,
+        }
+    }
+}
+
+pub(crate) struct McpSource {
     name: String,
     connect: Connect,
     timeout: Duration,
@@ -148,7 +167,7 @@ struct McpSource {
 }
 
 impl McpSource {
-    fn new(settings: McpSettings) -> Result<McpSource, String> {
+    pub(crate) fn new(settings: McpSettings) -> Result<McpSource, String> {
         let McpSettings {
             name,
             transport,
@@ -223,13 +242,15 @@ impl McpSource {
         })
     }
 
-    async fn start(&self) -> Result<McpToolBox, String> {
+    /// Starts (or connects to) the server, initializes the session and
+    /// lists the tools; not bounded in time (the caller bounds it).
+    pub(crate) async fn start(&self) -> Result<McpToolBox, OpenError> {
         let session = self.initialize().await?;
         let tools = session.peer().list_all_tools().await.map_err(|error| {
-            self.redactor.redact(format!(
+            OpenError::Protocol(self.redactor.redact(format!(
                 "could not list the tools of MCP server {}: {error}",
                 self.name
-            ))
+            )))
         })?;
         let (specs, schemas) = tool_specs(&self.name, tools);
         Ok(McpToolBox {
@@ -243,7 +264,7 @@ impl McpSource {
     }
 
     /// Connects (or starts the server) and opens the MCP session.
-    async fn initialize(&self) -> Result<Session, String> {
+    async fn initialize(&self) -> Result<Session, OpenError> {
         let name = &self.name;
         let client_info = InitializeRequestParams::new(
             ClientCapabilities::default(),
@@ -267,8 +288,10 @@ impl McpSource {
             }
         }
         .map_err(|error| {
-            self.redactor
-                .redact(format!("could not initialize MCP server {name}: {error}"))
+            OpenError::Protocol(
+                self.redactor
+                    .redact(format!("could not initialize MCP server {name}: {error}")),
+            )
         })
     }
 
@@ -279,7 +302,7 @@ impl McpSource {
         command: &str,
         args: &[String],
         env: &[(String, String)],
-    ) -> Result<TokioChildProcess, String> {
+    ) -> Result<TokioChildProcess, OpenError> {
         let name = &self.name;
         let mut command_line = tokio::process::Command::new(command);
         command_line.args(args).env_clear();
@@ -297,7 +320,11 @@ impl McpSource {
         let (transport, stderr) = TokioChildProcess::builder(wrapped)
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|error| format!("could not start MCP server {name} ({command}): {error}"))?;
+            .map_err(|error| {
+                OpenError::Spawn(format!(
+                    "could not start MCP server {name} ({command}): {error}"
+                ))
+            })?;
         if let Some(stderr) = stderr {
             tokio::spawn(log_stderr(name.clone(), stderr));
         }
@@ -359,7 +386,7 @@ impl ToolSource for McpSource {
         let started = Instant::now();
         // On timeout the half-made session is dropped, which kills the child.
         let result = match tokio::time::timeout(self.timeout, self.start()).await {
-            Ok(result) => result,
+            Ok(result) => result.map_err(OpenError::into_message),
             Err(_) => Err(format!(
                 "MCP server {} did not start within {}",
                 self.name,
@@ -388,7 +415,7 @@ impl ToolSource for McpSource {
 /// One MCP session and its tools. Dropping it closes the session: the
 /// service task closes the transport, which ends a stdio server (stdin
 /// closed, then SIGTERM, then SIGKILL to its process group).
-struct McpToolBox {
+pub(crate) struct McpToolBox {
     source: String,
     session: Session,
     specs: Vec<ToolSpec>,

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agentwire_core::realtime::RealtimeProvider;
-use agentwire_core::{AgentMemory, Clock, Handler, MediaStore, SessionStore};
+use agentwire_core::{AgentMemory, Clock, Handler, MediaStore, SessionInit, SessionStore};
 use agentwire_engine::{Agent, Engine, MemoryPurge, SummaryScheduler};
 use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
@@ -31,6 +31,7 @@ use crate::system::{RandomIds, SystemClock};
 mod facades;
 mod memory;
 mod runtime;
+mod sandboxes;
 mod session_init;
 mod summaries;
 mod team;
@@ -44,6 +45,8 @@ pub struct App {
     public_url: Option<String>,
     /// The SQLite session store, closed by [`crate::serve`] after the drain.
     sqlite: Option<SqliteStore>,
+    /// The sandboxes' instances, stopped by [`crate::serve`] after the drain.
+    sandboxes: Option<Arc<agentwire_tools::sandbox::SandboxPool>>,
 }
 
 impl App {
@@ -51,6 +54,11 @@ impl App {
     /// clean shutdown, so its file alone holds every row.
     pub fn sqlite(&self) -> Option<SqliteStore> {
         self.sqlite.clone()
+    }
+
+    /// The sandbox pool, if any sandbox is configured: stopped on shutdown.
+    pub fn sandboxes(&self) -> Option<Arc<agentwire_tools::sandbox::SandboxPool>> {
+        self.sandboxes.clone()
     }
 
     /// The state to serve from the listener bound at `local_addr`: the base of
@@ -101,7 +109,8 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
     ));
     let runtime_parts =
         runtime::RuntimeParts::build(&config, measured.clone(), &memory_metrics, clock.clone())?;
-    let agents = agent_entries(&config, &runtime_parts)?;
+    let sandboxes = sandboxes::pool(&config)?;
+    let agents = agent_entries(&config, &runtime_parts, sandboxes.as_ref())?;
     let teams = team::build(&config, &agents, &runtime_parts)?;
     let opened = open_store(&config.sessions, &agents, &teams, clock.clone()).await?;
     memory.open(opened.memories);
@@ -150,6 +159,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         state,
         public_url: config.public_url,
         sqlite,
+        sandboxes,
     })
 }
 
@@ -177,6 +187,7 @@ fn media_service(
 fn agent_entries(
     config: &Config,
     runtime_parts: &runtime::RuntimeParts,
+    sandboxes: Option<&Arc<agentwire_tools::sandbox::SandboxPool>>,
 ) -> anyhow::Result<HashMap<String, Arc<AgentEntry>>> {
     let voice_providers = voice_providers(&config.voice_providers);
     let roster = Roster::new();
@@ -185,7 +196,12 @@ fn agent_entries(
         .agents
         .iter()
         .map(|agent| {
-            let entry = agent_entry(agent, runtime_parts, &voice_providers, &roster, &mut peers)?;
+            let parts = AgentParts {
+                runtime: runtime_parts,
+                voice_providers: &voice_providers,
+                sandboxes,
+            };
+            let entry = agent_entry(agent, &parts, &roster, &mut peers)?;
             Ok((agent.name.clone(), Arc::new(entry)))
         })
         .collect::<anyhow::Result<HashMap<_, _>>>()?;
@@ -460,21 +476,37 @@ async fn open_live(
     }
 }
 
+/// What an agent's entry is built from, besides its config.
+struct AgentParts<'a> {
+    runtime: &'a runtime::RuntimeParts,
+    voice_providers: &'a HashMap<String, Arc<dyn RealtimeProvider>>,
+    sandboxes: Option<&'a Arc<agentwire_tools::sandbox::SandboxPool>>,
+}
+
 /// The agent's entry; its handler joins `peers`, the roster of delegation
 /// and handoff targets.
 fn agent_entry(
     config: &AgentConfig,
-    runtime_parts: &runtime::RuntimeParts,
-    voice_providers: &HashMap<String, Arc<dyn RealtimeProvider>>,
+    parts: &AgentParts<'_>,
     roster: &Arc<Roster>,
     peers: &mut Vec<(String, Peer)>,
 ) -> anyhow::Result<AgentEntry> {
+    let (runtime_parts, voice_providers) = (parts.runtime, parts.voice_providers);
+    let sandboxes = sandboxes::for_agent(parts.sandboxes, config);
+    let mut session_inits: Vec<Arc<dyn SessionInit>> = Vec::new();
+    if let Some(sandboxes) = &sandboxes {
+        session_inits.push(sandboxes.clone());
+    }
     let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
         (HandlerKind::Test, _) => Arc::new(TestHandler),
         (HandlerKind::Echo, _) => Arc::new(EchoHandler),
         (HandlerKind::Demo, _) => Arc::new(DemoHandler),
         (HandlerKind::Runtime, Some(runtime)) => {
-            let handler = Arc::new(runtime_parts.handler(&config.name, runtime, roster)?);
+            let handler = runtime_parts.handler(&config.name, runtime, roster)?;
+            let handler = Arc::new(match sandboxes {
+                Some(sandboxes) => handler.with_session_tools(sandboxes),
+                None => handler,
+            });
             peers.push((config.name.clone(), Peer::Runtime(handler.clone())));
             handler
         }
@@ -496,7 +528,7 @@ fn agent_entry(
             ack_timeout: config.ack_timeout,
             client_tool_timeout: config.client_tool_timeout,
             handler,
-            session_init: session_init::combine(Vec::new()),
+            session_init: session_init::combine(session_inits),
         }),
         shows_server_tools: matches!(config.handler, HandlerKind::Demo | HandlerKind::Test),
         access_level: config.access_level,

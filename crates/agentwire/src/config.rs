@@ -21,6 +21,7 @@ mod print;
 mod raw;
 pub mod reference;
 mod runtime;
+mod sandboxes;
 mod screening;
 mod summary;
 mod team;
@@ -69,6 +70,8 @@ pub struct Config {
     /// `voice_providers[]`: what agents' voice calls run on.
     pub voice_providers: Vec<VoiceProviderConfig>,
     pub tools: Vec<NamedTool>,
+    /// `sandboxes[]`: MCP servers sessions start for themselves.
+    pub sandboxes: Vec<agentwire_tools::sandbox::SandboxSettings>,
     pub agents: Vec<AgentConfig>,
     /// `teams[]`: `/ws/team/{team}` and its members.
     pub teams: Vec<TeamConfig>,
@@ -155,6 +158,9 @@ pub struct AgentConfig {
     pub voice: Option<String>,
     /// `a2a`, `mcp`, `function` over `facades`: the other front doors.
     pub facades: facades::AgentFacades,
+    /// `sandboxes`: names from `sandboxes[]` its sessions may declare
+    /// (runtime agents only).
+    pub sandboxes: Vec<String>,
 }
 
 /// A configuration that cannot be served. `key` names the offending setting
@@ -225,6 +231,7 @@ fn validate(
         .unwrap_or(!auth.is_configured());
     let providers = validate_providers(raw.providers, lookup)?;
     let tools = validate_tools(raw.tools)?;
+    let sandboxes = sandboxes::validate(raw.sandboxes)?;
     let voice_providers = validate_voice_providers(raw.voice_providers, &providers, lookup)?;
     let agents = validate_agents(
         raw.agents,
@@ -233,6 +240,7 @@ fn validate(
             tools: &tools,
             voice_providers: &voice_providers,
             facades: &raw.facades,
+            sandboxes: &sandboxes,
         },
         allow_unauthenticated,
     )?;
@@ -259,6 +267,7 @@ fn validate(
         providers,
         voice_providers,
         tools,
+        sandboxes,
         agents,
         teams,
         traces,
@@ -379,6 +388,7 @@ struct Declared<'a> {
     tools: &'a [NamedTool],
     voice_providers: &'a [VoiceProviderConfig],
     facades: &'a facades::RawFacades,
+    sandboxes: &'a [agentwire_tools::sandbox::SandboxSettings],
 }
 
 /// `agents[]`: at least one, names unique, and the delegations and
@@ -558,6 +568,7 @@ fn validate_agent(
         ));
     }
     let runtime = runtime::validate_agent_runtime(index, &raw, declared.providers, declared.tools)?;
+    let sandboxes = sandboxes::validate_agent(index, &raw, declared.sandboxes)?;
     let summary = summary::validate(
         index,
         raw.summary_after_idle,
@@ -588,5 +599,6 @@ fn validate_agent(
         summary,
         voice,
         facades,
+        sandboxes,
     })
 }

@@ -35,11 +35,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let sqlite = app.sqlite();
+    let sandboxes = app.sandboxes();
     let state = app.into_state(listener.local_addr()?);
     let served = agentwire_server::serve(listener, state.clone(), shutdown).await;
     // After the drain: summaries not written yet keep their due time in the
     // store and are written after the next start.
     state.engine().shutdown().await;
+    // No turn runs any more: the sandboxes' servers stop.
+    if let Some(sandboxes) = sandboxes {
+        sandboxes.shutdown();
+    }
     // Last: the database file alone then holds every row (the store logs a
     // failure to checkpoint).
     if let Some(store) = sqlite {

@@ -16,6 +16,7 @@ fn api_key(id: &str, key: &str) -> ApiKeyEntry {
         subject: format!("service-{id}"),
         agents: None,
         expires_at: None,
+        grants: Vec::new(),
     }
 }
 

@@ -8,11 +8,13 @@
 //! - [`jwt`]: verifying tokens: algorithms, key sources, signatures, claims;
 //! - [`jwks`]: fetching, caching and refusing key sets;
 //! - [`api_keys`]: API keys;
+//! - [`grants`]: the resource ids a credential grants;
 //! - [`passwords`]: agent passwords;
 //! - [`refresh`]: refreshing a session with a JWT;
 //! - [`support`]: the clock, keys, identity provider and helpers they share.
 
 mod api_keys;
+mod grants;
 mod jwks;
 mod jwt;
 mod passwords;

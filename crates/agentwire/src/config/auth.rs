@@ -56,6 +56,11 @@ struct RawApiKey {
     /// When the key stops working, RFC 3339 UTC (`2027-01-01T00:00:00Z`).
     /// Default: never.
     expires_at: Option<String>,
+    /// The resource ids the key grants: the project ids (or other mount
+    /// ids) its holder may mount into a sandbox whose mount role has
+    /// `authorize: grants`. Default: none.
+    #[serde(default)]
+    grants: Vec<String>,
 }
 
 /// `auth.jwt`: JWTs checked for `iss`, `aud`, `exp` and `nbf`.
@@ -82,6 +87,12 @@ struct RawJwt {
     /// A claim whose value binds sessions: a session resumes only under the
     /// same value. Default: none.
     session_claim: Option<String>,
+    /// The claim listing the resource ids the token grants: the project
+    /// ids (or other mount ids) its holder may mount into a sandbox whose
+    /// mount role has `authorize: grants`. A JSON array of strings, or one
+    /// string of ids separated by spaces; any other value grants nothing.
+    /// Default: `projects`.
+    grants_claim: Option<String>,
 }
 
 pub(super) fn validate(raw: Option<RawAuth>) -> Result<AuthConfig, ConfigError> {
@@ -123,6 +134,7 @@ pub(super) fn validate(raw: Option<RawAuth>) -> Result<AuthConfig, ConfigError> 
             subject: key.subject,
             agents: key.agents,
             expires_at,
+            grants: key.grants,
         });
     }
     let jwt = raw.jwt.map(validate_jwt).transpose()?;
@@ -170,6 +182,15 @@ fn validate_jwt(raw: RawJwt) -> Result<JwtSettings, ConfigError> {
         settings.leeway = leeway.0;
     }
     settings.session_claim = raw.session_claim;
+    if let Some(claim) = raw.grants_claim {
+        if claim.is_empty() {
+            return Err(ConfigError::new(
+                "auth.jwt.grants_claim",
+                "must not be empty",
+            ));
+        }
+        settings.grants_claim = claim;
+    }
     Ok(settings)
 }
 

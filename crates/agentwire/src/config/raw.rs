@@ -46,6 +46,11 @@ pub(super) struct File {
     /// Tools, declared once and named by agents. Default: none.
     #[serde(default)]
     pub(super) tools: Vec<super::runtime::RawTool>,
+    /// Sandboxes: MCP servers a session starts for itself with the
+    /// mounts it declares (Omnia's `declare`), named by agents'
+    /// `sandboxes`. Default: none.
+    #[serde(default)]
+    pub(super) sandboxes: Vec<super::sandboxes::RawSandbox>,
     /// The agents served; at least one.
     #[serde(default)]
     pub(super) agents: Vec<Agent>,
@@ -256,6 +261,11 @@ pub(super) struct Agent {
     pub(super) handoffs: Option<Vec<String>>,
     /// `runtime`: agent memory across sessions. Default: off.
     pub(super) memory: Option<super::memory::RawAgentMemory>,
+    /// `runtime`: names from `sandboxes[]` its sessions may declare;
+    /// their tools are offered named by handle (`<handle>__<tool>`).
+    /// Default: none (a declaration is refused with
+    /// `SessionInitUnsupported`).
+    pub(super) sandboxes: Option<Vec<String>>,
     /// `public` (no credential needed) or `private`. Default: `private`
     /// with a password, else `public` when unauthenticated callers are
     /// allowed, else `private`.

@@ -51,6 +51,7 @@ mod postgres;
 mod replica_turns;
 mod replicas;
 mod runtime;
+mod sandboxes;
 mod sessions;
 mod sessions_api;
 mod sqlite_stop;
