@@ -99,12 +99,12 @@ impl SessionLease {
                 }
             }
         }
+        let mut state = self.session.state.lock();
+        // A message that continues the session in this process is not
+        // prepared again: only one that opens it on its connection is.
+        state.prepared = true;
         if opened.is_none() {
-            self.session
-                .state
-                .lock()
-                .opened_with
-                .get_or_insert(effective);
+            state.opened_with.get_or_insert(effective);
         }
         Ok(())
     }

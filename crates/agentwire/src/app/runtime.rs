@@ -183,6 +183,8 @@ impl RuntimeParts {
                 .collect(),
             roster: roster.clone(),
             memory: self.memory_settings(config),
+            turn_instructions: None,
+            reply_limit: None,
         }))
     }
 
@@ -245,6 +247,8 @@ impl RuntimeParts {
                 embedder: self.embedder.clone(),
                 scope_agent: Some(scope_agent),
             }),
+            turn_instructions: None,
+            reply_limit: None,
         }))
     }
 
