@@ -530,38 +530,7 @@ impl Engine {
                     record,
                 }
             }
-            None => {
-                let now = self.inner.clock.now();
-                LiveSession {
-                    window,
-                    appending: Arc::default(),
-                    log,
-                    client_tools: ClientToolBroker::new(),
-                    publishing: Arc::default(),
-                    following: Default::default(),
-                    record: SessionRecord {
-                        id: id.clone(),
-                        agent: agent.name.clone(),
-                        namespace: namespace.to_owned(),
-                        owner: owner.map(str::to_owned),
-                        created_at: now,
-                        last_active_at: now,
-                        declaration: None,
-                    },
-                    state: Mutex::new(LiveState {
-                        persisted: false,
-                        last_active_at: now,
-                        turn_running: false,
-                        turn_cancel: None,
-                        history: Arc::new(Vec::new()),
-                        next_seq: 0,
-                        deleted: false,
-                        write_fence: None,
-                        opened_with: None,
-                        prepared: false,
-                    }),
-                }
-            }
+            None => self.new_session(id, agent, namespace, owner, window, log),
         };
         let session = match self.inner.live.lock().entry(id.clone()) {
             // Loaded meanwhile by another connection: that one is the session.
@@ -573,6 +542,48 @@ impl Engine {
         };
         let lease = self.lease(session);
         self.check_resumable(lease, id, agent, owner, own)
+    }
+
+    /// A session the store does not have yet: live from its first message.
+    fn new_session(
+        &self,
+        id: &SessionId,
+        agent: &Agent,
+        namespace: &str,
+        owner: Option<&str>,
+        window: usize,
+        log: Arc<SessionLog>,
+    ) -> LiveSession {
+        let now = self.inner.clock.now();
+        LiveSession {
+            window,
+            appending: Arc::default(),
+            log,
+            client_tools: ClientToolBroker::new(),
+            publishing: Arc::default(),
+            following: Default::default(),
+            record: SessionRecord {
+                id: id.clone(),
+                agent: agent.name.clone(),
+                namespace: namespace.to_owned(),
+                owner: owner.map(str::to_owned),
+                created_at: now,
+                last_active_at: now,
+                declaration: None,
+            },
+            state: Mutex::new(LiveState {
+                persisted: false,
+                last_active_at: now,
+                turn_running: false,
+                turn_cancel: None,
+                history: Arc::new(Vec::new()),
+                next_seq: 0,
+                deleted: false,
+                write_fence: None,
+                opened_with: None,
+                prepared: false,
+            }),
+        }
     }
 
     fn check_resumable(

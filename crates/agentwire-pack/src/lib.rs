@@ -95,6 +95,17 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+impl Diagnostic {
+    /// Where it is in `file`: `file:line:column`, or `file` alone when
+    /// the position is unknown.
+    pub fn location(&self, file: &str) -> String {
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => format!("{file}:{line}:{column}"),
+            _ => file.to_owned(),
+        }
+    }
+}
+
 /// A problem found by the schema or the rules, before it is placed.
 #[derive(Debug, Clone)]
 pub(crate) struct Finding {
@@ -164,6 +175,14 @@ impl Finding {
             message: self.message.clone(),
         }
     }
+}
+
+/// Where `path` (a JSON path as diagnostics name them, `(root)` aside)
+/// starts in `source`, else where its nearest ancestor in it does: for a
+/// caller that finds a problem after [`compile`] (binding a pack to an
+/// agent) and wants to place it.
+pub fn position_of(source: &str, path: &str) -> Option<Position> {
+    positions::Positions::of(source).find(path)
 }
 
 /// Compiles `source`, the text of the file `file_name` (which names it in

@@ -483,7 +483,10 @@ pub(crate) fn decode_declaration(
     json.map(|json| serde_json::from_str(&json))
         .transpose()
         .map_err(|e| {
-            StoreError::Corrupt(format!("session {session}: invalid declaration JSON: {}", describe(&e)))
+            StoreError::Corrupt(format!(
+                "session {session}: invalid declaration JSON: {}",
+                describe(&e)
+            ))
         })
 }
 

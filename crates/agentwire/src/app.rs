@@ -30,6 +30,7 @@ use crate::system::{RandomIds, SystemClock};
 
 mod facades;
 mod memory;
+mod pack;
 mod runtime;
 mod session_init;
 mod summaries;
@@ -469,34 +470,17 @@ fn agent_entry(
     roster: &Arc<Roster>,
     peers: &mut Vec<(String, Peer)>,
 ) -> anyhow::Result<AgentEntry> {
-    let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
-        (HandlerKind::Test, _) => Arc::new(TestHandler),
-        (HandlerKind::Echo, _) => Arc::new(EchoHandler),
-        (HandlerKind::Demo, _) => Arc::new(DemoHandler),
-        (HandlerKind::Runtime, Some(runtime)) => {
-            let handler = Arc::new(runtime_parts.handler(&config.name, runtime, roster)?);
-            peers.push((config.name.clone(), Peer::Runtime(handler.clone())));
-            handler
-        }
-        (HandlerKind::Runtime, None) => {
-            anyhow::bail!("agents: {}: runtime fields were validated", config.name)
-        }
-    };
-    if config.runtime.is_none() {
-        let peer = Peer::Handler {
-            name: config.name.clone(),
-            handler: handler.clone(),
-        };
-        peers.push((config.name.clone(), peer));
-    }
+    let built = agent_handler(config, runtime_parts, roster)?;
+    peers.push((config.name.clone(), built.peer));
     Ok(AgentEntry {
         agent: Arc::new(Agent {
             name: config.name.clone(),
             context_ttl: config.context_ttl,
             ack_timeout: config.ack_timeout,
             client_tool_timeout: config.client_tool_timeout,
-            handler,
-            session_init: session_init::combine(Vec::new()),
+            handler: built.handler,
+            // A compiled pack first, then the sandboxes.
+            session_init: session_init::combine(built.init.into_iter().collect()),
         }),
         shows_server_tools: matches!(config.handler, HandlerKind::Demo | HandlerKind::Test),
         access_level: config.access_level,
@@ -536,6 +520,59 @@ fn agent_entry(
                     .unwrap_or_default(),
             }),
         facades: facades::build(&config.facades)?,
+        pack: built.status,
+    })
+}
+
+/// An agent's handler, as a delegation (or handoff) target too, with its
+/// session init and pack status for a pack agent.
+struct BuiltHandler {
+    handler: Arc<dyn Handler>,
+    peer: Peer,
+    init: Option<Arc<dyn agentwire_core::SessionInit>>,
+    status: Option<Arc<agentwire_server::PackStatus>>,
+}
+
+fn agent_handler(
+    config: &AgentConfig,
+    runtime_parts: &runtime::RuntimeParts,
+    roster: &Arc<Roster>,
+) -> anyhow::Result<BuiltHandler> {
+    let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
+        (HandlerKind::Test, _) => Arc::new(TestHandler),
+        (HandlerKind::Echo, _) => Arc::new(EchoHandler),
+        (HandlerKind::Demo, _) => Arc::new(DemoHandler),
+        (HandlerKind::Runtime, Some(runtime)) => {
+            if let Some(pack_config) = &runtime.pack {
+                let built = pack::agent(runtime_parts, &config.name, runtime, pack_config, roster)
+                    .with_context(|| format!("agents: {}: pack", config.name))?;
+                return Ok(BuiltHandler {
+                    handler: built.handler,
+                    peer: built.peer,
+                    init: built.init,
+                    status: Some(built.status),
+                });
+            }
+            let handler = Arc::new(runtime_parts.handler(&config.name, runtime, roster)?);
+            return Ok(BuiltHandler {
+                handler: handler.clone(),
+                peer: Peer::Runtime(handler),
+                init: None,
+                status: None,
+            });
+        }
+        (HandlerKind::Runtime, None) => {
+            anyhow::bail!("agents: {}: runtime fields were validated", config.name)
+        }
+    };
+    Ok(BuiltHandler {
+        peer: Peer::Handler {
+            name: config.name.clone(),
+            handler: handler.clone(),
+        },
+        handler,
+        init: None,
+        status: None,
     })
 }
 
