@@ -193,3 +193,31 @@ async fn each_session_runs_the_pack_it_opened_with() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_compile_mode_agent_without_sandboxes_takes_no_declaration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_pack(dir.path(), "authoring.json", &fixed_pack("Be {{mood}}."));
+    let top_level =
+        "providers:\n  - name: model\n    type: mock\n    default_response: Compiled.\n";
+    let server = TestServer::with_runtime(top_level, &compile_mode_agent(&path)).await;
+    let (mut client, _) = server.connect("agent=authoring").await;
+    client
+        .send_json(
+            json!({"type": "message", "content": "hi", "declare": {"sandboxes": {"box": {}}}}),
+        )
+        .await;
+    let refused = client.recv().await;
+    assert_eq!(
+        refused["error"],
+        json!({"code": "SESSION_DECLARATION_REFUSED", "message": "this agent takes no declarations",
+            "details": {"type": "sandboxes", "handle": "box", "reason": "SessionInitUnsupported",
+                "message": "this agent takes no declarations"}})
+    );
+    client.say("hi").await;
+    assert_eq!(
+        client.recv_turn().await.pop().unwrap()["content"],
+        "Compiled."
+    );
+    server.stop().await;
+}

@@ -309,11 +309,17 @@ fn tools(
                 ),
             ));
         }
-        if single && plan.iter().any(|t| t.entry.name == entry.name) {
+        if let Some(other) = plan.iter().find(|t| single && t.entry.name == entry.name) {
+            // Named where the map sends a second tool to the entry.
+            let mapped = match mapped {
+                Some(_) => name,
+                None => other.spec.name.as_str(),
+            };
             return Err(in_config(
-                map_key(name),
+                map_key(mapped),
                 format!(
-                    "{entry_name:?} already runs another of the pack's tools; an http or client tool runs one"
+                    "{entry_name:?} runs {:?} and {name:?}; an http or client tool runs one",
+                    other.spec.name
                 ),
             ));
         }
@@ -342,3 +348,6 @@ fn tools(
     }
     Ok(plan)
 }
+
+#[cfg(test)]
+mod tests;
