@@ -108,6 +108,8 @@ pub(super) fn agent(
 pub(super) struct PackBuilder {
     agent: String,
     provider: ProviderSettings,
+    /// `providers[]`' own, for a pack that gives no parameters.
+    shared: Option<Arc<dyn ModelProvider>>,
     /// The provider last built and the parameters it was built with: a
     /// compile that changes none reuses it (and its connection pool).
     built: Mutex<Option<(Sampling, Arc<dyn ModelProvider>)>>,
@@ -137,6 +139,7 @@ impl PackBuilder {
             .collect();
         PackBuilder {
             agent: agent.to_owned(),
+            shared: parts.provider(&provider.name),
             provider,
             built: Mutex::new(None),
             mcp,
@@ -151,6 +154,9 @@ impl PackBuilder {
 
     /// The agent's provider with `sampling`.
     fn provider(&self, sampling: &Sampling) -> anyhow::Result<Arc<dyn ModelProvider>> {
+        if let Some(shared) = self.shared.as_ref().filter(|_| sampling.given().is_empty()) {
+            return Ok(shared.clone());
+        }
         let mut built = self.built.lock();
         if let Some((made_for, provider)) = built.as_ref()
             && made_for == sampling
