@@ -30,6 +30,13 @@ CORE_TOKIO_FEATURES=(default rt sync time macros tokio-macros)
 PURE_CRATES=(agentwire-omnia agentwire-gnosari agentwire-a2a agentwire-mcp)
 PURE_ALLOWED=(agentwire-core serde serde_json thiserror)
 
+# PromptPacks (agentwire-pack) are parsed and checked without IO: the text
+# comes from its caller (the binary reads the file). serde-saphyr is the
+# YAML authoring form and the positions of keys.
+PACK=agentwire-pack
+PACK_ALLOWED=(serde serde_json serde-saphyr thiserror)
+PACK_FORBIDDEN=(tokio "${CORE_FORBIDDEN[@]}")
+
 # Adapters, handlers and the runtime see the rest of the system through
 # the core's ports only: not the engine that drives them.
 ADAPTERS=(agentwire-store agentwire-media agentwire-providers agentwire-tools
@@ -174,6 +181,18 @@ for crate in "${PURE_CRATES[@]}"; do
             fail "$crate depends on $dep (a dialect crate is pure: ${PURE_ALLOWED[*]} only)"
         fi
     done
+done
+
+# The pack crate: pure, and no IO crate anywhere under it.
+for dep in ${direct[$PACK]}; do
+    if ! in_list "$dep" "${PACK_ALLOWED[@]}"; then
+        fail "$PACK depends on $dep (the pack crate is pure: ${PACK_ALLOWED[*]} only)"
+    fi
+done
+for dep in ${tree[$PACK]}; do
+    if in_list "$dep" "${PACK_FORBIDDEN[@]}"; then
+        fail "$PACK depends on $dep (the pack crate does no IO: its caller reads the file)"
+    fi
 done
 
 # Adapters, handlers, runtime: the core only, among our crates.

@@ -6,6 +6,7 @@ use agentwire_core::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::Sampling;
 use crate::retry::{Fault, sanitize_label};
 use crate::sse::SseEvent;
 use crate::streaming::{PartialCall, Reply, Step, Wire, user_content};
@@ -24,8 +25,20 @@ impl Wire for Anthropic {
     const KEY_PREFIX: &'static str = "";
     const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
 
-    fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
-        request_body(model, request)
+    fn request_body(model: &str, sampling: &Sampling, request: &ModelRequest<'_>) -> Value {
+        let mut body = request_body(model, request);
+        let fields = [
+            ("max_tokens", sampling.max_tokens.map(Value::from)),
+            ("temperature", sampling.temperature.map(Value::from)),
+            ("top_p", sampling.top_p.map(Value::from)),
+            ("top_k", sampling.top_k.map(Value::from)),
+        ];
+        for (name, value) in fields {
+            if let Some(value) = value {
+                body[name] = value;
+            }
+        }
+        body
     }
 
     async fn event(
@@ -372,6 +385,24 @@ mod tests {
             }],
             ..ModelRequest::default()
         }
+    }
+
+    #[test]
+    fn sampling_parameters_are_sent_and_max_tokens_replaces_the_default() {
+        let request = ModelRequest::default();
+        let plain = <Anthropic as Wire>::request_body("m", &Sampling::default(), &request);
+        assert_eq!(plain["max_tokens"], json!(MAX_TOKENS));
+        let sampling = Sampling {
+            max_tokens: Some(100),
+            top_k: Some(40),
+            ..Sampling::default()
+        };
+        let body = <Anthropic as Wire>::request_body("m", &sampling, &request);
+        assert_eq!(
+            (&body["max_tokens"], &body["top_k"]),
+            (&json!(100), &json!(40))
+        );
+        assert!(body.get("temperature").is_none());
     }
 
     #[test]

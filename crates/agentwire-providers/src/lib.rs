@@ -130,7 +130,41 @@ pub struct ProviderSettings {
     /// Cap on any one wait between attempts, also on a 429's `Retry-After`.
     /// Default 20 s.
     pub max_retry_delay: Duration,
+    /// Sampling parameters sent with every request (a PromptPack's
+    /// `parameters`). Default: none, the model's own.
+    pub sampling: Sampling,
     pub kind: ProviderKind,
+}
+
+/// Sampling parameters a request carries; `None` leaves the model's
+/// default. Which ones a provider type takes: [`ProviderKind::unsupported`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    /// The reply's length limit in tokens. Anthropic requires one: without
+    /// it, 4096.
+    pub max_tokens: Option<u32>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+    pub frequency_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+}
+
+impl Sampling {
+    /// The names of the parameters given, in a fixed order.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("temperature", self.temperature.is_some()),
+            ("max_tokens", self.max_tokens.is_some()),
+            ("top_p", self.top_p.is_some()),
+            ("top_k", self.top_k.is_some()),
+            ("frequency_penalty", self.frequency_penalty.is_some()),
+            ("presence_penalty", self.presence_penalty.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
 }
 
 impl ProviderSettings {
@@ -150,6 +184,7 @@ impl ProviderSettings {
             max_retries: Self::DEFAULT_MAX_RETRIES,
             retry_backoff: Self::DEFAULT_RETRY_BACKOFF,
             max_retry_delay: Self::DEFAULT_MAX_RETRY_DELAY,
+            sampling: Sampling::default(),
             kind,
         }
     }
@@ -177,6 +212,30 @@ pub enum ProviderKind {
         /// By scenario id (a message's `mock_scenario`; `default` without one).
         scenarios: BTreeMap<String, MockScenario>,
     },
+}
+
+impl ProviderKind {
+    /// The first parameter of `sampling` this provider type does not send,
+    /// if any: OpenAI's Chat Completions has no `top_k`, Anthropic's
+    /// Messages no frequency or presence penalty. The scripted mock takes
+    /// every one (a script's replies do not depend on them).
+    pub fn unsupported(&self, sampling: &Sampling) -> Option<&'static str> {
+        let taken: &[&str] = match self {
+            ProviderKind::OpenAi { .. } => &[
+                "temperature",
+                "max_tokens",
+                "top_p",
+                "frequency_penalty",
+                "presence_penalty",
+            ],
+            ProviderKind::Anthropic { .. } => &["temperature", "max_tokens", "top_p", "top_k"],
+            ProviderKind::Mock { .. } => return None,
+        };
+        sampling
+            .given()
+            .into_iter()
+            .find(|name| !taken.contains(name))
+    }
 }
 
 /// A scripted conversation: what the mock answers on each turn.
@@ -243,8 +302,19 @@ fn http_provider<W: Wire>(
 ) -> Result<Arc<dyn ModelProvider>, String> {
     let endpoint = Endpoint::new::<W>(base_url, api_key)
         .map_err(|e| format!("provider {} ({}): {e}", settings.name, W::NAME))?;
+    if let Some(name) = settings.kind.unsupported(&settings.sampling) {
+        return Err(format!(
+            "provider {} ({}): does not take {name}",
+            settings.name,
+            W::NAME
+        ));
+    }
     let http = http_settings(settings, W::NAME)?;
-    Ok(Arc::new(HttpProvider::<W>::new(http, endpoint)))
+    Ok(Arc::new(HttpProvider::<W>::new(
+        http,
+        endpoint,
+        settings.sampling.clone(),
+    )))
 }
 
 /// The HTTP side of a `provider` (`openai`, `anthropic`) from `settings`,
@@ -311,6 +381,38 @@ mod tests {
                 api_key: key.map(ApiKey::from),
             },
         )
+    }
+
+    #[test]
+    fn each_provider_type_names_the_sampling_parameter_it_does_not_take() {
+        let top_k = Sampling {
+            temperature: Some(1.0),
+            top_k: Some(5),
+            ..Sampling::default()
+        };
+        let penalty = Sampling {
+            frequency_penalty: Some(0.5),
+            ..Sampling::default()
+        };
+        let anthropic = ProviderKind::Anthropic {
+            base_url: String::new(),
+            api_key: None,
+        };
+        let mock = ProviderKind::Mock {
+            default_response: None,
+            scenarios: BTreeMap::new(),
+        };
+        assert_eq!(openai("", None).kind.unsupported(&top_k), Some("top_k"));
+        assert_eq!(openai("", None).kind.unsupported(&penalty), None);
+        assert_eq!(anthropic.unsupported(&top_k), None);
+        assert_eq!(anthropic.unsupported(&penalty), Some("frequency_penalty"));
+        assert_eq!(mock.unsupported(&penalty), None);
+        let mut settings = openai("", None);
+        settings.sampling = top_k;
+        let Err(error) = build(settings) else {
+            panic!("built with top_k");
+        };
+        assert_eq!(error, "provider main (openai): does not take top_k");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use agentwire_core::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::Sampling;
 use crate::retry::{Fault, sanitize_label};
 use crate::sse::SseEvent;
 use crate::streaming::{Reply, Step, Wire, user_content};
@@ -23,8 +24,27 @@ impl Wire for OpenAi {
     const KEY_PREFIX: &'static str = "Bearer ";
     const HEADERS: &'static [(&'static str, &'static str)] = &[];
 
-    fn request_body(model: &str, request: &ModelRequest<'_>) -> Value {
-        request_body(model, request)
+    fn request_body(model: &str, sampling: &Sampling, request: &ModelRequest<'_>) -> Value {
+        let mut body = request_body(model, request);
+        let fields = [
+            ("temperature", sampling.temperature.map(Value::from)),
+            ("max_tokens", sampling.max_tokens.map(Value::from)),
+            ("top_p", sampling.top_p.map(Value::from)),
+            (
+                "frequency_penalty",
+                sampling.frequency_penalty.map(Value::from),
+            ),
+            (
+                "presence_penalty",
+                sampling.presence_penalty.map(Value::from),
+            ),
+        ];
+        for (name, value) in fields {
+            if let Some(value) = value {
+                body[name] = value;
+            }
+        }
+        body
     }
 
     async fn event(
@@ -341,6 +361,29 @@ mod tests {
         let body = request_body("llama3.2", &request);
         assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
         assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn sampling_parameters_are_sent_when_given() {
+        let request = ModelRequest::default();
+        let plain = <OpenAi as Wire>::request_body("m", &Sampling::default(), &request);
+        assert!(plain.get("temperature").is_none() && plain.get("max_tokens").is_none());
+        let sampling = Sampling {
+            temperature: Some(0.2),
+            max_tokens: Some(512),
+            presence_penalty: Some(-1.0),
+            ..Sampling::default()
+        };
+        let body = <OpenAi as Wire>::request_body("m", &sampling, &request);
+        assert_eq!(
+            (
+                &body["temperature"],
+                &body["max_tokens"],
+                &body["presence_penalty"]
+            ),
+            (&json!(0.2), &json!(512), &json!(-1.0))
+        );
+        assert!(body.get("top_p").is_none());
     }
 
     #[test]

@@ -22,10 +22,10 @@ use bytes::Bytes;
 use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
 
-use crate::ApiKey;
 use crate::http::{self, HttpSettings, SseStream};
 use crate::retry::{Failure, Fault};
 use crate::sse::SseEvent;
+use crate::{ApiKey, Sampling};
 
 /// One streaming wire format: what the shared provider and loop ask of it.
 pub(crate) trait Wire: 'static {
@@ -41,8 +41,8 @@ pub(crate) trait Wire: 'static {
     /// The headers every request carries besides the key.
     const HEADERS: &'static [(&'static str, &'static str)];
 
-    /// The request body for `request`.
-    fn request_body(model: &str, request: &ModelRequest<'_>) -> Value;
+    /// The request body for `request`, with `sampling`'s parameters.
+    fn request_body(model: &str, sampling: &Sampling, request: &ModelRequest<'_>) -> Value;
 
     /// Decodes one event of the body into `reply`, streaming its text to
     /// `sink` through [`Reply::text`]. `data` is the event's data trimmed,
@@ -90,14 +90,16 @@ impl Endpoint {
 pub(crate) struct HttpProvider<W> {
     http: HttpSettings,
     endpoint: Endpoint,
+    sampling: Sampling,
     wire: PhantomData<fn() -> W>,
 }
 
 impl<W: Wire> HttpProvider<W> {
-    pub fn new(http: HttpSettings, endpoint: Endpoint) -> HttpProvider<W> {
+    pub fn new(http: HttpSettings, endpoint: Endpoint, sampling: Sampling) -> HttpProvider<W> {
         HttpProvider {
             http,
             endpoint,
+            sampling,
             wire: PhantomData,
         }
     }
@@ -132,10 +134,11 @@ impl<W: Wire> ModelProvider for HttpProvider<W> {
         request: &ModelRequest<'_>,
         text: &dyn TextSink,
     ) -> Result<ModelReply, ProviderError> {
-        let body = self
-            .http
-            .policy
-            .json_body(&W::request_body(&self.http.policy.model, request))?;
+        let body = self.http.policy.json_body(&W::request_body(
+            &self.http.policy.model,
+            &self.sampling,
+            request,
+        ))?;
         self.http
             .policy
             .run(move || self.attempt(body.clone(), text))

@@ -63,6 +63,54 @@ pub struct RuntimeSettings {
     pub roster: Arc<Roster>,
     /// The agent's memory tools; `None`: memory is off for it.
     pub memory: Option<memory::MemorySettings>,
+    /// The system prompt of each turn where it depends on the turn (a
+    /// pack's template with variables a message sets); wins over
+    /// `instructions`.
+    pub turn_instructions: Option<Arc<dyn TurnInstructions>>,
+    /// How long each message the model writes may be (a pack's
+    /// `max_length` validator); `None`: no limit.
+    pub reply_limit: Option<ReplyLimit>,
+}
+
+/// Instructions made for each turn from what its message carries.
+pub trait TurnInstructions: Send + Sync + 'static {
+    /// The system prompt for a turn whose message has `metadata`, or why
+    /// the turn cannot run.
+    fn render(&self, metadata: &agentwire_core::Metadata) -> Result<String, TurnFailure>;
+}
+
+/// A limit on the characters of each message the model writes: what
+/// passes it is never streamed to the client nor stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyLimit {
+    pub max_characters: usize,
+    pub past_it: PastLimit,
+}
+
+/// What a message longer than a [`ReplyLimit`] does to its turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PastLimit {
+    /// The message is cut at the limit and the turn goes on.
+    Cut,
+    /// The turn fails (`INTERNAL_ERROR`) with this message, after the text
+    /// up to the limit was streamed.
+    Fail(String),
+}
+
+impl ReplyLimit {
+    /// `text` held to the limit: cut, or the turn's failure.
+    fn hold(&self, text: &mut String) -> Result<(), TurnFailure> {
+        let Some((cut, _)) = text.char_indices().nth(self.max_characters) else {
+            return Ok(());
+        };
+        match &self.past_it {
+            PastLimit::Cut => {
+                text.truncate(cut);
+                Ok(())
+            }
+            PastLimit::Fail(message) => Err(TurnFailure::new(ErrorCode::Internal, message.clone())),
+        }
+    }
 }
 
 /// `agents[].context_messages` when not configured: the engine's default
@@ -157,13 +205,16 @@ impl RuntimeHandler {
                 .as_ref()
                 .map(|m| memory::MemoryTools::new(m, m.scope_agent_or(&settings.agent_name))),
         };
+        let instructions = match &settings.turn_instructions {
+            Some(made) => Some(made.render(&turn.input.metadata)?),
+            None => settings.instructions.clone(),
+        };
         let system = match &settings.memory {
             Some(memory) => {
-                let instructions = settings.instructions.clone();
                 let agent = memory.scope_agent_or(&settings.agent_name);
                 memory::with_note(instructions, memory, agent, turn).await
             }
-            None => settings.instructions.clone(),
+            None => instructions,
         };
         let mut request = ModelRequest {
             system,
@@ -175,10 +226,14 @@ impl RuntimeHandler {
             // Stored media is resolved for this call alone (fresh URLs,
             // bytes dropped after it); `request` keeps only the references.
             let call = turn.resolve_media(&request).await;
-            let reply = model_call(settings.provider.as_ref(), &call, turn)
+            let limit = settings.reply_limit.as_ref().map(|l| l.max_characters);
+            let mut reply = model_call(settings.provider.as_ref(), &call, turn, limit)
                 .await
                 .map_err(|e| TurnFailure::new(e.code(), e.message))?;
             drop(call);
+            if let Some(limit) = &settings.reply_limit {
+                limit.hold(&mut reply.text)?;
+            }
             if reply.tool_calls.is_empty() {
                 return Ok(Answer::Reply(Reply::text(reply.text)));
             }
@@ -383,11 +438,13 @@ pub(crate) async fn announce(turn: &TurnContext, call: &ModelToolCall) {
 }
 
 /// One model call, in its `chat` span: usage and the time to the first
-/// token recorded when it ends.
+/// token recorded when it ends. Text past `limit` characters is not
+/// streamed.
 async fn model_call(
     provider: &dyn ModelProvider,
     request: &ModelRequest<'_>,
     turn: &TurnContext,
+    limit: Option<usize>,
 ) -> Result<ModelReply, ProviderError> {
     let span = tracing::debug_span!(
         target: agentwire_core::trace::TARGET,
@@ -404,6 +461,7 @@ async fn model_call(
         turn,
         started: std::time::Instant::now(),
         first_token: std::sync::OnceLock::new(),
+        room: limit.map(std::sync::atomic::AtomicUsize::new),
     };
     let reply = provider
         .complete(request, &sink)
@@ -435,17 +493,36 @@ fn outcome_label(outcome: &ToolOutcome) -> &'static str {
 }
 
 /// Streams the model's text to the client as it arrives, noting when the
-/// first of it came.
+/// first of it came; with a limit, only as many characters as `room` has
+/// left.
 struct StreamToClient<'a> {
     turn: &'a TurnContext,
     started: std::time::Instant,
     first_token: std::sync::OnceLock<std::time::Duration>,
+    room: Option<std::sync::atomic::AtomicUsize>,
 }
 
 #[async_trait]
 impl TextSink for StreamToClient<'_> {
     async fn text(&self, delta: &str) {
         self.first_token.get_or_init(|| self.started.elapsed());
-        self.turn.events().text_delta(delta).await;
+        let Some(room) = &self.room else {
+            self.turn.events().text_delta(delta).await;
+            return;
+        };
+        // One model call's text comes in order, one delta at a time.
+        let left = room.load(std::sync::atomic::Ordering::Relaxed);
+        let end = delta
+            .char_indices()
+            .nth(left)
+            .map_or(delta.len(), |(i, _)| i);
+        let kept = &delta[..end];
+        room.store(
+            left - kept.chars().count(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        if !kept.is_empty() {
+            self.turn.events().text_delta(kept).await;
+        }
     }
 }

@@ -17,6 +17,8 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+mod pack;
+
 use crate::{
     DEFAULT_CONTEXT_MESSAGES, Delegation, Handoff, Peer, Roster, RuntimeHandler, RuntimeSettings,
 };
@@ -135,7 +137,18 @@ fn runtime_agent(
     delegations: &[&str],
     handoffs: &[&str],
 ) -> Arc<RuntimeHandler> {
-    Arc::new(RuntimeHandler::new(RuntimeSettings {
+    let settings = settings(name, provider, roster, delegations, handoffs);
+    Arc::new(RuntimeHandler::new(settings))
+}
+
+fn settings(
+    name: &str,
+    provider: Arc<Scripted>,
+    roster: &Arc<Roster>,
+    delegations: &[&str],
+    handoffs: &[&str],
+) -> RuntimeSettings {
+    RuntimeSettings {
         agent_name: name.to_owned(),
         instructions: Some(format!("You are {name}.")),
         provider,
@@ -160,7 +173,9 @@ fn runtime_agent(
             .collect(),
         roster: roster.clone(),
         memory: None,
-    }))
+        turn_instructions: None,
+        reply_limit: None,
+    }
 }
 
 fn fill(roster: &Roster, agents: &[&Arc<RuntimeHandler>]) {

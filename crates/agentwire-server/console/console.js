@@ -78,6 +78,11 @@ const ui = {
   memoryFacetError: $("memory-facet-error"),
   memoryPanel: $("memory-panel"),
   facadesPanel: $("facades-panel"),
+  packPanel: $("pack-panel"),
+  packSummary: $("pack-summary"),
+  packError: $("pack-error"),
+  packWarnings: $("pack-warnings"),
+  packRefresh: $("pack-refresh"),
   facades: $("facades"),
   memoryScope: $("memory-scope"),
   memoryError: $("memory-error"),
@@ -677,6 +682,7 @@ function finishTurn(done) {
   scrollDown();
   refreshSessionsSoon();
   if (currentAgent()?.memory) afterMemoryTurn(turn);
+  reloadPack();
 }
 
 function endTurnInterrupted(why) {
@@ -715,7 +721,10 @@ function onError(frame) {
     state.turn = null;
     setRunning(false);
   }
-  showError(code, message);
+  // A compile-mode session that did not open: what failed is in the details.
+  const detail = code === "pack_compile_failed" ? frame.error?.details?.error : null;
+  showError(code, detail ? `${message}: ${detail}` : message);
+  if (code === "pack_compile_failed") reloadPack();
 }
 
 // ------------------------------------------------------------ tool calls
@@ -1364,6 +1373,38 @@ async function loadAgents() {
   ui.agent.value = names.includes(wanted) ? wanted : names.includes("demo") ? "demo" : (names[0] ?? "");
   offerCall();
   showFacades();
+  showPack();
+}
+
+/**
+ * A pack agent's pack and its latest compile (`/api/v1/agents`' `pack`):
+ * id, version and prompt, the compile mode, the error and the warnings. A
+ * compile-mode agent compiles at every session open, so the panel reloads
+ * after each turn and refusal.
+ */
+function showPack() {
+  const pack = currentAgent()?.pack;
+  ui.packPanel.hidden = !pack;
+  if (!pack) return;
+  const what = pack.id ? `${pack.id} ${pack.version}, prompt ${pack.prompt}` : "not compiled yet";
+  const mode = pack.compile === "per_session" ? "compiled at every session open" : "compiled at startup";
+  ui.packSummary.textContent = `${what} (${mode}; compiles: ${pack.compiles})`;
+  ui.packError.hidden = !pack.error;
+  ui.packError.textContent = pack.error ?? "";
+  ui.packWarnings.replaceChildren(...(pack.warnings ?? []).map((w) => element("li", "", "pack-warning", w)));
+  ui.packPanel.dataset.state = pack.error ? "error" : "ok";
+}
+
+/** Reloads the agents listing's entry of a compile-mode agent and shows its pack. */
+async function reloadPack() {
+  if (currentAgent()?.pack?.compile !== "per_session") return;
+  try {
+    const listing = await apiGet("/api/v1/agents");
+    state.agents = listing.agents ?? state.agents;
+  } catch {
+    return;
+  }
+  showPack();
 }
 
 /** The current agent's other front doors (A2A card, MCP tool, REST function), as links and URLs to copy. */
@@ -1412,9 +1453,11 @@ function wire() {
     localStorage.setItem("agentwire.agent", ui.agent.value);
     offerCall();
     showFacades();
+    showPack();
     newChat();
     loadMemories();
   });
+  ui.packRefresh.addEventListener("click", reloadPack);
   ui.call.addEventListener("click", () => {
     if (state.call) endCall(true, "call ended");
     else startCall();

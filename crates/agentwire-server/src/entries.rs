@@ -6,6 +6,7 @@ use std::sync::Arc;
 use agentwire_core::tools::ArgumentValidator;
 use agentwire_core::{AccessLevel, MemoryTier};
 use agentwire_engine::Agent;
+use parking_lot::Mutex;
 
 use crate::call;
 
@@ -33,6 +34,67 @@ pub struct AgentEntry {
     pub voice: Option<call::Voice>,
     /// The front doors besides the WebSocket that serve the agent.
     pub facades: Facades,
+    /// A pack agent's pack and its latest compile; `None` for other agents.
+    pub pack: Option<Arc<PackStatus>>,
+}
+
+impl AgentEntry {
+    /// What `connected.ai_disclosure` says: the agent's own setting, else
+    /// what its pack declared when it last compiled.
+    pub fn ai_disclosure(&self) -> Option<bool> {
+        self.requires_ai_disclosure
+            .or_else(|| self.pack.as_ref().and_then(|p| p.report().ai_disclosure))
+    }
+}
+
+/// A pack agent's pack as the agents listing (and so the console) shows
+/// it, updated at every compile: at startup, and at every session open in
+/// compile mode. Nothing in it is prompt text.
+#[derive(Default)]
+pub struct PackStatus {
+    report: Mutex<PackReport>,
+}
+
+/// One compile's outcome, and the pack that last compiled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PackReport {
+    /// `at_startup` or `per_session`.
+    pub compile: &'static str,
+    /// The pack's `id` and `version` and the prompt the agent runs, from
+    /// the latest compile that succeeded.
+    pub id: Option<String>,
+    pub version: Option<String>,
+    pub prompt: Option<String>,
+    /// What that pack declares as `requires_ai_disclosure`.
+    pub ai_disclosure: Option<bool>,
+    /// Compiles so far.
+    pub compiles: u64,
+    /// The latest compile's error; `None` when it compiled.
+    pub error: Option<String>,
+    /// The latest compile's warnings.
+    pub warnings: Vec<String>,
+}
+
+impl PackStatus {
+    pub fn new(compile: &'static str) -> PackStatus {
+        PackStatus {
+            report: Mutex::new(PackReport {
+                compile,
+                ..PackReport::default()
+            }),
+        }
+    }
+
+    pub fn report(&self) -> PackReport {
+        self.report.lock().clone()
+    }
+
+    /// Records a compile: `outcome` changes the report.
+    pub fn record(&self, outcome: impl FnOnce(&mut PackReport)) {
+        let mut report = self.report.lock();
+        report.compiles += 1;
+        outcome(&mut report);
+    }
 }
 
 /// Which request/response front doors serve an agent; `None`: that door

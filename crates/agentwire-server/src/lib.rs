@@ -83,7 +83,8 @@ use tokio::net::{TcpListener, TcpStream};
 pub use abuse::{AbuseGuard, AbuseLimits};
 pub use budget::InboundBudget;
 pub use entries::{
-    A2aCard, A2aSkill, AgentEntry, Facades, FunctionSpec, McpTool, Schema, TeamEntry, TeamMember,
+    A2aCard, A2aSkill, AgentEntry, Facades, FunctionSpec, McpTool, PackReport, PackStatus, Schema,
+    TeamEntry, TeamMember,
 };
 pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;

@@ -20,6 +20,7 @@ use agentwire_server::{
 #[cfg(feature = "postgres")]
 use agentwire_store::PgStore;
 use agentwire_store::{MemoryLimits, MemoryStore, SqliteStore};
+use agentwire_tools::sandbox::AgentSandboxes;
 use anyhow::Context as _;
 
 use crate::config::{
@@ -30,6 +31,7 @@ use crate::system::{RandomIds, SystemClock};
 
 mod facades;
 mod memory;
+mod pack;
 mod runtime;
 mod sandboxes;
 mod session_init;
@@ -493,41 +495,20 @@ fn agent_entry(
 ) -> anyhow::Result<AgentEntry> {
     let (runtime_parts, voice_providers) = (parts.runtime, parts.voice_providers);
     let sandboxes = sandboxes::for_agent(parts.sandboxes, config);
-    let mut session_inits: Vec<Arc<dyn SessionInit>> = Vec::new();
-    if let Some(sandboxes) = &sandboxes {
-        session_inits.push(sandboxes.clone());
-    }
-    let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
-        (HandlerKind::Test, _) => Arc::new(TestHandler),
-        (HandlerKind::Echo, _) => Arc::new(EchoHandler),
-        (HandlerKind::Demo, _) => Arc::new(DemoHandler),
-        (HandlerKind::Runtime, Some(runtime)) => {
-            let handler = runtime_parts.handler(&config.name, runtime, roster)?;
-            let handler = Arc::new(match sandboxes {
-                Some(sandboxes) => handler.with_session_tools(sandboxes),
-                None => handler,
-            });
-            peers.push((config.name.clone(), Peer::Runtime(handler.clone())));
-            handler
-        }
-        (HandlerKind::Runtime, None) => {
-            anyhow::bail!("agents: {}: runtime fields were validated", config.name)
-        }
-    };
-    if config.runtime.is_none() {
-        let peer = Peer::Handler {
-            name: config.name.clone(),
-            handler: handler.clone(),
-        };
-        peers.push((config.name.clone(), peer));
-    }
+    let built = agent_handler(config, runtime_parts, roster, sandboxes.clone())?;
+    peers.push((config.name.clone(), built.peer));
+    // A compiled pack first, then the sandboxes (which take the
+    // declaration the pack's init passes on).
+    let session_inits = (built.init.into_iter())
+        .chain(sandboxes.map(|sandboxes| sandboxes as Arc<dyn SessionInit>))
+        .collect();
     Ok(AgentEntry {
         agent: Arc::new(Agent {
             name: config.name.clone(),
             context_ttl: config.context_ttl,
             ack_timeout: config.ack_timeout,
             client_tool_timeout: config.client_tool_timeout,
-            handler,
+            handler: built.handler,
             session_init: session_init::combine(session_inits),
         }),
         shows_server_tools: matches!(config.handler, HandlerKind::Demo | HandlerKind::Test),
@@ -568,6 +549,70 @@ fn agent_entry(
                     .unwrap_or_default(),
             }),
         facades: facades::build(&config.facades)?,
+        pack: built.status,
+    })
+}
+
+/// An agent's handler, as a delegation (or handoff) target too, with its
+/// session init and pack status for a pack agent.
+struct BuiltHandler {
+    handler: Arc<dyn Handler>,
+    peer: Peer,
+    init: Option<Arc<dyn agentwire_core::SessionInit>>,
+    status: Option<Arc<agentwire_server::PackStatus>>,
+}
+
+fn agent_handler(
+    config: &AgentConfig,
+    runtime_parts: &runtime::RuntimeParts,
+    roster: &Arc<Roster>,
+    sandboxes: Option<Arc<AgentSandboxes>>,
+) -> anyhow::Result<BuiltHandler> {
+    let handler: Arc<dyn Handler> = match (&config.handler, &config.runtime) {
+        (HandlerKind::Test, _) => Arc::new(TestHandler),
+        (HandlerKind::Echo, _) => Arc::new(EchoHandler),
+        (HandlerKind::Demo, _) => Arc::new(DemoHandler),
+        (HandlerKind::Runtime, Some(runtime)) => {
+            if let Some(pack_config) = &runtime.pack {
+                let agent = pack::PackAgentConfig {
+                    name: &config.name,
+                    runtime,
+                    pack: pack_config,
+                    sandboxes,
+                };
+                let built = pack::agent(runtime_parts, agent, roster)
+                    .with_context(|| format!("agents: {}: pack", config.name))?;
+                return Ok(BuiltHandler {
+                    handler: built.handler,
+                    peer: built.peer,
+                    init: built.init,
+                    status: Some(built.status),
+                });
+            }
+            let handler = runtime_parts.handler(&config.name, runtime, roster)?;
+            let handler = Arc::new(match sandboxes {
+                Some(sandboxes) => handler.with_session_tools(sandboxes),
+                None => handler,
+            });
+            return Ok(BuiltHandler {
+                handler: handler.clone(),
+                peer: Peer::Runtime(handler),
+                init: None,
+                status: None,
+            });
+        }
+        (HandlerKind::Runtime, None) => {
+            anyhow::bail!("agents: {}: runtime fields were validated", config.name)
+        }
+    };
+    Ok(BuiltHandler {
+        peer: Peer::Handler {
+            name: config.name.clone(),
+            handler: handler.clone(),
+        },
+        handler,
+        init: None,
+        status: None,
     })
 }
 

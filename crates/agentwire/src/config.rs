@@ -16,6 +16,7 @@ mod live;
 mod media;
 mod memory;
 mod mock;
+mod pack;
 mod postgres;
 mod print;
 mod raw;
@@ -35,6 +36,10 @@ pub use facades::{A2aConfig, AgentFacades, FunctionConfig, McpConfig, SkillConfi
 pub use live::{LiveConfig, RedisConfig};
 pub use media::{MediaBackend, MediaConfig};
 pub use memory::{DEFAULT_FORGET_GRACE, DEFAULT_PURGE_EVERY, MemoryConfig};
+pub use pack::{
+    CompileMode, PackConfig, PackFailure, PackMode, PackPlan, PackSource, PlanTool, PlanVariable,
+    compile as compile_pack, diagnostic_line,
+};
 pub use print::{REDACTED, effective_yaml, load_effective_yaml};
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
@@ -567,8 +572,23 @@ fn validate_agent(
             "1 to 128 of A-Z a-z 0-9 . _ : / -, starting with a letter or digit",
         ));
     }
+    if raw.pack.is_some() && raw.voice.is_some() {
+        return Err(ConfigError::new(
+            key("voice"),
+            "not with `pack`: a voice call has no pack to run",
+        ));
+    }
     let runtime = runtime::validate_agent_runtime(index, &raw, declared.providers, declared.tools)?;
     let sandboxes = sandboxes::validate_agent(index, &raw, declared.sandboxes)?;
+    // A pack compiled now says what `connected.ai_disclosure` announces
+    // (when the agent's own setting does not; they cannot differ).
+    let requires_ai_disclosure = match runtime.as_ref().and_then(|r| r.pack.as_ref()) {
+        Some(PackConfig {
+            mode: PackMode::AtStartup(plan),
+            ..
+        }) => raw.requires_ai_disclosure.or(plan.ai_disclosure),
+        _ => raw.requires_ai_disclosure,
+    };
     let summary = summary::validate(
         index,
         raw.summary_after_idle,
@@ -595,7 +615,7 @@ fn validate_agent(
         access_level,
         password_argon2: raw.password_argon2,
         memory_facet: raw.memory_facet,
-        requires_ai_disclosure: raw.requires_ai_disclosure,
+        requires_ai_disclosure,
         summary,
         voice,
         facades,

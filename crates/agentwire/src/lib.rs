@@ -3,12 +3,14 @@
 //! - [`config`]: the YAML file, parsed and validated before any port is bound.
 //! - [`app`]: builds the engine, store and agents from a [`config::Config`].
 //! - [`telemetry`]: traces over OTLP, when configured.
+//! - [`pack_command`]: `agentwire pack compile`.
 //! - [`run`]: serves an already bound listener until shutdown, as
 //!   mini-redis' `server::run` does, so tests can bind `127.0.0.1:0`;
 //!   [`serve`] does the same for an [`app::App`] built before binding.
 
 pub mod app;
 pub mod config;
+pub mod pack_command;
 mod system;
 pub mod telemetry;
 

@@ -88,12 +88,32 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// PromptPacks: check one as an agent would load it.
+    Pack {
+        #[command(subcommand)]
+        command: PackCommand,
+    },
     /// Print the SHA-256 hex digest of an API key read from standard input,
     /// for `auth.api_keys[].sha256`.
     HashKey,
     /// Print an Argon2id PHC hash of a password read from standard input,
     /// for `agents[].password_argon2`.
     HashPassword,
+}
+
+#[derive(Subcommand)]
+enum PackCommand {
+    /// Compile a PromptPack (its JSON, or the same document in YAML) and
+    /// print each problem as `FILE:LINE:COLUMN: error: PATH: MESSAGE`, each
+    /// warning as `FILE: warning: …`, then a summary. Exit status: 0 when it
+    /// compiles (warnings allowed), 1 when it does not, 2 for a usage error.
+    Compile {
+        /// The pack file (`.json`, `.yaml`, `.yml`).
+        path: PathBuf,
+        /// Write the compiled pack here, as canonical JSON.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// BSD `EX_USAGE`: the exit status for a bad configuration.
@@ -130,6 +150,9 @@ fn main() -> ExitCode {
             Ok(config) => migrate(&config),
             Err(e) => config_error(&e),
         },
+        Command::Pack {
+            command: PackCommand::Compile { path, output },
+        } => pack_compile(&path, output.as_deref()),
         Command::HashKey => print_from_stdin(|key| Ok(agentwire_auth::sha256_hex(key))),
         Command::HashPassword => print_from_stdin(agentwire_auth::hash_password),
         Command::CheckConfig {
@@ -312,6 +335,18 @@ fn print_from_stdin(transform: impl Fn(&str) -> Result<String, String>) -> ExitC
         }
         Err(e) => {
             eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn pack_compile(path: &std::path::Path, output: Option<&std::path::Path>) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match agentwire::pack_command::run(path, output, &mut stdout) {
+        Ok(agentwire::pack_command::Outcome::Compiled) => ExitCode::SUCCESS,
+        Ok(agentwire::pack_command::Outcome::Failed) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: cannot write the report: {e}");
             ExitCode::FAILURE
         }
     }

@@ -450,6 +450,8 @@ fn handler(model: &Arc<Prompts>, memory: MemorySettings) -> crate::RuntimeHandle
         handoffs: Vec::new(),
         roster: crate::Roster::new(),
         memory: Some(memory),
+        turn_instructions: None,
+        reply_limit: None,
     })
 }
 

@@ -301,6 +301,7 @@ impl Harness {
             requires_ai_disclosure: None,
             voice: None,
             facades: Default::default(),
+            pack: None,
         };
         let agents = [(AGENT.to_owned(), Arc::new(entry))].into_iter().collect();
         let mut settings = ServerSettings {

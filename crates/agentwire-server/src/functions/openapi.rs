@@ -366,7 +366,7 @@ fn error_schemas() -> Map<String, Value> {
 fn agent_listing() -> Value {
     let agent = json!({"type": "object", "additionalProperties": false,
         "required": ["name", "access_level", "credential_required", "ai_disclosure",
-            "voice", "memory", "a2a_card", "mcp_tool", "function"],
+            "voice", "memory", "a2a_card", "mcp_tool", "function", "pack"],
         "properties": {"name": {"type": "string"},
             "access_level": {"enum": ["public", "private"]},
             "credential_required": {"type": "boolean"},
@@ -375,8 +375,21 @@ fn agent_listing() -> Value {
             "memory": {"enum": ["caller_agent", "caller", null]},
             "a2a_card": {"type": ["string", "null"]},
             "mcp_tool": {"type": ["string", "null"]},
-            "function": {"type": ["string", "null"]}}});
+            "function": {"type": ["string", "null"]},
+            "pack": {"oneOf": [{"type": "null"}, pack_status()]}}});
     json!({"type": "object", "additionalProperties": false, "required": ["agents", "media"],
         "properties": {"agents": {"type": "array", "items": agent},
             "media": {"type": "boolean"}}})
+}
+
+/// A pack agent's pack and its latest compile.
+fn pack_status() -> Value {
+    let text = json!({"type": ["string", "null"]});
+    json!({"type": "object", "additionalProperties": false,
+        "required": ["id", "version", "prompt", "compile", "compiles", "error", "warnings"],
+        "properties": {"id": text, "version": text, "prompt": text,
+            "compile": {"enum": ["at_startup", "per_session"]},
+            "compiles": {"type": "integer", "minimum": 0},
+            "error": text,
+            "warnings": {"type": "array", "items": {"type": "string"}}}})
 }

@@ -421,7 +421,7 @@ impl Omnia {
                     .resume_asked
                     .then_some(rejoined.is_some() || call_resumed),
                 memory_facet: self.params.memory_facet.as_deref(),
-                ai_disclosure: self.params.agent.requires_ai_disclosure,
+                ai_disclosure: self.params.agent.ai_disclosure(),
                 event_log,
             },
             link.state.engine().clock().now(),

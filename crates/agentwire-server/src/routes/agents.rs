@@ -4,8 +4,8 @@
 //!
 //! `{"agents": [{"name": "demo", "access_level": "public",
 //! "credential_required": false, "ai_disclosure": null, "voice": false,
-//! "memory": null, "a2a_card": null, "mcp_tool": null, "function": null}],
-//! "media": true}`
+//! "memory": null, "a2a_card": null, "mcp_tool": null, "function": null,
+//! "pack": null}], "media": true}`
 //!
 //! sorted by name. `credential_required` is whether `/ws` refuses a caller
 //! without a credential (a private agent); `media` whether uploads
@@ -14,8 +14,12 @@
 //! tools write to (`"caller_agent"` or `"caller"`, `agents[].memory.tier`),
 //! `null` when it has none; `a2a_card` the path of its A2A card, `mcp_tool`
 //! its tool's name on `/mcp`, `function` its REST function's path, each
-//! `null` when that front door does not serve it. Answers carry `Cache-Control: no-store`; other
-//! methods are 405.
+//! `null` when that front door does not serve it; `pack` a pack agent's pack
+//! and its latest compile (`{"id", "version", "prompt", "compile":
+//! "at_startup"|"per_session", "compiles", "error", "warnings"}`; `id`,
+//! `version` and `prompt` from the latest compile that succeeded, `error`
+//! `null` when the latest one did), `null` for other agents. Answers carry
+//! `Cache-Control: no-store`; other methods are 405.
 
 use std::sync::Arc;
 
@@ -27,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use crate::AppState;
+use crate::{AppState, PackReport};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new().route(
@@ -65,6 +69,33 @@ struct AgentInfo<'a> {
     mcp_tool: Option<String>,
     /// The agent's REST function, when it is one.
     function: Option<String>,
+    /// A pack agent's pack and its latest compile.
+    pack: Option<PackInfo>,
+}
+
+#[derive(Serialize)]
+struct PackInfo {
+    id: Option<String>,
+    version: Option<String>,
+    prompt: Option<String>,
+    compile: &'static str,
+    compiles: u64,
+    error: Option<String>,
+    warnings: Vec<String>,
+}
+
+impl From<PackReport> for PackInfo {
+    fn from(report: PackReport) -> PackInfo {
+        PackInfo {
+            id: report.id,
+            version: report.version,
+            prompt: report.prompt,
+            compile: report.compile,
+            compiles: report.compiles,
+            error: report.error,
+            warnings: report.warnings,
+        }
+    }
 }
 
 async fn list(State(state): State<Arc<AppState>>) -> Response {
@@ -77,7 +108,7 @@ async fn list(State(state): State<Arc<AppState>>) -> Response {
                 AccessLevel::Private => "private",
             },
             credential_required: entry.access_level == AccessLevel::Private,
-            ai_disclosure: entry.requires_ai_disclosure,
+            ai_disclosure: entry.ai_disclosure(),
             voice: entry.voice.is_some(),
             memory: entry.memory_tier.map(|tier| tier.as_str()),
             a2a_card: entry
@@ -95,6 +126,7 @@ async fn list(State(state): State<Arc<AppState>>) -> Response {
                 .function
                 .as_ref()
                 .map(|_| format!("/functions/{}", entry.agent.name)),
+            pack: entry.pack.as_ref().map(|p| PackInfo::from(p.report())),
         })
         .collect();
     agents.sort_by(|a, b| a.name.cmp(b.name));

@@ -100,7 +100,7 @@ impl RuntimeParts {
     }
 
     /// A runtime agent's memory, when it has memory on.
-    fn memory_settings(&self, config: &RuntimeAgentConfig) -> Option<MemorySettings> {
+    pub(super) fn memory_settings(&self, config: &RuntimeAgentConfig) -> Option<MemorySettings> {
         let memory = config.memory.as_ref()?;
         Some(MemorySettings {
             store: self.memory.clone(),
@@ -165,24 +165,12 @@ impl RuntimeParts {
             max_rounds: config.max_rounds,
             context_messages: config.context_messages,
             metadata_template,
-            delegations: config
-                .delegations
-                .iter()
-                .map(|target| Delegation {
-                    target: target.clone(),
-                    instructions: None,
-                })
-                .collect(),
-            handoffs: config
-                .handoffs
-                .iter()
-                .map(|target| Handoff {
-                    target: target.clone(),
-                    description: None,
-                })
-                .collect(),
+            delegations: delegations(config),
+            handoffs: handoffs(config),
             roster: roster.clone(),
             memory: self.memory_settings(config),
+            turn_instructions: None,
+            reply_limit: None,
         }))
     }
 
@@ -245,6 +233,8 @@ impl RuntimeParts {
                 embedder: self.embedder.clone(),
                 scope_agent: Some(scope_agent),
             }),
+            turn_instructions: None,
+            reply_limit: None,
         }))
     }
 
@@ -286,6 +276,30 @@ impl RuntimeParts {
     }
 }
 
+/// `agents[].delegations`, as the runtime takes them.
+pub(super) fn delegations(config: &RuntimeAgentConfig) -> Vec<Delegation> {
+    config
+        .delegations
+        .iter()
+        .map(|target| Delegation {
+            target: target.clone(),
+            instructions: None,
+        })
+        .collect()
+}
+
+/// `agents[].handoffs`, as the runtime takes them.
+pub(super) fn handoffs(config: &RuntimeAgentConfig) -> Vec<Handoff> {
+    config
+        .handoffs
+        .iter()
+        .map(|target| Handoff {
+            target: target.clone(),
+            description: None,
+        })
+        .collect()
+}
+
 fn build_tool(tool: &NamedTool) -> anyhow::Result<BuiltTool> {
     Ok(match &tool.config {
         ToolConfig::Client {
@@ -317,5 +331,14 @@ impl RuntimeParts {
     /// The provider `providers[]` names `name`, built once and shared.
     pub(super) fn provider(&self, name: &str) -> Option<Arc<dyn ModelProvider>> {
         self.providers.get(name).cloned()
+    }
+
+    /// The server tool `tools[]` names `name`, built once and shared (an
+    /// MCP server's tools, opened once per connection).
+    pub(super) fn server_tool(&self, name: &str) -> Option<Arc<dyn ToolSource>> {
+        match self.tools.get(name) {
+            Some(BuiltTool::Server(source)) => Some(source.clone()),
+            _ => None,
+        }
     }
 }

@@ -238,8 +238,13 @@ pub(super) struct Agent {
     /// An acknowledged client tool call not answered in time is denied.
     #[serde(default = "default_client_tool_timeout")]
     pub(super) client_tool_timeout: ConfigDuration,
-    /// `runtime`: the system prompt. Default: none.
+    /// `runtime`: the system prompt. Default: none. Not with `pack`.
     pub(super) instructions: Option<String>,
+    /// `runtime`: a PromptPack the agent runs: its file's path, or a block
+    /// with `path`, `prompt`, `variables`, `tools` and `compile`. It gives
+    /// the instructions, model parameters, tool policy and the tools' specs
+    /// (see the book's PromptPack page). Default: none.
+    pub(super) pack: Option<super::pack::RawPack>,
     /// `runtime`: the `providers[]` entry that answers; required.
     pub(super) provider: Option<String>,
     /// `runtime`: names from `tools[]` the model may call. Default: none.

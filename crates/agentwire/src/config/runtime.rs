@@ -64,6 +64,9 @@ pub struct RuntimeAgentConfig {
     pub handoffs: Vec<String>,
     /// `memory`: its memory tools and ambient recall; `None`: no memory.
     pub memory: Option<super::memory::AgentMemoryConfig>,
+    /// `pack`: a PromptPack agent's pack; `None` for an agent of
+    /// `instructions`.
+    pub pack: Option<super::pack::PackConfig>,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
@@ -508,6 +511,9 @@ pub(super) fn validate_agent_runtime(
     tools: &[NamedTool],
 ) -> Result<Option<RuntimeAgentConfig>, ConfigError> {
     let key = |field: &str| format!("agents[{index}].{field}");
+    if raw.handler != super::HandlerKind::Runtime && raw.pack.is_some() {
+        return Err(ConfigError::new(key("pack"), "needs `handler: runtime`"));
+    }
     if raw.handler != super::HandlerKind::Runtime {
         let given = raw.instructions.is_some()
             || raw.provider.is_some()
@@ -560,7 +566,12 @@ pub(super) fn validate_agent_runtime(
     if let Some((field, _)) = zero.iter().find(|(_, zero)| *zero) {
         return Err(ConfigError::new(key(field), "must be greater than 0"));
     }
+    let pack = match &raw.pack {
+        Some(pack) => Some(agent_pack(index, raw, pack, providers, tools)?),
+        None => None,
+    };
     Ok(Some(RuntimeAgentConfig {
+        pack,
         instructions: raw.instructions.clone(),
         provider,
         tools: names,
@@ -571,6 +582,43 @@ pub(super) fn validate_agent_runtime(
         handoffs: raw.handoffs.clone().unwrap_or_default(),
         memory: super::memory::validate(index, raw.memory.as_ref())?,
     }))
+}
+
+/// A runtime agent's `pack`, against its provider and tools (which the
+/// caller checked exist).
+fn agent_pack(
+    index: usize,
+    raw: &super::raw::Agent,
+    pack: &super::pack::RawPack,
+    providers: &[ProviderSettings],
+    tools: &[NamedTool],
+) -> Result<super::pack::PackConfig, ConfigError> {
+    if raw.instructions.is_some() {
+        return Err(ConfigError::new(
+            format!("agents[{index}].instructions"),
+            "not with `pack`: the pack's system_template is the agent's instructions",
+        ));
+    }
+    let provider = providers
+        .iter()
+        .find(|p| Some(&p.name) == raw.provider.as_ref())
+        .ok_or_else(|| ConfigError::new(format!("agents[{index}].provider"), "required"))?;
+    let agent_tools = raw
+        .tools
+        .iter()
+        .flatten()
+        .filter_map(|name| tools.iter().find(|t| &t.name == name).cloned())
+        .collect();
+    super::pack::validate(
+        pack,
+        super::pack::AgentSide {
+            index,
+            provider,
+            tools: agent_tools,
+            requires_ai_disclosure: raw.requires_ai_disclosure,
+            max_rounds: raw.max_rounds,
+        },
+    )
 }
 
 /// Names must be unique within a list; the error names the second.

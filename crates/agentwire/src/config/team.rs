@@ -333,6 +333,23 @@ pub(super) fn check_agent_links(agents: &[AgentConfig]) -> Result<(), ConfigErro
                 if targets[..i].contains(target) {
                     return Err(ConfigError::new(key, format!("{target:?} is listed twice")));
                 }
+                let compiled_per_session = found.runtime.as_ref().is_some_and(|r| {
+                    matches!(
+                        r.pack,
+                        Some(super::PackConfig {
+                            mode: super::PackMode::PerSession,
+                            ..
+                        })
+                    )
+                });
+                if list == "handoffs" && compiled_per_session {
+                    return Err(ConfigError::new(
+                        key,
+                        format!(
+                            "{target:?} compiles its pack per session; such an agent cannot take over a turn"
+                        ),
+                    ));
+                }
                 if list == "handoffs" && found.runtime.is_none() {
                     return Err(ConfigError::new(
                         key,

@@ -841,6 +841,35 @@ scenario("a socket cut mid-reply: the reply completes without a duplicate", asyn
   }
 });
 
+scenario("a pack agent's panel shows its latest compile; a compile-mode refusal shows why", async () => {
+  await fresh(page, "packed");
+  const summary = page.locator("[data-testid=pack-summary]");
+  await summary.waitFor();
+  assertEq(await summary.innerText(), "hello 1.0.0, prompt chat (compiled at startup; compiles: 1)", "the summary");
+  const warnings = await page.locator("[data-testid=pack-warning]").allTextContents();
+  assertEq(warnings.length, 1, "one warning");
+  assert(warnings[0].startsWith("compilation: missing"), `the warning: ${warnings[0]}`);
+  assert(await page.locator("[data-testid=pack-error]").isHidden(), "no error");
+  await send(page, "hi");
+  assertEq(await reply(page), "I only know scripts.", "the pack agent answers");
+
+  await fresh(page, "authoring");
+  await send(page, "hi");
+  const error = page.locator("[data-testid=error]").last();
+  await error.waitFor();
+  assertEq(await error.locator("[data-testid=error-code]").innerText(), "pack_compile_failed", "the code");
+  const message = await error.locator("[data-testid=error-message]").innerText();
+  assertEq(
+    message,
+    "the agent's pack did not compile: prompt 'chat': system_template references variables, but none are declared",
+    "the message, with details.error",
+  );
+  await page.waitForFunction(() => !document.querySelector("[data-testid=pack-error]").hidden);
+  const shown = await page.locator("[data-testid=pack-error]").innerText();
+  assertEq(shown, "prompt 'chat': system_template references variables, but none are declared", "the panel");
+  assert(await page.locator("[data-testid=send]").isEnabled(), "the composer is usable again");
+});
+
 // -------------------------------------------------------------------- run
 
 let failed = 0;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -295,9 +295,34 @@ agents:
     access_level: public
 "#;
 
+/// Two pack agents on the scripted model, their packs in `dir`: one
+/// compiled at startup (with a warning), one in compile mode whose pack
+/// does not compile.
+fn pack_agents(dir: &Path) -> String {
+    let mut packed = crate::packs::minimal_pack("Be kind.");
+    crate::packs::write_pack(dir, "packed.pack.json", &packed);
+    packed["prompts"]["chat"]["system_template"] = json!("Hello {{name}}.");
+    crate::packs::write_pack(dir, "authoring.pack.json", &packed);
+    format!(
+        r#"
+  - name: packed
+    handler: runtime
+    provider: scripted
+    access_level: public
+    pack: {dir}/packed.pack.json
+  - name: authoring
+    handler: runtime
+    provider: scripted
+    access_level: public
+    pack: {{path: {dir}/authoring.pack.json, compile: per_session}}
+"#,
+        dir = dir.display()
+    )
+}
+
 /// The browser scenarios' server: [`SCRIPTED_MODEL`], the voice agents'
-/// mock providers, [`BROWSER_AGENTS`], media on a local directory, and API
-/// keys.
+/// mock providers, [`BROWSER_AGENTS`] and [`pack_agents`], media on a
+/// local directory, and API keys.
 fn browser_config(db: &Path, media: &Path) -> String {
     format!(
         r#"
@@ -320,7 +345,7 @@ voice_providers:
     type: mock
     output: tone
     reply: "{long_reply}"
-{agents}"#,
+{agents}{packs}"#,
         db = db.display(),
         media = media.display(),
         auth = auth_yaml(),
@@ -328,6 +353,7 @@ voice_providers:
         reply = CALL_REPLY,
         long_reply = LONG_REPLY,
         agents = BROWSER_AGENTS,
+        packs = pack_agents(db.parent().expect("the database is in a directory")),
     )
 }
 

@@ -47,6 +47,8 @@ mod memory_embeddings;
 mod messages;
 mod ops;
 mod outages;
+mod packs;
+mod packs_compile_mode;
 mod postgres;
 mod replica_turns;
 mod replicas;
