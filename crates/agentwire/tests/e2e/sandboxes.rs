@@ -461,3 +461,53 @@ fn a_bad_sandbox_config_is_refused_naming_the_key() {
         crate::config_errors::assert_rejected(&text, key, fragment);
     }
 }
+
+/// A compile-mode pack agent with sandboxes: the pack compiles at the
+/// session's open, the declaration passes on to the sandboxes, and the model
+/// gets the sandbox's tools beside the pack's. A declaration it cannot take
+/// is still refused by the sandboxes' checks.
+#[tokio::test]
+async fn a_pack_agent_passes_its_declaration_to_its_sandboxes() {
+    let Some(deps) = deps() else {
+        return;
+    };
+    let projects = Projects::new();
+    let pack = crate::packs::write_pack(
+        &projects.root(),
+        "coder.pack.json",
+        &crate::packs::minimal_pack("You work on the caller's project."),
+    );
+    let packed = format!(
+        "  - name: packed\n    handler: runtime\n    provider: scripted\n    access_level: public\n    sandboxes: [files]\n    pack: {{path: \"{}\", compile: per_session}}\n",
+        pack.display()
+    );
+    let top = top_level(&deps, &projects, 9, ROOMY);
+    let server = TestServer::with_runtime(&top, &format!("{AGENT}{packed}")).await;
+    let alice = granting("alice", &["p1"]);
+    let bearer = format!("Bearer {alice}");
+    let connect = || async {
+        let mut client = (server.try_connect_with("agent=packed", &[("Authorization", &bearer)]))
+            .await
+            .expect("upgrade accepted");
+        assert_eq!(client.recv().await["type"], "connected");
+        client
+    };
+
+    let mut client = connect().await;
+    let listed = turn(
+        &mut client,
+        message("list", Some(declare("files", &["p1"])), None),
+    )
+    .await
+    .unwrap();
+    assert!(listed.contains("[FILE] README.md"), "{listed}");
+
+    let mut client = connect().await;
+    let refused = turn(
+        &mut client,
+        message("list", Some(declare("files", &["p2"])), None),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refusal(&refused)["reason"], "MountNotAuthorized");
+}
