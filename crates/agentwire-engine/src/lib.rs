@@ -423,28 +423,10 @@ impl Engine {
             Entry::Occupied(live) => (live.get().clone(), false),
             Entry::Vacant(vacant) => {
                 self.inner.store.hold_session(id);
-                let placeholder = vacant.insert(Arc::new(LiveSession {
-                    record: record.clone(),
-                    window: 0,
-                    appending: Arc::default(),
-                    log: SessionLog::new(Epoch(self.inner.ids.log_epoch())),
-                    client_tools: ClientToolBroker::new(),
-                    publishing: Arc::default(),
-                    following: Default::default(),
-                    state: Mutex::new(LiveState {
-                        persisted: true,
-                        last_active_at: record.last_active_at,
-                        turn_running: false,
-                        turn_cancel: None,
-                        history: Arc::new(Vec::new()),
-                        next_seq: 0,
-                        deleted: false,
-                        write_fence: None,
-                        opened_with: None,
-                        prepared: false,
-                    }),
-                }));
-                (placeholder.clone(), true)
+                let log = SessionLog::new(Epoch(self.inner.ids.log_epoch()));
+                let state = LiveState::stored(record, Vec::new(), 0);
+                let placeholder = LiveSession::new(record.clone(), 0, log, state);
+                (vacant.insert(Arc::new(placeholder)).clone(), true)
             }
         };
         let lease = self.lease(session);
