@@ -46,18 +46,24 @@ impl SessionLease {
     /// refused (`DeclarationMismatch`). Called with the turn flag held; on
     /// a refusal the caller gives it back.
     pub(crate) async fn open_for(&self, req: &SubmitRequest<'_>) -> Result<(), InitRefusal> {
+        let declaration = match req.opening {
+            Opening::Opens { declaration } => declaration,
+            Opening::Continues => None,
+        };
+        // Nothing to check or prepare: every message of an agent without
+        // session init that declares nothing (the turn's hot path).
+        if req.agent.session_init.is_none() && declaration.is_none() {
+            return Ok(());
+        }
         let (opened, prepared) = {
             let state = self.session.state.lock();
             (state.opened_with.clone(), state.prepared)
         };
-        let declaration = match req.opening {
-            Opening::Opens { declaration } => declaration,
-            // Prepared once per process: a session resumed here by a
-            // rejoin, or another replica's until now, is prepared with
-            // what it opened with.
-            Opening::Continues if !prepared => None,
-            Opening::Continues => return Ok(()),
-        };
+        // Prepared once per process: a session resumed here by a rejoin,
+        // another door or a restart is prepared with what it opened with.
+        if matches!(req.opening, Opening::Continues) && prepared {
+            return Ok(());
+        }
         let declared = match declaration {
             Some(raw) => Declaration::parse(raw)?,
             None => Declaration::default(),

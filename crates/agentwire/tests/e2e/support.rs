@@ -383,7 +383,13 @@ impl Client {
 
     /// The next JSON text frame, skipping pings and pongs.
     pub async fn recv(&mut self) -> Value {
-        let text = self.recv_text().await;
+        self.recv_within(FRAME_TIMEOUT).await
+    }
+
+    /// [`Client::recv`], waiting up to `wait` for each frame: for work that
+    /// is slow under load (a sandbox's server starting).
+    pub async fn recv_within(&mut self, wait: Duration) -> Value {
+        let text = self.recv_text_within(wait).await;
         let value: Value = serde_json::from_str(&text).expect("server frames are JSON");
         assert!(
             value["timestamp"].is_string(),
@@ -394,8 +400,12 @@ impl Client {
 
     /// The next text frame exactly as it was sent, skipping pings and pongs.
     pub async fn recv_text(&mut self) -> String {
+        self.recv_text_within(FRAME_TIMEOUT).await
+    }
+
+    async fn recv_text_within(&mut self, wait: Duration) -> String {
         loop {
-            let message = tokio::time::timeout(FRAME_TIMEOUT, self.ws.next())
+            let message = tokio::time::timeout(wait, self.ws.next())
                 .await
                 .expect("a frame within the timeout")
                 .expect("socket open")

@@ -303,9 +303,8 @@ pub async fn turn(client: &mut Client, message: Value) -> Result<String, Value> 
     client.send_json(message).await;
     let mut frames = Vec::new();
     loop {
-        let frame = tokio::time::timeout(std::time::Duration::from_secs(30), client.recv())
-            .await
-            .expect("a frame within 30 s");
+        // A sandbox's server starting under a loaded machine takes seconds.
+        let frame = client.recv_within(std::time::Duration::from_secs(30)).await;
         match frame["type"].as_str() {
             Some("done") => return Ok(frame["content"].as_str().unwrap_or_default().to_owned()),
             Some("error") => return Err(frame),
