@@ -201,12 +201,12 @@ async fn a_store_that_requires_migrations_refuses_an_unmigrated_database_until_m
     let text = refused.to_string();
     assert!(matches!(refused, StoreError::Rejected(_)), "{text}");
     assert!(
-        text.contains("lacks migrations [1, 2, 3, 4, 5, 6, 7]"),
+        text.contains("lacks migrations [1, 2, 3, 4, 5, 6, 7, 8]"),
         "{text}"
     );
     assert!(text.contains("agentwire migrate"), "{text}");
     let applied = PgStore::migrate(&options).await.unwrap();
-    assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8]);
     assert!(PgStore::migrate(&options).await.unwrap().is_empty(), "once");
     let store = PgStore::connect(&options).await.unwrap();
     store.create_session(&record("s1", None, 1)).await.unwrap();
