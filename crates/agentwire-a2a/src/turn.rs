@@ -185,7 +185,13 @@ mod tests {
         let mut stream = TaskStream::new("t".into(), "c".into(), Epoch(0xab));
         let mut out = Vec::new();
         stream.push(
-            &entry(1, TurnEvent::TurnStarted { agent: "a".into() }),
+            &entry(
+                1,
+                TurnEvent::TurnStarted {
+                    agent: "a".into(),
+                    question: None,
+                },
+            ),
             "now",
             &mut out,
         );

@@ -176,11 +176,12 @@ impl SessionLog {
         self.state.lock().running
     }
 
-    /// Starts a turn: appends its `TurnStarted`. One turn runs per session
+    /// Starts a turn answering the stored message `question` (when it
+    /// answers one): appends its `TurnStarted`. One turn runs per session
     /// (the engine's rule); a turn still open (mirrored from a replica that
     /// died) is ended `Failed` first, so every turn keeps exactly one
     /// terminal.
-    pub fn start_turn(self: &Arc<Self>, agent: &str) -> TurnWriter {
+    pub fn start_turn(self: &Arc<Self>, agent: &str, question: Option<u64>) -> TurnWriter {
         let mut state = self.state.lock();
         if let Some(open) = state.running {
             state.push(
@@ -197,6 +198,7 @@ impl SessionLog {
             turn,
             TurnEvent::TurnStarted {
                 agent: agent.to_owned(),
+                question,
             },
         );
         drop(state);
@@ -204,6 +206,18 @@ impl SessionLog {
         TurnWriter {
             log: self.clone(),
             turn,
+        }
+    }
+
+    /// The store seq of the question `turn` answers, while the log still
+    /// holds the turn's `TurnStarted` and it names one.
+    pub fn question_of(&self, turn: TurnId) -> Option<u64> {
+        let state = self.state.lock();
+        let oldest = state.entries.front()?.entry.seq;
+        let kept = state.entries.get(turn.0.checked_sub(oldest)? as usize)?;
+        match &*kept.entry.event {
+            TurnEvent::TurnStarted { question, .. } if kept.entry.seq == turn.0 => *question,
+            _ => None,
         }
     }
 
@@ -398,7 +412,7 @@ fn payload_bytes(event: &TurnEvent) -> usize {
             reply.text.len() + reply.parts.iter().map(part_bytes).sum::<usize>()
         }
         TurnEvent::Failed(failure) => failure.message.len(),
-        TurnEvent::TurnStarted { agent } | TurnEvent::AgentSwitched { name: agent, .. } => {
+        TurnEvent::TurnStarted { agent, .. } | TurnEvent::AgentSwitched { name: agent, .. } => {
             agent.len()
         }
         TurnEvent::Interrupt | TurnEvent::AudioFormat(_) => 0,

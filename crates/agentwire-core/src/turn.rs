@@ -125,6 +125,10 @@ pub enum TurnEvent {
     /// `agent` answers it. Dialects that do not number events skip it.
     TurnStarted {
         agent: String,
+        /// The store seq of the turn's question, when the turn answers
+        /// one: how a replica ending another's orphaned turn finds whether
+        /// that turn's end was stored before its replica died.
+        question: Option<u64>,
     },
     TextDelta(String),
     ToolCall(ToolCall),

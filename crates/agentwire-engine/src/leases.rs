@@ -5,10 +5,17 @@
 //! are shared, with the terminal's publication instead: `shared`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Acquired, Fence, SessionLease, SubmitError};
 use crate::LiveCounters;
-use agentwire_core::session::retained_start;
+use agentwire_core::session::{StoredMessage, retained_start};
+
+/// How long an event waits for a turn running on another replica.
+const EVENT_WAIT: Duration = Duration::from_secs(30);
+
+/// How often it tries the lease meanwhile.
+const EVENT_RETRY: Duration = Duration::from_millis(200);
 
 impl SessionLease {
     /// Takes the session's lease for the turn `begin_turn` admitted here;
@@ -62,6 +69,58 @@ impl SessionLease {
         Ok(granted.fence)
     }
 
+    /// Stores `messages` that belong to no turn (an event the client
+    /// reported) as a turn's records are: where leases are shared, under
+    /// the session's lease, so they take the seqs after every replica's
+    /// writes and a replica that lost the session cannot write them. A turn
+    /// running here lends its lease. While a turn runs on another replica,
+    /// or Redis cannot be reached, the write goes to a task of its own that
+    /// tries the lease again for up to [`EVENT_WAIT`] (logging a failure),
+    /// so the caller, a connection's loop, does not wait for either.
+    pub(super) async fn store_outside_turn(
+        &self,
+        messages: Vec<StoredMessage>,
+    ) -> Result<(), SubmitError> {
+        if !self.shares_logs() {
+            return Ok(self.store_messages(messages, None).await?);
+        }
+        match self.store_under_lease(messages.clone()).await {
+            Err(SubmitError::TurnInProgress { .. } | SubmitError::Live(_)) => {}
+            done => return done,
+        }
+        let lease = self.clone_lease();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + EVENT_WAIT;
+            loop {
+                tokio::time::sleep(EVENT_RETRY).await;
+                match lease.store_under_lease(messages.clone()).await {
+                    Err(SubmitError::TurnInProgress { .. } | SubmitError::Live(_))
+                        if tokio::time::Instant::now() < deadline => {}
+                    Err(e) => {
+                        return tracing::warn!(session = %lease.id(), error = %e, "storing an event failed");
+                    }
+                    Ok(()) => return,
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// One try of [`SessionLease::store_outside_turn`] where leases are
+    /// shared: `TurnInProgress` while another replica's turn holds the lease.
+    async fn store_under_lease(&self, messages: Vec<StoredMessage>) -> Result<(), SubmitError> {
+        if self.begin_turn().is_err() {
+            // A turn of this replica's holds the lease: its fence is the
+            // write's.
+            return Ok(self.store_messages(messages, None).await?);
+        }
+        let fence = self.acquire_turn_lease().await?;
+        let stored = self.store_messages(messages, None).await;
+        self.release_turn_lease(fence).await;
+        self.end_turn();
+        Ok(stored?)
+    }
+
     /// Gives the turn's lease up. A failure is logged, not returned: the
     /// lease then expires by itself.
     pub(super) async fn release_turn_lease(&self, fence: Fence) {
@@ -71,26 +130,37 @@ impl SessionLease {
     }
 
     /// Resolves once the turn's lease is lost: a renewal said it is no
-    /// longer ours, or renewals failed for the lease's whole life. Never,
+    /// longer ours, or none succeeded for the lease's whole life. Never,
     /// when leases do not expire.
+    ///
+    /// Renewals go out on a fixed beat, not a sleep after each answer, so
+    /// a slow one does not push the next past the lease's end; and the
+    /// lease counts as renewed from when a renewal was *sent*: Redis set
+    /// its expiry at some moment after that, so this side's deadline never
+    /// falls later than the one other replicas see.
     pub(super) async fn lease_lost(&self, fence: Fence) {
         let leases = &self.inner.leases;
         let Some(every) = leases.renew_every() else {
             return std::future::pending().await;
         };
-        let mut renewed_at = tokio::time::Instant::now();
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut held_until = tokio::time::Instant::now() + leases.ttl();
         loop {
-            tokio::time::sleep(every).await;
-            match leases.renew(self.id(), fence).await {
-                Ok(true) => renewed_at = tokio::time::Instant::now(),
-                Ok(false) => break,
-                Err(e) => {
+            beat.tick().await;
+            let sent_at = tokio::time::Instant::now();
+            let renewal = tokio::time::timeout_at(held_until, leases.renew(self.id(), fence));
+            match renewal.await {
+                Ok(Ok(true)) => held_until = sent_at + leases.ttl(),
+                Ok(Ok(false)) => break,
+                Ok(Err(e)) => {
                     LiveCounters::add(&self.inner.live_counters.errors, 1);
                     tracing::warn!(session = %self.id(), error = %e, "renewing a turn lease failed");
-                    if renewed_at.elapsed() >= leases.ttl() {
-                        break;
-                    }
                 }
+                Err(_) => {}
+            }
+            if tokio::time::Instant::now() >= held_until {
+                break;
             }
         }
         LiveCounters::add(&self.inner.live_counters.leases_lost, 1);

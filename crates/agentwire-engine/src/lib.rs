@@ -511,8 +511,7 @@ impl Engine {
             metadata,
             self.inner.clock.now(),
         );
-        lease.store_messages(vec![event], None).await?;
-        Ok(())
+        lease.store_outside_turn(vec![event]).await
     }
 
     /// Leases `id`, loading it from the store when it is not live. `own` skips

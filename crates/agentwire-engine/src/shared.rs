@@ -29,9 +29,9 @@ use agentwire_core::live::{
     Append, Appended, Control, LiveError, LogFollower, MAX_BATCH, SharedHead, SharedLogs,
 };
 use agentwire_core::log::{Epoch, LogEntry, LogReader, SessionLog, TurnId};
+use agentwire_core::session::{MessageBody, ReplyEnd};
 use agentwire_core::tools::ClientAnswer;
-use agentwire_core::turn::TURN_INTERRUPTED;
-use agentwire_core::turn::{TurnEvent, TurnFailure};
+use agentwire_core::turn::{Reply, TURN_INTERRUPTED, TurnEvent, TurnFailure};
 
 /// Whether ending an orphaned turn gives the lease up with its terminal (a
 /// follower that took the lease for it) or keeps it (a turn about to start).
@@ -168,6 +168,11 @@ impl SessionLease {
         true
     }
 
+    /// Sends `control` to the turn's replica, trying again for one lease's
+    /// life while the shared state cannot be reached from here: once sent,
+    /// the control waits in the session's mailbox until the turn's replica
+    /// takes it (the adapter's promise), so only a cut on this side could
+    /// lose it.
     fn forward(&self, control: Control) {
         let Some(logs) = self.shared_logs().cloned() else {
             return;
@@ -176,12 +181,19 @@ impl SessionLease {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let counters = &inner.live_counters;
-            match logs.send(&id, &control).await {
-                Ok(_) => LiveCounters::add(&counters.controls_sent, 1),
-                Err(e) => {
-                    LiveCounters::add(&counters.errors, 1);
-                    tracing::warn!(session = %id, error = %e, "forwarding a control failed");
+            let deadline = tokio::time::Instant::now() + inner.leases.ttl();
+            loop {
+                match logs.send(&id, &control).await {
+                    Ok(_) => return LiveCounters::add(&counters.controls_sent, 1),
+                    Err(e) => {
+                        LiveCounters::add(&counters.errors, 1);
+                        if tokio::time::Instant::now() + RETRY_AFTER >= deadline {
+                            tracing::warn!(session = %id, error = %e, "forwarding a control failed");
+                            return;
+                        }
+                    }
                 }
+                tokio::time::sleep(RETRY_AFTER).await;
             }
         });
     }
@@ -283,7 +295,14 @@ impl SessionLease {
     }
 
     async fn follow(&self, logs: &dyn SharedLogs) {
-        let wait = self.inner.leases.renew_every().unwrap_or(DEFAULT_WAIT);
+        // Each empty wait tries the lease (`end_orphan`): at half a
+        // renewal period, a dead replica's turn ends within about
+        // `ttl + renew_every / 2` of its last renewal.
+        let wait = self
+            .inner
+            .leases
+            .renew_every()
+            .map_or(DEFAULT_WAIT, |every| every / 2);
         // Opened on first use and again after a failure: the shared state
         // may be unreachable when the follow starts, or drop it midway.
         let mut follower: Option<Box<dyn LogFollower>> = None;
@@ -380,9 +399,13 @@ impl SessionLease {
     }
 
     /// Ends a turn the log shows open (its replica died) under the lease this
-    /// replica holds with `fence`, the session taken over: its failure
-    /// stored as a failed turn's is, then its terminal appended to the
-    /// shared log and mirrored here.
+    /// replica holds with `fence`, the session taken over (fenced in the
+    /// store, its window read again): with the end that replica stored
+    /// before it died, when it got that far, else with its failure stored
+    /// as a failed turn's is; then that terminal appended to the shared log
+    /// and mirrored here. One turn never has both a stored reply and an
+    /// interruption: once the store is fenced nothing of the dead replica's
+    /// can land after what was read.
     async fn end_orphaned_turn(
         &self,
         logs: &dyn SharedLogs,
@@ -393,19 +416,20 @@ impl SessionLease {
         let Some(turn) = log.running() else {
             return Ok(());
         };
-        tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
-        let failure = TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED);
-        let ending = super::records::Ending::Ran(Err(failure.clone()));
-        let (record, _) =
-            super::records::terminal_record(self.id(), ending, self.inner.clock.now());
-        if let Err(e) = self.store_messages(vec![record], None).await {
-            // The turn ends all the same: its clients must not wait on it.
-            tracing::warn!(session = %self.id(), error = %e, "storing an orphaned turn's end failed");
-        }
+        let event = match self.stored_end_of(turn) {
+            Some(stored) => {
+                tracing::warn!(session = %self.id(), "ending a turn whose replica is gone, as it stored it");
+                stored
+            }
+            None => {
+                tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
+                self.store_interruption().await
+            }
+        };
         let terminal = [LogEntry {
             seq: log.head() + 1,
             turn,
-            event: Arc::new(TurnEvent::Failed(failure)),
+            event: Arc::new(event),
         }];
         let batch = Append {
             fence,
@@ -420,6 +444,46 @@ impl SessionLease {
             let _ = log.mirror(&terminal);
         }
         Ok(())
+    }
+
+    /// The terminal event of the end `turn`'s replica stored for it: the
+    /// first reply or failure after the turn's question in the session's
+    /// window, as read from the store when the session was taken over.
+    fn stored_end_of(&self, turn: TurnId) -> Option<TurnEvent> {
+        let question = self.session.log.question_of(turn)?;
+        let history = self.session.state.lock().history.clone();
+        history
+            .iter()
+            .filter(|message| message.seq > question)
+            .find_map(|message| match &message.body {
+                MessageBody::Reply { text, parts, end } => {
+                    let reply = Reply {
+                        text: text.clone(),
+                        parts: parts.clone(),
+                    };
+                    Some(match end {
+                        ReplyEnd::Cancelled => TurnEvent::Cancelled(reply),
+                        _ => TurnEvent::Completed(reply),
+                    })
+                }
+                MessageBody::Failure { code, message } => {
+                    Some(TurnEvent::Failed(TurnFailure::new(*code, message.clone())))
+                }
+                _ => None,
+            })
+    }
+
+    /// Stores an orphaned turn's end as a failed turn's is; the failure.
+    async fn store_interruption(&self) -> TurnEvent {
+        let failure = TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED);
+        let ending = super::records::Ending::Ran(Err(failure.clone()));
+        let (record, _) =
+            super::records::terminal_record(self.id(), ending, self.inner.clock.now());
+        if let Err(e) = self.store_messages(vec![record], None).await {
+            // The turn ends all the same: its clients must not wait on it.
+            tracing::warn!(session = %self.id(), error = %e, "storing an orphaned turn's end failed");
+        }
+        TurnEvent::Failed(failure)
     }
 
     /// Before a turn starts here under its lease: a turn of a dead replica

@@ -102,9 +102,11 @@ impl Engine {
             question_write,
             span,
         } = started;
+        // The question is the live history's last message: just admitted.
+        let question_seq = history.last().map_or(0, |m| m.seq);
         let log = &lease.session.log;
         let published = log.head();
-        let writer = log.start_turn(&agent.name);
+        let writer = log.start_turn(&agent.name, Some(question_seq));
         if let Some(slot) = publishing {
             lease.publish(fence, published, writer.turn(), slot);
         }
@@ -127,7 +129,6 @@ impl Engine {
             result_timeout: agent.client_tool_timeout,
             media: self.inner.media.clone(),
         });
-        let question_seq = history.last().map_or(0, |m| m.seq);
         drop(history);
         let turn_lease = lease.clone_lease();
         tokio::spawn(

@@ -590,7 +590,7 @@ mod tests {
         let mut encoder = encoder();
         let mut frames = Vec::new();
         while let Some(entry) = reader.try_next().expect("not lagged") {
-            if let TurnEvent::TurnStarted { agent } = &*entry.event {
+            if let TurnEvent::TurnStarted { agent, .. } = &*entry.event {
                 encoder = TurnEncoder::new(agent.as_str(), "s1", Some("c1".to_owned()));
             }
             for frame in encoder.encode(&entry.event) {
@@ -607,7 +607,7 @@ mod tests {
         let log = agentwire_core::SessionLog::new(agentwire_core::Epoch(3));
         for _ in 0..2 {
             let (agent, events) = agentwire_core::testing::multi_event_turn();
-            let writer = log.start_turn(&agent);
+            let writer = log.start_turn(&agent, None);
             let (terminal, events) = events.split_last().unwrap();
             for event in events {
                 writer.append(event.clone());

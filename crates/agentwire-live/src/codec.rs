@@ -81,6 +81,10 @@ struct EntryWire<'a> {
 enum EventWire<'a> {
     TurnStarted {
         agent: Cow<'a, str>,
+        /// The question's store seq; absent in entries written before it
+        /// was added, and for a turn without one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        q: Option<u64>,
     },
     TextDelta(Cow<'a, str>),
     ToolCall(ToolCallWire<'a>),
@@ -104,8 +108,9 @@ enum EventWire<'a> {
 impl<'a> From<&'a TurnEvent> for EventWire<'a> {
     fn from(event: &'a TurnEvent) -> EventWire<'a> {
         match event {
-            TurnEvent::TurnStarted { agent } => EventWire::TurnStarted {
+            TurnEvent::TurnStarted { agent, question } => EventWire::TurnStarted {
                 agent: agent.into(),
+                q: *question,
             },
             TurnEvent::TextDelta(text) => EventWire::TextDelta(text.into()),
             TurnEvent::ToolCall(call) => EventWire::ToolCall(call.into()),
@@ -131,8 +136,9 @@ impl<'a> From<&'a TurnEvent> for EventWire<'a> {
 impl From<EventWire<'_>> for TurnEvent {
     fn from(event: EventWire<'_>) -> TurnEvent {
         match event {
-            EventWire::TurnStarted { agent } => TurnEvent::TurnStarted {
+            EventWire::TurnStarted { agent, q } => TurnEvent::TurnStarted {
                 agent: agent.into_owned(),
+                question: q,
             },
             EventWire::TextDelta(text) => TurnEvent::TextDelta(text.into_owned()),
             EventWire::ToolCall(call) => TurnEvent::ToolCall(call.into()),

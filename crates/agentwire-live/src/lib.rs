@@ -24,6 +24,7 @@ use redis::{RedisError, Script};
 use tokio::sync::mpsc;
 
 pub mod codec;
+mod controls;
 mod logs;
 mod rates;
 
@@ -88,6 +89,9 @@ impl ConnectError {
 /// as changed hands, both of which are safe.
 const SESSION_KEYS_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest wait between two attempts to reconnect to Redis.
+const RECONNECT_DELAY_MS: u64 = 100;
+
 /// Takes the lease unless the turn key exists. The fence is the session's
 /// counter plus one, or Redis's clock in microseconds when the counter is
 /// gone (so it still exceeds every fence handed out before). Returns
@@ -114,14 +118,6 @@ end
 return {fence, 1}
 ";
 
-/// Extends the lease if it is still the one named (`replica:fence`).
-const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-";
-
 /// Deletes the lease if it is still the one named.
 const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -140,6 +136,7 @@ pub struct RedisLive {
     renew: Script,
     release: Script,
     scripts: logs::Scripts,
+    mailboxes: controls::Mailboxes,
     spend: Script,
     check: Script,
     /// This replica's controls, until the engine takes them.
@@ -171,35 +168,38 @@ impl RedisLive {
             .set_response_timeout(settings.timeout);
         let first = client.get_multiplexed_async_connection_with_config(&probe);
         answering(settings.timeout, first).await?;
+        // The manager's reconnect backs off from a second between attempts
+        // unless capped: after a cut that heals, renewals would wait that
+        // long for the new connection and a short lease would be lost to a
+        // blip. Capped at RECONNECT_DELAY_MS; a reconnect that fails all its
+        // tries makes the next command start another.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(settings.timeout)
             .set_response_timeout(settings.timeout)
             .set_number_of_retries(2)
-            .set_max_delay(1_000);
+            .set_max_delay(RECONNECT_DELAY_MS);
         let connect = client.get_connection_manager_with_config(config);
         let connection = answering(settings.timeout, connect).await?;
+        let (engine, controls) = mpsc::channel(controls::CONTROL_QUEUE);
         let live = RedisLive {
             client,
             connection,
             settings,
             acquire: Script::new(ACQUIRE),
-            renew: Script::new(RENEW),
+            renew: Script::new(controls::RENEW),
             release: Script::new(RELEASE),
             scripts: logs::Scripts::new(),
+            mailboxes: controls::Mailboxes::new(engine),
             spend: Script::new(rates::SPEND),
             check: Script::new(rates::CHECK),
-            controls: Mutex::new(None),
+            controls: Mutex::new(Some(controls)),
         };
-        *live.controls.lock() = Some(live.spawn_control_listener());
+        live.spawn_control_listener();
         Ok(live)
     }
 
     fn key(&self, session: &SessionId, what: &str) -> String {
-        format!(
-            "{}{{{}}}:{what}",
-            self.settings.key_prefix,
-            session.as_str()
-        )
+        session_key(&self.settings.key_prefix, session, what)
     }
 
     /// What the turn key holds while `fence` is the lease.
@@ -210,6 +210,11 @@ impl RedisLive {
     fn millis(duration: Duration) -> u64 {
         duration.as_millis().max(1) as u64
     }
+}
+
+/// A key of `session`'s, with its id as the hash tag.
+fn session_key(prefix: &str, session: &SessionId, what: &str) -> String {
+    format!("{prefix}{{{}}}:{what}", session.as_str())
 }
 
 /// The connection `connect` makes within `timeout`, once it answers PING.
@@ -278,15 +283,19 @@ impl TurnLeases for RedisLive {
         }))
     }
 
+    /// Also hands the engine what waits in the session's control mailbox
+    /// (`controls`): what was sent while this replica was cut off.
     async fn renew(&self, session: &SessionId, fence: Fence) -> Result<bool, LiveError> {
-        let renewed: u8 = self
+        let (renewed, taken): (u8, Vec<Vec<u8>>) = self
             .renew
             .key(self.key(session, "turn"))
+            .key(self.mailbox(session))
             .arg(self.holder(fence))
             .arg(Self::millis(self.settings.lease_ttl))
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(unavailable)?;
+        self.mailboxes.deliver(&taken);
         Ok(renewed == 1)
     }
 

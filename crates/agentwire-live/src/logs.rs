@@ -9,10 +9,8 @@
 //! lease, all in one script: a reader that sees a terminal finds the session
 //! free.
 //!
-//! Controls go to the replica holding the lease, on a channel of its own
-//! (`{prefix}ctl:<replica>`): one subscription per replica, whatever the
-//! number of sessions, re-made when the connection drops. A control sent
-//! while the holder is cut off from Redis is lost; the client may repeat it.
+//! Controls (`controls`) go to the replica holding the lease through the
+//! session's mailbox.
 
 use std::time::Duration;
 
@@ -21,13 +19,12 @@ use agentwire_core::live::{
 };
 use agentwire_core::{Epoch, LiveError, LogEntry, SessionId, TurnId};
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Script};
 use tokio::sync::mpsc;
 
 use super::{RedisLive, unavailable};
-use crate::codec::{decode_batch, decode_control, encode_batch, encode_control};
+use crate::codec::{decode_batch, encode_batch};
 
 /// Batches a session's stream keeps, about (`MAXLEN ~`): a long turn's
 /// whole log at [`agentwire_core::live::MAX_BATCH`] entries a batch, and
@@ -41,15 +38,10 @@ const LOG_TTL: Duration = Duration::from_secs(30 * 60);
 /// The most batches one read returns.
 const READ_BATCHES: u64 = 1024;
 
-/// Controls waiting for the engine; beyond, new ones are dropped (and
-/// logged): a client repeating a cancel cannot grow a replica's memory.
-const CONTROL_QUEUE: usize = 1024;
-
 pub(crate) struct Scripts {
     open: Script,
     append: Script,
     read: Script,
-    send: Script,
 }
 
 impl Scripts {
@@ -58,7 +50,6 @@ impl Scripts {
             open: Script::new(OPEN),
             append: Script::new(APPEND),
             read: Script::new(READ),
-            send: Script::new(SEND),
         }
     }
 }
@@ -106,18 +97,6 @@ const READ: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's', 'r')
 local batches = redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])
 return {meta[1] or '', meta[2] or '0', meta[3] or '0', batches}
-";
-
-/// Publishes ARGV[2] to the channel of the replica holding the lease;
-/// returns 0 when nobody holds it.
-const SEND: &str = r"
-local holder = redis.call('GET', KEYS[1])
-if not holder then
-  return 0
-end
-local replica = string.match(holder, '^(.*):%d+$')
-redis.call('PUBLISH', ARGV[1] .. 'ctl:' .. replica, ARGV[2])
-return 1
 ";
 
 type Batches = Vec<(String, Vec<Vec<u8>>)>;
@@ -185,62 +164,6 @@ impl RedisLive {
             .await
             .map_err(unavailable)?;
         Ok((shared_head(&epoch, &head, &running)?, batches))
-    }
-
-    /// Receives this replica's controls for as long as the engine takes
-    /// them, re-subscribing after a lost connection.
-    pub(crate) fn spawn_control_listener(&self) -> mpsc::Receiver<(SessionId, Control)> {
-        let (tx, rx) = mpsc::channel(CONTROL_QUEUE);
-        let client = self.client.clone();
-        let channel = format!(
-            "{}ctl:{}",
-            self.settings.key_prefix, self.settings.replica_id
-        );
-        let timeout = self.settings.timeout;
-        tokio::spawn(async move {
-            while !tx.is_closed() {
-                if let Err(e) = listen(&client, &channel, timeout, &tx).await {
-                    tracing::warn!(error = %e, "the control bus subscription dropped");
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-        rx
-    }
-}
-
-async fn listen(
-    client: &redis::Client,
-    channel: &str,
-    timeout: Duration,
-    tx: &mpsc::Sender<(SessionId, Control)>,
-) -> Result<(), LiveError> {
-    let connect = async {
-        let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.subscribe(channel).await?;
-        Ok::<_, redis::RedisError>(pubsub)
-    };
-    let mut pubsub = tokio::time::timeout(timeout, connect)
-        .await
-        .map_err(|_| LiveError::Unavailable("redis: timed out".to_owned()))?
-        .map_err(unavailable)?;
-    let mut messages = pubsub.on_message();
-    loop {
-        let message = tokio::select! {
-            message = messages.next() => message,
-            () = tx.closed() => return Ok(()),
-        };
-        let Some(message) = message else {
-            return Err(LiveError::Unavailable("redis: connection lost".to_owned()));
-        };
-        match decode_control(message.get_payload_bytes()) {
-            Ok(control) => {
-                if tx.try_send(control).is_err() {
-                    tracing::warn!("dropping a control: the engine is behind");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "ignoring a control"),
-        }
     }
 }
 
@@ -344,16 +267,7 @@ impl SharedLogs for RedisLive {
     }
 
     async fn send(&self, session: &SessionId, control: &Control) -> Result<bool, LiveError> {
-        let sent: u8 = self
-            .scripts
-            .send
-            .key(self.key(session, "turn"))
-            .arg(&self.settings.key_prefix)
-            .arg(encode_control(session, control))
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(unavailable)?;
-        Ok(sent == 1)
+        self.send_control(session, control).await
     }
 
     fn take_controls(&self) -> Option<mpsc::Receiver<(SessionId, Control)>> {

@@ -196,3 +196,43 @@ async fn redis_logs_pass_the_shared_log_conformance_suite_across_two_replicas() 
     suite::controls_reach_the_holder(&one, &two, &session("s-controls")).await;
     suite::rates_are_shared(&one, &two, "turns:alice").await;
 }
+
+#[tokio::test]
+async fn a_control_the_holder_missed_reaches_it_with_its_next_renewal_once() {
+    let Some((one, two)) = two_replicas(Duration::from_secs(5)).await else {
+        return;
+    };
+    let mut controls = agentwire_core::live::SharedLogs::take_controls(&one).unwrap();
+    let id = session("mailbox");
+    let held = granted(one.acquire(&id).await.unwrap());
+    // Woken at once: the listener empties the mailbox.
+    let cancel = agentwire_core::live::Control::Cancel {
+        turn: agentwire_core::TurnId(3),
+    };
+    assert!(
+        agentwire_core::live::SharedLogs::send(&two, &id, &cancel)
+            .await
+            .unwrap()
+    );
+    let woken = tokio::time::timeout(Duration::from_secs(5), controls.recv()).await;
+    assert_eq!(woken.unwrap().unwrap(), (id.clone(), cancel.clone()));
+    // A control whose wake-up the holder missed (cut off from Redis when
+    // it was published) waits in the mailbox for the next renewal.
+    let missed = agentwire_core::live::Control::Cancel {
+        turn: agentwire_core::TurnId(4),
+    };
+    let mut raw = one.connection.clone();
+    let _: () = redis::cmd("RPUSH")
+        .arg(one.mailbox(&id))
+        .arg(crate::codec::encode_control(&id, &missed))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(controls.try_recv().is_err(), "nothing delivers it yet");
+    assert!(one.renew(&id, held.fence).await.unwrap());
+    assert_eq!(controls.try_recv().unwrap(), (id.clone(), missed));
+    // Taken once: the next renewal finds the mailbox empty.
+    assert!(one.renew(&id, held.fence).await.unwrap());
+    assert!(controls.try_recv().is_err(), "delivered twice");
+    one.release(&id, held.fence).await.unwrap();
+}

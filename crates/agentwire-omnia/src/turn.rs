@@ -82,7 +82,7 @@ impl TurnEncoder {
         let (options, in_delegation) = (self.options, self.in_delegation);
         let shows = |side: ToolSide| side == ToolSide::Client || options.shows_server_tools;
         let frame = match event {
-            TurnEvent::TurnStarted { agent } if options.positions => {
+            TurnEvent::TurnStarted { agent, .. } if options.positions => {
                 encode_turn_started(session_id, entry.turn.0, epoch, agent, now)
             }
             TurnEvent::TurnStarted { .. } | TurnEvent::AgentSwitched { .. } => {

@@ -110,7 +110,11 @@ pub trait SharedLogs: Send + Sync + 'static {
     async fn follow(&self, session: &SessionId) -> Result<Box<dyn LogFollower>, LiveError>;
 
     /// Sends `control` to the replica holding the session's lease; `false`
-    /// when nobody holds it.
+    /// when nobody holds it. Once sent, a control reaches that replica's
+    /// [`SharedLogs::take_controls`] at least once while it holds the
+    /// lease, even if it is cut off from the shared state when it is sent
+    /// (it is handed over with the next renewal that gets through); the
+    /// engine's handling of both kinds is idempotent.
     async fn send(&self, session: &SessionId, control: &Control) -> Result<bool, LiveError>;
 
     /// The controls other replicas send to this one's turns; `None` after

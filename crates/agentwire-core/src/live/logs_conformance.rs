@@ -28,6 +28,7 @@ fn started(seq: u64) -> LogEntry {
         seq,
         TurnEvent::TurnStarted {
             agent: "agent".to_owned(),
+            question: Some(seq),
         },
     )
 }

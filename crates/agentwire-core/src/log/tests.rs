@@ -25,7 +25,7 @@ fn seqs(entries: &[LogEntry]) -> Vec<u64> {
 
 /// A scripted turn with every kind of event a turn has.
 fn scripted_turn(log: &Arc<SessionLog>) {
-    let writer = log.start_turn("assistant");
+    let writer = log.start_turn("assistant", None);
     writer.append(delta("Hel"));
     writer.append(TurnEvent::AgentSwitched {
         name: "helper".to_owned(),
@@ -71,7 +71,7 @@ fn seqs_count_from_one_without_gaps_across_turns() {
 #[test]
 fn nothing_is_appended_to_a_turn_after_its_terminal() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     writer.finish(completed("done"));
     writer.append(delta("late"));
     writer.finish(TurnEvent::Failed(TurnFailure::internal()));
@@ -83,7 +83,7 @@ fn nothing_is_appended_to_a_turn_after_its_terminal() {
 #[test]
 fn a_writer_dropped_without_a_terminal_ends_its_turn_failed() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     writer.append(delta("par"));
     drop(writer);
     let all = drain(&log, 0);
@@ -95,8 +95,8 @@ fn a_writer_dropped_without_a_terminal_ends_its_turn_failed() {
 #[test]
 fn a_turn_started_while_another_is_open_ends_that_one_first() {
     let log = SessionLog::new(Epoch(1));
-    let first = log.start_turn("a");
-    let second = log.start_turn("a");
+    let first = log.start_turn("a", None);
+    let second = log.start_turn("a", None);
     first.finish(completed("too late"));
     second.finish(completed("ok"));
     let all = drain(&log, 0);
@@ -136,7 +136,7 @@ fn a_reader_from_any_cut_point_reads_exactly_the_rest() {
 #[tokio::test(start_paused = true)]
 async fn a_waiting_reader_gets_what_is_appended_later_in_order_once() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     let mut reader = log.reader_after(0);
     let read = tokio::spawn(async move {
         let mut read = Vec::new();
@@ -165,7 +165,7 @@ fn the_log_keeps_the_running_turn_and_the_two_before_it() {
     for _ in 0..4 {
         scripted_turn(&log);
     }
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     writer.append(delta("x"));
     let kept = drain(&log, 14);
     let turns: std::collections::BTreeSet<_> = kept.iter().map(|e| e.turn).collect();
@@ -186,7 +186,7 @@ fn the_log_keeps_the_running_turn_and_the_two_before_it() {
 #[test]
 fn the_log_is_bounded_in_entries_and_bytes_whatever_a_turn_sends() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     for _ in 0..(MAX_ENTRIES * 3) {
         writer.append(delta("abc"));
     }
@@ -210,7 +210,7 @@ fn the_log_is_bounded_in_entries_and_bytes_whatever_a_turn_sends() {
 #[test]
 fn a_reader_far_behind_reads_merged_deltas_with_the_last_seq() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     let count = COALESCE_BEHIND as usize + 100;
     for i in 0..count {
         writer.append(delta(&format!("{i},")));
@@ -248,14 +248,14 @@ fn a_reader_far_behind_reads_merged_deltas_with_the_last_seq() {
 #[tokio::test(start_paused = true)]
 async fn a_reader_is_slow_by_age_never_by_how_far_behind_it_is() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     let idle = log.reader_after(0);
     assert!(!idle.is_slow());
     tokio::time::advance(SLOW_AGE + Duration::from_millis(1)).await;
     assert!(idle.is_slow(), "its next entry is older than the age bound");
 
     let log = SessionLog::new(Epoch(2));
-    let writer2 = log.start_turn("a");
+    let writer2 = log.start_turn("a", None);
     let behind = log.reader_after(0);
     for _ in 0..MAX_ENTRIES - 1 {
         writer2.append(delta("x"));
@@ -277,7 +277,7 @@ async fn a_reader_is_slow_by_age_never_by_how_far_behind_it_is() {
 async fn a_paced_writer_never_overtakes_a_reader_that_reads() {
     const DELTAS: usize = 8 * 1024;
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     let mut reader = log.reader_after(0);
     let delta_text = "x".repeat(1024);
     let writing = tokio::spawn(async move {
@@ -310,7 +310,7 @@ async fn a_paced_writer_never_overtakes_a_reader_that_reads() {
 #[tokio::test(start_paused = true)]
 async fn a_reader_that_stops_holds_a_paced_writer_for_the_slow_age_at_most() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     let mut stopped = log.reader_after(0);
     let started = Instant::now();
     for _ in 0..MAX_ENTRIES * 2 {
@@ -337,7 +337,7 @@ async fn memory_stays_flat_however_long_a_reader_does_not_read() {
     let _never_reads = log.reader_after(0);
     let mut peak = 0;
     for _turn in 0..50 {
-        let writer = log.start_turn("a");
+        let writer = log.start_turn("a", None);
         for _ in 0..500 {
             writer.append(delta("some words of a reply "));
         }
@@ -357,7 +357,7 @@ fn epochs_travel_as_sixteen_hex_digits() {
 fn a_rejoin_reads_from_the_start_of_the_turn_that_holds_the_next_entry() {
     let log = SessionLog::new(Epoch(1));
     scripted_turn(&log); // seqs 1..=7
-    let writer = log.start_turn("a"); // 8
+    let writer = log.start_turn("a", None); // 8
     writer.append(delta("one")); // 9
     writer.append(delta("two")); // 10
     // Entry 7 is turn 1's terminal: a rejoin after it starts at turn 8.
@@ -395,7 +395,7 @@ fn a_rejoin_the_log_no_longer_reaches_is_refused() {
     assert_eq!(log.rejoin_reader(13).unwrap().cursor(), 7);
     assert_eq!(log.rejoin_reader(14).unwrap().cursor(), 14);
     // The running turn's own start trimmed by the entry bound: refused.
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     for _ in 0..MAX_ENTRIES {
         writer.append(delta("x"));
     }
@@ -405,7 +405,7 @@ fn a_rejoin_the_log_no_longer_reaches_is_refused() {
 #[test]
 fn finished_turns_shrink_to_their_own_bound_when_the_next_turn_starts() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("a");
+    let writer = log.start_turn("a", None);
     let media = "m".repeat(256 * 1024);
     for _ in 0..16 {
         writer.append(TurnEvent::TextDelta(media.clone()));
@@ -414,7 +414,7 @@ fn finished_turns_shrink_to_their_own_bound_when_the_next_turn_starts() {
     // The whole 4 MiB turn stays while nothing else happens: its reader may
     // still be catching up.
     assert!(log.held().1 > 4 * 1024 * 1024);
-    let next = log.start_turn("a");
+    let next = log.start_turn("a", None);
     assert!(
         log.held().1 <= FINISHED_MAX_BYTES + 1024,
         "{:?}",
@@ -436,7 +436,9 @@ fn exact(log: &Arc<SessionLog>, after: u64) -> Vec<LogEntry> {
 #[test]
 fn a_mirror_holds_the_entries_of_the_log_it_follows_at_the_same_seqs() {
     let source = SessionLog::new(Epoch(7));
-    source.start_turn("assistant").finish(completed("one"));
+    source
+        .start_turn("assistant", None)
+        .finish(completed("one"));
     let mirror = SessionLog::starting_at(Epoch(7), source.head());
     scripted_turn(&source);
     let after_first = exact(&source, 2);
@@ -481,7 +483,7 @@ fn a_mirror_refuses_a_gap_and_a_reset_makes_its_readers_lag() {
 #[test]
 fn a_backfill_reaches_back_from_the_head_and_a_turn_left_open_ends_interrupted() {
     let source = SessionLog::new(Epoch(3));
-    let writer = source.start_turn("assistant");
+    let writer = source.start_turn("assistant", None);
     writer.append(delta("partial"));
     std::mem::forget(writer);
     let entries = exact(&source, 0);
@@ -490,7 +492,7 @@ fn a_backfill_reaches_back_from_the_head_and_a_turn_left_open_ends_interrupted()
     assert_eq!(exact(&mirror, 0), entries);
     assert_eq!(mirror.running(), Some(TurnId(1)));
     // The next turn here ends the one its replica left open.
-    let next = mirror.start_turn("assistant");
+    let next = mirror.start_turn("assistant", None);
     let ended = exact(&mirror, 2);
     match &*ended[0].event {
         TurnEvent::Failed(failure) => {
@@ -503,9 +505,30 @@ fn a_backfill_reaches_back_from_the_head_and_a_turn_left_open_ends_interrupted()
 }
 
 #[test]
+fn a_mirrored_turn_names_its_question_while_its_start_is_held() {
+    let source = SessionLog::new(Epoch(3));
+    source
+        .start_turn("assistant", Some(7))
+        .finish(completed("one"));
+    let writer = source.start_turn("assistant", Some(9));
+    writer.append(delta("partial"));
+    let mirror = SessionLog::starting_at(Epoch(3), source.head());
+    assert!(mirror.backfill(&exact(&source, 0)));
+    assert_eq!(mirror.question_of(TurnId(1)), Some(7));
+    assert_eq!(mirror.question_of(TurnId(3)), Some(9));
+    // An entry that is not a turn's start, or one past the head, names none.
+    assert_eq!(mirror.question_of(TurnId(2)), None);
+    assert_eq!(mirror.question_of(TurnId(9)), None);
+    assert_eq!(
+        source.start_turn("a", None).log().question_of(TurnId(6)),
+        None
+    );
+}
+
+#[test]
 fn exact_reads_never_merge_deltas() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("assistant");
+    let writer = log.start_turn("assistant", None);
     for _ in 0..(COALESCE_BEHIND + 10) {
         writer.append(delta("x"));
     }
@@ -516,7 +539,7 @@ fn exact_reads_never_merge_deltas() {
 #[test]
 fn a_pending_client_call_is_known_until_its_outcome() {
     let log = SessionLog::new(Epoch(1));
-    let writer = log.start_turn("assistant");
+    let writer = log.start_turn("assistant", None);
     writer.append(TurnEvent::ToolCall(crate::turn::ToolCall {
         id: "c1".to_owned(),
         name: "where".to_owned(),

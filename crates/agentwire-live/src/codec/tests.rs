@@ -30,6 +30,7 @@ fn pinned_text_and_tools() -> Vec<(TurnEvent, &'static str)> {
         (
             TurnEvent::TurnStarted {
                 agent: "assistant".to_owned(),
+                question: None,
             },
             r#"[{"s":7,"t":7,"e":{"TurnStarted":{"agent":"assistant"}}}]"#,
         ),
@@ -139,6 +140,13 @@ fn pinned_media_and_ends() -> Vec<(TurnEvent, &'static str)> {
         (
             TurnEvent::Cancelled(Reply::text("It is")),
             r#"[{"s":21,"t":7,"e":{"Cancelled":{"text":"It is","parts":[]}}}]"#,
+        ),
+        (
+            TurnEvent::TurnStarted {
+                agent: "assistant".to_owned(),
+                question: Some(12),
+            },
+            r#"[{"s":22,"t":7,"e":{"TurnStarted":{"agent":"assistant","q":12}}}]"#,
         ),
     ]
 }
@@ -256,7 +264,13 @@ fn each_kind_of_control_encodes_to_its_pinned_bytes_and_back() {
 #[test]
 fn a_scripted_turn_survives_a_batch_round_trip() {
     let (agent, mut events) = agentwire_core::testing::multi_event_turn();
-    events.insert(0, TurnEvent::TurnStarted { agent });
+    events.insert(
+        0,
+        TurnEvent::TurnStarted {
+            agent,
+            question: None,
+        },
+    );
     let entries: Vec<LogEntry> = events
         .into_iter()
         .enumerate()

@@ -14,7 +14,7 @@ fn two_turn_log() -> Arc<SessionLog> {
     let log = SessionLog::new(Epoch(7));
     for _ in 0..2 {
         let (agent, events) = multi_event_turn();
-        let writer = log.start_turn(&agent);
+        let writer = log.start_turn(&agent, None);
         let (terminal, events) = events.split_last().expect("a turn has a terminal");
         for event in events {
             writer.append(event.clone());

@@ -43,7 +43,7 @@ fn turn(owner: Option<&str>, facet: Option<&str>) -> TurnContext {
             owner: owner.map(str::to_owned),
             memory_facet: facet.map(str::to_owned),
         }),
-        writer: log.start_turn("helper"),
+        writer: log.start_turn("helper", None),
         client_tools: ClientToolBroker::new(),
         ids: Arc::new(CountingIds::default()),
         ack_timeout: std::time::Duration::from_secs(1),

@@ -50,6 +50,10 @@ impl ConfigDuration {
     pub(crate) const fn secs(s: u64) -> ConfigDuration {
         ConfigDuration(Duration::from_secs(s))
     }
+
+    pub(crate) const fn millis(ms: u64) -> ConfigDuration {
+        ConfigDuration(Duration::from_millis(ms))
+    }
 }
 
 impl<'de> Deserialize<'de> for ConfigDuration {

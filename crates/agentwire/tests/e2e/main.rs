@@ -28,6 +28,7 @@ mod demo;
 mod docs;
 mod drain;
 mod examples;
+mod failover;
 mod faults;
 mod functions;
 mod gnosari;

@@ -22,7 +22,7 @@ use crate::turn_log::{
 };
 
 /// The two owners' API keys, as `turn_log`'s servers have them.
-fn owners() -> String {
+pub(crate) fn owners() -> String {
     format!(
         "auth:\n  api_keys:\n    - id: a\n      sha256: {}\n      subject: alice\n    - id: b\n      sha256: {}\n      subject: bob\n",
         digest(ALICE),
@@ -46,7 +46,9 @@ async fn two_replicas(test: &str, lease_ttl: &str) -> Option<(TestServer, TestSe
 /// A replica as a child process (so it can be killed or paused), from the
 /// deployment's `shared` config and the test agent; its address. The temp
 /// dir holding its config is returned to be kept.
-async fn child_replica(shared: &str) -> (tokio::process::Child, String, tempfile::TempDir) {
+pub(crate) async fn child_replica(
+    shared: &str,
+) -> (tokio::process::Child, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("agentwire.yaml");
     let text = format!(
@@ -54,13 +56,19 @@ async fn child_replica(shared: &str) -> (tokio::process::Child, String, tempfile
     );
     std::fs::write(&config, text).unwrap();
     let (child, address, mut lines) = start_child(agentwire_serve(&config)).await;
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if std::env::var_os("DEBUG_CHILD").is_some() {
+                eprintln!("CHILD {l}");
+            }
+        }
+    });
     (child, address, dir)
 }
 
 /// Alice's positioned Omnia socket on a child replica (its `connected`
 /// frame not read yet).
-async fn connect_child(address: &str) -> Client {
+pub(crate) async fn connect_child(address: &str) -> Client {
     let mut request = format!("ws://{address}/ws?{POSITIONED}")
         .into_client_request()
         .unwrap();
@@ -327,7 +335,7 @@ async fn a_turn_whose_replica_is_killed_ends_interrupted_for_a_client_on_the_sur
     survivor.stop().await;
 }
 
-fn signal(child: &tokio::process::Child, signal: &str) {
+pub(crate) fn signal(child: &tokio::process::Child, signal: &str) {
     let pid = child.id().expect("the child runs").to_string();
     let status = std::process::Command::new("kill")
         .args([signal, &pid])

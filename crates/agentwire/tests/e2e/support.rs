@@ -22,10 +22,12 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// How long a test waits for any one frame before failing.
 mod child;
+mod cut;
 pub use child::{agentwire_serve, start_child};
+pub use cut::CutLink;
 
+/// How long a test waits for any one frame before failing.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The repository's root, for its scripts, docs and examples.

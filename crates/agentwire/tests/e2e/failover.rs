@@ -1,0 +1,277 @@
+//! A replica that dies or is cut off from Redis mid-turn, at the default
+//! lease settings: the turn's clients on the survivor get its one terminal
+//! within 3 s of the kill; a turn whose end was stored before its replica
+//! died ends with that end, never also "turn interrupted"; and a cancel sent
+//! while the turn's replica is cut off from Redis reaches the turn once the
+//! link heals.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::replica_turns::{child_replica, connect_child, owners};
+use crate::replicas::{servers, unique_prefix};
+use crate::support::{Client, CutLink, TestServer};
+use crate::turn_log::{ALICE, POSITIONED, connect_as, rejoin_query};
+
+/// Every replica's config at the lease defaults (2 s, renewed every third
+/// of it), over `redis` (a URL).
+fn defaults(postgres: &str, redis: &str, prefix: &str) -> String {
+    format!(
+        "{}storage:\n  sessions: \"{postgres}\"\nlive: \"{redis}\"\nredis:\n  key_prefix: \"{prefix}\"\n",
+        owners()
+    )
+}
+
+/// The test Redis's Unix socket, from its `redis+unix://` URL.
+fn socket_of(redis: &str) -> PathBuf {
+    PathBuf::from(
+        redis
+            .strip_prefix("redis+unix://")
+            .expect("scripts/redis.sh serves Redis on a Unix socket"),
+    )
+}
+
+/// The session's stored messages as `seq|role|content` rows.
+fn stored(postgres: &str, session: &str) -> Vec<String> {
+    let output = std::process::Command::new("psql")
+        .arg(postgres)
+        .args(["-At", "-F", "|", "-c"])
+        .arg(format!(
+            "SELECT m.seq, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
+             WHERE s.id = '{session}' ORDER BY m.seq"
+        ))
+        .output()
+        .expect("psql runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn wait_until_stored(postgres: &str, session: &str, row: &str) {
+    for _ in 0..100 {
+        if stored(postgres, session).iter().any(|r| r.ends_with(row)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never stored: {row}: {:?}", stored(postgres, session));
+}
+
+/// Starts `scenario` on a client of the child replica; its `turn_started`.
+async fn start_turn(client: &mut Client, scenario: &str) -> Value {
+    assert_eq!(client.recv().await["type"], "connected");
+    client.script(scenario, "go").await;
+    let started = client.recv().await;
+    assert_eq!(started["type"], "turn_started", "{started}");
+    started
+}
+
+#[tokio::test]
+async fn a_reply_stored_before_its_replica_died_is_the_turns_one_end() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("stored-end");
+    let link = CutLink::to(&socket_of(&redis)).await;
+    let through_link = format!("redis+unix://{}", link.socket().display());
+    let (mut child, address, _dir) =
+        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
+    let mut doomed = connect_child(&address).await;
+    let started = start_turn(&mut doomed, "paced").await;
+    let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let (mut follower, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
+    // The dying replica finishes the turn and stores its reply, but cannot
+    // tell Redis: its terminal and the lease's release never get there.
+    link.cut();
+    let session = started["session_id"].as_str().unwrap();
+    wait_until_stored(&postgres, session, "|assistant|one two three four five").await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let killed_at = tokio::time::Instant::now();
+    let frames = follower.recv_turn().await;
+    let ended = killed_at.elapsed();
+    let done = frames.last().unwrap();
+    assert_eq!(done["type"], "done", "{frames:?}");
+    assert_eq!(done["content"], "one two three four five", "{done}");
+    assert!(frames.iter().all(|f| f["type"] != "error"), "{frames:?}");
+    assert!(
+        ended < Duration::from_secs(3),
+        "ended {ended:?} after the kill"
+    );
+    // One end stored for the turn: the reply, no interruption beside it.
+    let rows = stored(&postgres, session);
+    assert_eq!(
+        rows.iter().filter(|r| r.contains("|assistant|")).count(),
+        1,
+        "{rows:?}"
+    );
+    assert!(rows.iter().all(|r| !r.contains("|error|")), "{rows:?}");
+    survivor.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_sent_while_the_turns_replica_is_cut_off_from_redis_reaches_it_after() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("cut-cancel");
+    let link = CutLink::to(&socket_of(&redis)).await;
+    let through_link = format!("redis+unix://{}", link.socket().display());
+    let (mut child, address, _dir) =
+        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
+    let mut runner = connect_child(&address).await;
+    let started = start_turn(&mut runner, "hold").await;
+    let held = runner.recv().await;
+    assert_eq!(held["type"], "chunk", "{held}");
+    let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let (mut other, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
+    link.cut();
+    other.send_json(json!({"type": "cancel"})).await;
+    // Shorter than the lease: the running replica keeps its turn, and
+    // learns of the cancel once it reaches Redis again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    link.heal();
+    for frames in [runner.recv_turn().await, other.recv_turn().await] {
+        let done = frames.last().unwrap();
+        assert_eq!(done["type"], "done", "{frames:?}");
+        assert_eq!(done["cancelled"], true, "{done}");
+        assert_eq!(done["content"], "held", "{done}");
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    survivor.stop().await;
+}
+
+/// Sessions per killed replica in [`a_killed_replicas_turns_end_for_their_clients_within_3s`].
+const TURNS_PER_KILL: usize = 4;
+
+#[tokio::test]
+async fn a_killed_replicas_turns_end_for_their_clients_within_3s() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    // `AGENTWIRE_FAILOVER_KILLS=20` for the book's figures.
+    let kills: usize = std::env::var("AGENTWIRE_FAILOVER_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2);
+    let prefix = unique_prefix("kills");
+    let shared = defaults(&postgres, &redis, &prefix);
+    let survivor = TestServer::with_top_level(&shared).await;
+    let mut waits = Vec::new();
+    for _ in 0..kills {
+        waits.extend(kill_mid_turns(&shared, &survivor).await);
+    }
+    waits.sort();
+    let worst = *waits.last().unwrap();
+    eprintln!(
+        "failover: {} turns over {kills} kills: median {:?}, worst {worst:?}",
+        waits.len(),
+        waits[waits.len() / 2]
+    );
+    assert!(worst < Duration::from_secs(3), "{waits:?}");
+    survivor.stop().await;
+}
+
+/// Starts [`TURNS_PER_KILL`] turns on a fresh replica, followed from
+/// `survivor`, kills it, and gives how long each follower waited for its
+/// turn's end.
+async fn kill_mid_turns(shared: &str, survivor: &TestServer) -> Vec<Duration> {
+    let (mut child, address, _dir) = child_replica(shared).await;
+    let mut followers = Vec::new();
+    let mut runners = Vec::new();
+    for _ in 0..TURNS_PER_KILL {
+        let mut runner = connect_child(&address).await;
+        let started = start_turn(&mut runner, "hold").await;
+        let (follower, _) = connect_as(survivor, &rejoin_query(&started, &started), ALICE).await;
+        followers.push(follower);
+        runners.push(runner);
+    }
+    // Somewhere in the lease's renewal period, as a crash would be.
+    let jitter = rand_millis(700);
+    tokio::time::sleep(Duration::from_millis(jitter)).await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let killed_at = tokio::time::Instant::now();
+    let mut waits = Vec::new();
+    for follower in &mut followers {
+        let frames = follower.recv_turn().await;
+        waits.push(killed_at.elapsed());
+        let error = frames.last().unwrap();
+        assert_eq!(error["type"], "error", "{frames:?}");
+        assert_eq!(error["error"]["message"], "turn interrupted", "{error}");
+    }
+    waits
+}
+
+fn rand_millis(below: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    u64::from(nanos) % below
+}
+
+#[tokio::test]
+async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_other_replicas_turn() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("cut-event");
+    let link = CutLink::to(&socket_of(&redis)).await;
+    let through_link = format!("redis+unix://{}", link.socket().display());
+    let (mut child, address, _dir) =
+        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
+    let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let (mut asker, connected) = connect_as(&survivor, POSITIONED, ALICE).await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    asker.script("echo", "first").await;
+    asker.recv_turn().await;
+    // The same session on the cut-off replica, live there before the cut.
+    let (mut acker, _) = connect_as_child(&address, &session).await;
+    asker.script("paced", "second").await;
+    assert_eq!(asker.recv().await["type"], "turn_started");
+    link.cut();
+    acker.send_json(json!({"type": "disclosure_ack"})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    link.heal();
+    let done = asker.recv_turn().await.pop().unwrap();
+    assert_eq!(done["content"], "one two three four five", "{done}");
+    wait_until_stored(&postgres, &session, "|event|ai.disclosure.displayed").await;
+    // After the other replica's turn, under the lease: every seq once, in
+    // order, the event after the reply it waited for.
+    let rows = stored(&postgres, &session);
+    let seqs: Vec<u64> = rows
+        .iter()
+        .map(|r| r.split('|').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{rows:?}");
+    let last = rows.last().unwrap();
+    assert!(last.ends_with("|event|ai.disclosure.displayed"), "{rows:?}");
+    assert!(
+        rows[rows.len() - 2].ends_with("|assistant|one two three four five"),
+        "{rows:?}"
+    );
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    survivor.stop().await;
+}
+
+/// Alice's positioned socket on a child replica, on `session`.
+async fn connect_as_child(address: &str, session: &str) -> (Client, Value) {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut request = format!("ws://{address}/ws?{POSITIONED}&resume={session}")
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut client = Client { ws };
+    let connected = client.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    (client, connected)
+}
