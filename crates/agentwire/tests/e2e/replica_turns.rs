@@ -56,13 +56,7 @@ pub(crate) async fn child_replica(
     );
     std::fs::write(&config, text).unwrap();
     let (child, address, mut lines) = start_child(agentwire_serve(&config)).await;
-    tokio::spawn(async move {
-        while let Ok(Some(l)) = lines.next_line().await {
-            if std::env::var_os("DEBUG_CHILD").is_some() {
-                eprintln!("CHILD {l}");
-            }
-        }
-    });
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, address, dir)
 }
 
