@@ -13,6 +13,7 @@ mod duration;
 mod env;
 mod facades;
 mod live;
+mod replica;
 mod media;
 mod memory;
 mod mock;
@@ -34,6 +35,7 @@ pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use facades::{A2aConfig, AgentFacades, FunctionConfig, McpConfig, SkillConfig};
 pub use live::{LiveConfig, RedisConfig};
+pub use replica::ReplicaConfig;
 pub use media::{MediaBackend, MediaConfig};
 pub use memory::{DEFAULT_FORGET_GRACE, DEFAULT_PURGE_EVERY, MemoryConfig};
 pub use pack::{
@@ -65,6 +67,9 @@ pub struct Config {
     pub sessions: SessionStorage,
     /// `live` and `redis`: the state replicas share.
     pub live: LiveConfig,
+    /// `replica`: how replicas reach each other's voice calls; `None`:
+    /// they do not.
+    pub replica: Option<ReplicaConfig>,
     /// `storage.media`.
     pub media: MediaConfig,
     /// `auth.*`: validators and the pseudonym key.
@@ -227,6 +232,7 @@ fn validate(
     let server = validate_server(raw.server)?;
     let (sessions, media) = validate_storage(raw.storage)?;
     let live = validate_live(&raw.live, raw.redis, &media)?;
+    let replica = replica::validate(raw.replica, &live, server.listen)?;
     let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
@@ -266,6 +272,7 @@ fn validate(
         limits: server.limits,
         sessions,
         live,
+        replica,
         media,
         auth,
         screening,
