@@ -13,7 +13,6 @@ mod duration;
 mod env;
 mod facades;
 mod live;
-mod replica;
 mod media;
 mod memory;
 mod mock;
@@ -22,6 +21,7 @@ mod postgres;
 mod print;
 mod raw;
 pub mod reference;
+mod replica;
 mod runtime;
 mod sandboxes;
 mod screening;
@@ -35,7 +35,6 @@ pub use auth::AuthConfig;
 pub use duration::parse_duration;
 pub use facades::{A2aConfig, AgentFacades, FunctionConfig, McpConfig, SkillConfig};
 pub use live::{LiveConfig, RedisConfig};
-pub use replica::ReplicaConfig;
 pub use media::{MediaBackend, MediaConfig};
 pub use memory::{DEFAULT_FORGET_GRACE, DEFAULT_PURGE_EVERY, MemoryConfig};
 pub use pack::{
@@ -43,6 +42,7 @@ pub use pack::{
     compile as compile_pack, diagnostic_line,
 };
 pub use print::{REDACTED, effective_yaml, load_effective_yaml};
+pub use replica::ReplicaConfig;
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
 pub use summary::{DEFAULT_SUMMARY_AFTER_IDLE, SummaryConfig};

@@ -175,15 +175,24 @@ pub mod conformance {
         session: &SessionId,
     ) {
         assert_eq!(other.find(session).await.unwrap(), None);
-        let first = routes.claim(session, &route("10.0.0.1:8080", "alice")).await.unwrap();
+        let first = routes
+            .claim(session, &route("10.0.0.1:8080", "alice"))
+            .await
+            .unwrap();
         assert_eq!(
             other.find(session).await.unwrap(),
             Some(route("10.0.0.1:8080", "alice"))
         );
         assert_eq!(routes.renew(session, first).await.unwrap(), Renewal::Kept);
-        let second = other.claim(session, &route("10.0.0.2:8080", "alice")).await.unwrap();
+        let second = other
+            .claim(session, &route("10.0.0.2:8080", "alice"))
+            .await
+            .unwrap();
         assert!(second > first, "{second:?} after {first:?}");
-        assert_eq!(routes.renew(session, first).await.unwrap(), Renewal::Replaced);
+        assert_eq!(
+            routes.renew(session, first).await.unwrap(),
+            Renewal::Replaced
+        );
         routes.release(session, first).await.unwrap();
         assert_eq!(
             routes.find(session).await.unwrap(),
@@ -191,15 +200,24 @@ pub mod conformance {
         );
         other.release(session, second).await.unwrap();
         assert_eq!(routes.find(session).await.unwrap(), None);
-        let third = routes.claim(session, &route("10.0.0.1:8080", "alice")).await.unwrap();
+        let third = routes
+            .claim(session, &route("10.0.0.1:8080", "alice"))
+            .await
+            .unwrap();
         assert!(third > second, "{third:?} after {second:?}");
         routes.release(session, third).await.unwrap();
     }
 
     /// Sessions do not share a route.
     pub async fn sessions_are_independent(routes: &dyn CallRoutes, a: &SessionId, b: &SessionId) {
-        let on_a = routes.claim(a, &route("10.0.0.1:8080", "alice")).await.unwrap();
-        let on_b = routes.claim(b, &route("10.0.0.2:8080", "bob")).await.unwrap();
+        let on_a = routes
+            .claim(a, &route("10.0.0.1:8080", "alice"))
+            .await
+            .unwrap();
+        let on_b = routes
+            .claim(b, &route("10.0.0.2:8080", "bob"))
+            .await
+            .unwrap();
         routes.release(a, on_a).await.unwrap();
         assert_eq!(routes.find(a).await.unwrap(), None);
         assert_eq!(
@@ -217,7 +235,10 @@ pub mod conformance {
         session: &SessionId,
     ) {
         let ttl = routes.ttl();
-        let held = routes.claim(session, &route("10.0.0.1:8080", "alice")).await.unwrap();
+        let held = routes
+            .claim(session, &route("10.0.0.1:8080", "alice"))
+            .await
+            .unwrap();
         // Renewed, it outlives its TTL.
         for _ in 0..4 {
             tokio::time::sleep(ttl / 3).await;
@@ -227,7 +248,10 @@ pub mod conformance {
         tokio::time::sleep(ttl + ttl / 3).await;
         assert_eq!(other.find(session).await.unwrap(), None);
         assert_eq!(routes.renew(session, held).await.unwrap(), Renewal::Gone);
-        let again = routes.claim(session, &route("10.0.0.1:8080", "alice")).await.unwrap();
+        let again = routes
+            .claim(session, &route("10.0.0.1:8080", "alice"))
+            .await
+            .unwrap();
         assert!(again > held, "{again:?} after {held:?}");
         routes.release(session, again).await.unwrap();
     }

@@ -82,7 +82,9 @@ fn now_secs(state: &AppState) -> u64 {
 }
 
 fn client_text(address: ClientAddress) -> String {
-    address.0.map_or_else(|| "-".to_owned(), |ip| ip.to_string())
+    address
+        .0
+        .map_or_else(|| "-".to_owned(), |ip| ip.to_string())
 }
 
 /// The hop to the replica holding the call `session` names, when it is
@@ -249,7 +251,10 @@ mod tests {
     /// The headers a hop from `client` as Alice carries, signed at `at`.
     fn hop_headers(secret: &HopSecret, at: u64, client: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer alice"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer alice"),
+        );
         let hop = sign(secret, at, client, QUERY, &headers);
         headers.insert(HOP_HEADER, HeaderValue::from_str(&hop).unwrap());
         headers.insert(HOP_CLIENT_HEADER, HeaderValue::from_str(client).unwrap());
@@ -269,9 +274,20 @@ mod tests {
     fn a_hop_changed_on_the_way_or_signed_with_another_secret_is_refused() {
         let headers = hop_headers(&secret(), NOW, "203.0.113.7");
         // Another session, or another credential.
-        assert!(check(&secret(), NOW, "agent=voice&binary=true&resume=s-2", &headers).is_none());
+        assert!(
+            check(
+                &secret(),
+                NOW,
+                "agent=voice&binary=true&resume=s-2",
+                &headers
+            )
+            .is_none()
+        );
         let mut other_credential = headers.clone();
-        other_credential.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer bob"));
+        other_credential.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer bob"),
+        );
         assert!(check(&secret(), NOW, QUERY, &other_credential).is_none());
         // Another client address.
         let mut other_client = headers.clone();

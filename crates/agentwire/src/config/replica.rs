@@ -138,7 +138,10 @@ mod tests {
         ))
         .unwrap()
         .unwrap();
-        assert_eq!(advertised.advertise.as_deref(), Some("pod-3.agentwire:8080"));
+        assert_eq!(
+            advertised.advertise.as_deref(),
+            Some("pod-3.agentwire:8080")
+        );
     }
 
     #[test]
