@@ -222,3 +222,6 @@ impl Dialect for Relay {
         .await;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -119,3 +119,72 @@ async fn claim(routes: &dyn CallRoutes, session: &SessionId, route: &CallRoute) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use agentwire_core::live::MemoryCallRoutes;
+
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(3);
+
+    fn route(address: &str) -> CallRoute {
+        CallRoute {
+            address: address.to_owned(),
+            owner: "alice".to_owned(),
+        }
+    }
+
+    /// A keeper for `session`'s call at `address`, and its stop.
+    fn start(
+        routes: &Arc<MemoryCallRoutes>,
+        session: &SessionId,
+        address: &str,
+    ) -> (tokio::task::JoinHandle<()>, CancellationToken) {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(keeper(
+            routes.clone(),
+            session.clone(),
+            route(address),
+            stop.clone(),
+        ));
+        (task, stop)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_route_outlives_its_ttl_and_goes_when_the_call_ends() {
+        let routes = Arc::new(MemoryCallRoutes::new(TTL));
+        let session = SessionId::parse("kept").unwrap();
+        let (task, stop) = start(&routes, &session, "10.0.0.1:8080");
+        tokio::time::sleep(TTL * 4).await;
+        assert_eq!(
+            routes.find(&session).await.unwrap(),
+            Some(route("10.0.0.1:8080"))
+        );
+        stop.cancel();
+        task.await.unwrap();
+        assert_eq!(routes.find(&session).await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replaced_route_is_left_to_the_later_call() {
+        let routes = Arc::new(MemoryCallRoutes::new(TTL));
+        let session = SessionId::parse("replaced").unwrap();
+        let (older, _stop) = start(&routes, &session, "10.0.0.1:8080");
+        tokio::time::sleep(TTL / 6).await;
+        // The owner's next call, on another replica, claims the session.
+        let (later, stop_later) = start(&routes, &session, "10.0.0.2:8080");
+        // The older keeper finds it replaced at its next renewal and stops,
+        // without taking it back or removing it.
+        older.await.unwrap();
+        tokio::time::sleep(TTL * 2).await;
+        assert_eq!(
+            routes.find(&session).await.unwrap(),
+            Some(route("10.0.0.2:8080"))
+        );
+        stop_later.cancel();
+        later.await.unwrap();
+    }
+}

@@ -122,8 +122,14 @@ impl TestClient {
         assert!(sent.is_ok(), "the connection stopped reading");
     }
 
+    /// Sends `bytes` as a binary frame.
+    pub(crate) fn send_binary(&self, bytes: Vec<u8>) {
+        let sent = self.to_server.send(Ok(Message::Binary(bytes.into())));
+        assert!(sent.is_ok(), "the connection stopped reading");
+    }
+
     /// The next frame the server sent that is not a ping or a pong.
-    async fn next_frame(&mut self) -> Message {
+    pub(crate) async fn next_frame(&mut self) -> Message {
         loop {
             let frame = tokio::time::timeout(RECV_TIMEOUT, self.from_server.recv())
                 .await
