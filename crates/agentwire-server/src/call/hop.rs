@@ -28,6 +28,7 @@ use tungstenite::protocol::WebSocketConfig;
 
 use super::routes::HopSecret;
 use crate::AppState;
+use crate::metrics::CallHop;
 use crate::socket;
 use crate::upgrade::ClientAddress;
 
@@ -124,17 +125,17 @@ pub(crate) async fn towards_holder(
         hop,
         client: &client,
     };
-    match tokio::time::timeout(HOP_TIMEOUT, request.connect()).await {
-        Ok(Ok(hop)) => Some(hop),
-        Ok(Err(why)) => {
-            tracing::info!(holder = %route.address, why, "a call's resume could not hop to its holder");
-            None
+    let why = match tokio::time::timeout(HOP_TIMEOUT, request.connect()).await {
+        Ok(Ok(hop)) => {
+            state.metrics().count_call_hop(CallHop::Relayed);
+            return Some(hop);
         }
-        Err(_) => {
-            tracing::info!(holder = %route.address, "a call's holder did not answer the hop in time");
-            None
-        }
-    }
+        Ok(Err(why)) => why,
+        Err(_) => "no answer in time",
+    };
+    tracing::info!(holder = %route.address, why, "a call's resume could not hop to its holder; served here");
+    state.metrics().count_call_hop(CallHop::Failed);
+    None
 }
 
 /// The request a hop makes to the holder.

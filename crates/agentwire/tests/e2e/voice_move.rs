@@ -21,6 +21,8 @@ use crate::voice_park::{blip, resumed};
 const ALICE: &str = "ak_move_alice_0123456789";
 const BOB: &str = "ak_move_bob_0123456789";
 const SECRET: &str = "the replicas' shared secret, 32+ bytes long";
+const RELAYED: &str = "agentwire_call_hops_total{outcome=\"relayed\"}";
+const FAILED: &str = "agentwire_call_hops_total{outcome=\"failed\"}";
 
 /// Every replica's config but `server.listen` and the agents: the same
 /// database, Redis, prefix and secret.
@@ -124,11 +126,11 @@ async fn a_call_parked_on_one_replica_resumes_through_another_and_its_audio_goes
     assert_eq!(connected["session_id"], session.as_str(), "{connected}");
     assert!(resumed(&connected), "{connected}");
     wait_metric_at(holder.addr, "agentwire_calls_parked", 0.0).await;
-    // The call stayed on its holder: the other replica opened none.
-    assert_eq!(
-        metric(&other.get("/metrics").await.1, "agentwire_calls_active"),
-        0.0
-    );
+    // The call stayed on its holder: the other replica opened none, and
+    // relayed the resume.
+    let metrics = other.get("/metrics").await.1;
+    assert_eq!(metric(&metrics, "agentwire_calls_active"), 0.0);
+    assert_eq!(metric(&metrics, RELAYED), 1.0);
     let config = next_text(&mut new).await;
     assert_eq!(config["type"], "session_config", "{config}");
     assert_eq!(config["session_config"]["sample_rate"], 16000);
@@ -202,6 +204,7 @@ async fn another_owner_cannot_resume_a_call_through_another_replica_nor_reach_th
         metric(&holder.get("/metrics").await.1, "agentwire_calls_parked"),
         1.0
     );
+    assert_eq!(metric(&other.get("/metrics").await.1, RELAYED), 0.0);
     // The hop route is no door from outside: Alice's own credential, but
     // unsigned or with a forged signature, is a path not served.
     let hop = format!("/internal/call-hop?{query}");
@@ -273,9 +276,9 @@ async fn a_resume_whose_holder_was_killed_gets_a_fresh_session_at_once() {
     let fresh = connected["session_id"].as_str().unwrap().to_owned();
     speak(&mut client, &fresh, 16_000, 0, WEATHER_16K, false).await;
     assert_eq!(next_text(&mut client).await["type"], "session_config");
-    assert_eq!(
-        metric(&other.get("/metrics").await.1, "agentwire_calls_active"),
-        1.0
-    );
+    let metrics = other.get("/metrics").await.1;
+    assert_eq!(metric(&metrics, "agentwire_calls_active"), 1.0);
+    assert_eq!(metric(&metrics, FAILED), 1.0);
+    assert_eq!(metric(&metrics, RELAYED), 0.0);
     other.stop().await;
 }
