@@ -121,6 +121,12 @@ impl Metrics {
         self.call_hops[outcome as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The resumes counted with `outcome`.
+    #[cfg(test)]
+    pub(crate) fn call_hops(&self, outcome: CallHop) -> u64 {
+        self.call_hops[outcome as usize].load(Ordering::Relaxed)
+    }
+
     /// Counts a call ended because its provider fell behind the caller.
     pub fn count_call_input_overflow(&self) {
         self.call_failures[CallFailure::ALL.len()].fetch_add(1, Ordering::Relaxed);

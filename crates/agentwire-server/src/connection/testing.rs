@@ -283,6 +283,18 @@ pub(crate) struct Harness {
 impl Harness {
     /// Generous limits; `limits` adjusts them for the test.
     pub(crate) fn new(limits: impl FnOnce(&mut Limits)) -> Harness {
+        Harness::build(limits, |state| state)
+    }
+
+    /// [`Harness::new`]'s server linked to other replicas by `links`.
+    pub(crate) fn linked(links: crate::call::ReplicaLinks) -> Harness {
+        Harness::build(|_| {}, |state| state.with_replicas(links))
+    }
+
+    fn build(
+        limits: impl FnOnce(&mut Limits),
+        finish: impl FnOnce(AppState) -> AppState,
+    ) -> Harness {
         let gate = Arc::new(Semaphore::new(0));
         let engine = Engine::new(
             Arc::new(MemoryStore::new()),
@@ -322,7 +334,7 @@ impl Harness {
             authenticator: None,
             pseudonym_key: None,
         };
-        let state = AppState::new(engine, agents, settings, None, identity);
+        let state = finish(AppState::new(engine, agents, settings, None, identity));
         Harness {
             state: Arc::new(state),
             gate,
