@@ -1,6 +1,7 @@
 //! Live state that the replicas of one deployment share: who runs each
-//! session's turn ([`TurnLeases`]), and the turn logs and controls between
-//! them ([`SharedLogs`], `logs`).
+//! session's turn ([`TurnLeases`]), the turn logs and controls between
+//! them ([`SharedLogs`], `logs`), and where each voice call lives
+//! ([`CallRoutes`], `routes`).
 //!
 //! One process needs none of it shared: the engine's own leases keep them in
 //! memory and are the default. Several processes over one database take
@@ -24,12 +25,16 @@ mod logs;
 #[cfg(any(test, feature = "testing"))]
 pub mod logs_conformance;
 mod rates;
+mod routes;
 
 pub use logs::{
     Append, Appended, Control, LogFollower, LogPage, MAX_BATCH, SharedHead, SharedLive, SharedLogs,
     batch_end,
 };
 pub use rates::{SharedRates, token_interval_us};
+#[cfg(any(test, feature = "testing"))]
+pub use routes::conformance as routes_conformance;
+pub use routes::{CallRoute, CallRoutes, MemoryCallRoutes, Renewal};
 
 /// A lease's number: every grant of a session's lease gets a larger one
 /// than the grants before it.

@@ -1,7 +1,8 @@
 //! Live state shared by the replicas of one deployment, on Redis
 //! (`../shared/design/scale-out.md` §3): [`RedisLive`], the shared adapter
 //! of the [`TurnLeases`] and [`SharedLogs`](agentwire_core::live::SharedLogs) ports (the log and the control
-//! bus are in `logs`).
+//! bus are in `logs` and `controls`), and of [`CallRoutes`](agentwire_core::live::CallRoutes)
+//! (voice calls' routes, in `routes`).
 //!
 //! Each session's keys carry its id as a hash tag (`{prefix}{<session>}:…`),
 //! so they live in one Redis Cluster slot and a script may touch them all.
@@ -27,6 +28,7 @@ pub mod codec;
 mod controls;
 mod logs;
 mod rates;
+mod routes;
 
 /// How the adapter reaches Redis and names its keys.
 #[derive(Clone)]

@@ -22,6 +22,13 @@
 //! gets `session_config` again and the transcripts it missed. Anonymous
 //! calls are never parked (anyone could claim them); another owner's
 //! `resume=` does not even learn the call exists.
+//!
+//! # Across replicas
+//!
+//! With replicas linked (`replica.secret`), an owner's call keeps a route
+//! naming this replica (`routes.rs`) while it lives; a `resume=` that lands
+//! on another replica hops here (`hop.rs`) and its socket is relayed
+//! (`relay.rs`) to a connection here that resumes the call as above.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -42,7 +49,11 @@ use tokio::time::Instant;
 
 use crate::AppState;
 
+pub(crate) mod hop;
+pub(crate) mod relay;
+mod routes;
 mod tools;
+pub use routes::{HopSecret, ReplicaLinks};
 use tools::{CallTools, ProviderToolCall, ToClient};
 
 /// Output a call queues for its connection: a second of 20 ms audio frames
@@ -109,6 +120,14 @@ impl Calls {
 
     pub fn parked(&self) -> usize {
         self.parked.lock().len()
+    }
+
+    /// Whether `owner`'s call is parked on `session` here.
+    pub(crate) fn is_parked(&self, session: &SessionId, owner: &str) -> bool {
+        self.parked
+            .lock()
+            .get(session)
+            .is_some_and(|parked| parked.owner == owner)
     }
 
     /// Takes the call parked on `session` for `owner`, attaching a new
@@ -236,6 +255,8 @@ pub(crate) async fn open(
     let ended = Arc::new(AtomicBool::new(false));
     let client_tools = tools.broker.clone();
     let (to_client, from_tools) = mpsc::channel(TOOL_FRAMES);
+    // Only an owner's call can be resumed, here or through another replica.
+    let route = (owner.owner.as_deref()).and_then(|who| routes::keep(state, &owner.session, who));
     let task = CallTask {
         state: state.clone(),
         owner,
@@ -252,6 +273,7 @@ pub(crate) async fn open(
         speaking: None,
         interrupted: None,
         sequence: 0,
+        _route: route,
         _slot: slot,
     };
     tokio::spawn(task.run(link.events, attach_rx, from_tools));
@@ -292,6 +314,8 @@ struct CallTask {
     interrupted: Option<ResponseId>,
     /// Audio frames sent, for their `sequence`.
     sequence: u32,
+    /// The call's route for the other replicas, kept while the task runs.
+    _route: Option<routes::RouteGuard>,
     _slot: CallSlot,
 }
 

@@ -100,6 +100,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let console = state.settings().console;
     Router::new()
         .route("/ws", get(omnia::upgrade::ws_upgrade))
+        .route(call::hop::HOP_PATH, get(omnia::upgrade::hop_upgrade))
         .route(
             gnosari::upgrade::AGENT_ROUTE,
             get(gnosari::upgrade::ws_upgrade),

@@ -12,6 +12,19 @@ use agentwire_engine::CancelOutcome;
 
 use crate::abuse::Limit;
 
+/// What a resume of a call another replica holds came to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CallHop {
+    /// Relayed to the holder, which resumed the call.
+    Relayed,
+    /// Not relayed (the holder gone or not answering, no call parked
+    /// there): served here as a fresh session.
+    Failed,
+}
+
+/// [`CallHop`]'s labels, in its order.
+const CALL_HOP_OUTCOMES: [&str; 2] = ["relayed", "failed"];
+
 /// The `code` labels of `agentwire_call_failures_total`: the provider's
 /// failures by kind ([`CallFailure::ALL`]), then the server's one.
 const CALL_FAILURE_CODES: [&str; CallFailure::ALL.len() + 1] = [
@@ -63,6 +76,8 @@ pub struct Metrics {
     pub call_audio_dropped: AtomicU64,
     /// Responses the caller spoke over.
     pub call_barge_ins: AtomicU64,
+    /// Resumes of a call another replica holds, by [`CALL_HOP_OUTCOMES`].
+    call_hops: [AtomicU64; CALL_HOP_OUTCOMES.len()],
     /// Error frames sent, indexed like `ErrorCode::KNOWN`; the last slot
     /// counts handler-defined codes.
     errors_total: [AtomicU64; ErrorCode::KNOWN.len() + 1],
@@ -98,6 +113,18 @@ impl Metrics {
     pub fn count_call_failure(&self, failure: CallFailure) {
         let index = CallFailure::ALL.iter().position(|f| *f == failure);
         self.call_failures[index.unwrap_or(0)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a resume of a call another replica holds: relayed there, or
+    /// not (the holder gone, or no call parked there), and served here.
+    pub(crate) fn count_call_hop(&self, outcome: CallHop) {
+        self.call_hops[outcome as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The resumes counted with `outcome`.
+    #[cfg(test)]
+    pub(crate) fn call_hops(&self, outcome: CallHop) -> u64 {
+        self.call_hops[outcome as usize].load(Ordering::Relaxed)
     }
 
     /// Counts a call ended because its provider fell behind the caller.
@@ -208,7 +235,7 @@ impl Metric {
 }
 
 /// Every metric `/metrics` shows, in the order it shows them.
-static METRICS: [Metric; 25] = [
+static METRICS: [Metric; 26] = [
     Metric::gauge(
         "agentwire_connections_active",
         "Open WebSocket connections.",
@@ -352,6 +379,14 @@ static METRICS: [Metric; 25] = [
         "agentwire_call_barge_ins_total",
         "Spoken responses the caller interrupted.",
         Read::Atomic(|m| &m.call_barge_ins),
+    ),
+    Metric::counter(
+        "agentwire_call_hops_total",
+        "Resumes of a voice call another replica holds, by outcome.",
+        Read::Labelled {
+            label: "outcome",
+            values: |m| Metrics::labelled(CALL_HOP_OUTCOMES, &m.call_hops),
+        },
     ),
     Metric::counter(
         "agentwire_errors_total",

@@ -34,6 +34,8 @@ pub struct AppState {
     abuse: Arc<AbuseGuard>,
     /// Voice calls open now.
     calls: call::Calls,
+    /// How calls are reached across replicas; `None`: here only.
+    replicas: Option<call::ReplicaLinks>,
     /// The agents' memories, for the owners' API, and what they did, for
     /// `/metrics`; `None`: not served.
     memories: Option<(Arc<dyn AgentMemory>, Arc<MemoryMetrics>)>,
@@ -78,6 +80,7 @@ impl AppState {
             media,
             identity,
             calls: call::Calls::default(),
+            replicas: None,
             memories: None,
             public_base_url: String::new(),
             mcp: crate::mcp::McpState::default(),
@@ -99,6 +102,13 @@ impl AppState {
         metrics: Arc<MemoryMetrics>,
     ) -> AppState {
         self.memories = Some((memories, metrics));
+        self
+    }
+
+    /// Links to the other replicas, so a call's resume that lands on one
+    /// of them reaches the call here, and one landing here reaches theirs.
+    pub fn with_replicas(mut self, links: call::ReplicaLinks) -> AppState {
+        self.replicas = Some(links);
         self
     }
 
@@ -186,5 +196,9 @@ impl AppState {
 
     pub(crate) fn calls(&self) -> &call::Calls {
         &self.calls
+    }
+
+    pub(crate) fn replicas(&self) -> Option<&call::ReplicaLinks> {
+        self.replicas.as_ref()
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use agentwire_core::live::CallRoutes;
 use agentwire_core::realtime::RealtimeProvider;
 use agentwire_core::{AgentMemory, Clock, Handler, MediaStore, SessionInit, SessionStore};
 use agentwire_engine::{Agent, Engine, MemoryPurge, SummaryScheduler};
@@ -12,7 +13,7 @@ use agentwire_handlers::{DemoHandler, EchoHandler, TestHandler};
 use agentwire_media::{MediaLimits, ObjectMediaStore};
 use agentwire_providers::MockRealtime;
 use agentwire_runtime::{Peer, Roster};
-use agentwire_server::call::Voice;
+use agentwire_server::call::{HopSecret, ReplicaLinks, Voice};
 use agentwire_server::{
     AgentEntry, AppState, IdentitySettings, Limits, MeasuredMemory, MediaService, MemoryMetrics,
     ServerSettings, TeamEntry,
@@ -25,7 +26,7 @@ use anyhow::Context as _;
 
 use crate::config::{
     AgentConfig, AuthConfig, Config, HandlerKind, LiveConfig, MediaBackend, MediaConfig,
-    SessionStorage, VoiceKind, VoiceProviderConfig,
+    ReplicaConfig, SessionStorage, VoiceKind, VoiceProviderConfig,
 };
 use crate::system::{RandomIds, SystemClock};
 
@@ -49,6 +50,9 @@ pub struct App {
     sqlite: Option<SqliteStore>,
     /// The sandboxes' instances, stopped by [`crate::serve`] after the drain.
     sandboxes: Option<Arc<agentwire_tools::sandbox::SandboxPool>>,
+    /// The calls' routes and `replica`, linked once the bound address is
+    /// known (the default advertised one).
+    replica: Option<(Arc<dyn CallRoutes>, ReplicaConfig)>,
 }
 
 impl App {
@@ -68,8 +72,38 @@ impl App {
     pub fn into_state(mut self, local_addr: SocketAddr) -> Arc<AppState> {
         let url = public_base_url(self.public_url.as_deref(), local_addr);
         self.state.set_public_base_url(url);
-        Arc::new(self.state)
+        let mut state = self.state;
+        if let Some((routes, replica)) = self.replica {
+            state = link_replicas(state, routes, replica, local_addr);
+        }
+        Arc::new(state)
     }
+}
+
+/// The replicas linked for voice calls, advertising `replica.advertise` or
+/// the bound address. A listener on every interface without an advertised
+/// address (`--listen 0.0.0.0:…` over a file that named one interface)
+/// cannot be reached by that address: calls then stay on this replica.
+fn link_replicas(
+    state: AppState,
+    routes: Arc<dyn CallRoutes>,
+    replica: ReplicaConfig,
+    local_addr: SocketAddr,
+) -> AppState {
+    let advertise = match replica.advertise {
+        Some(advertise) => advertise,
+        None if local_addr.ip().is_unspecified() => {
+            tracing::error!(%local_addr, "replica.advertise is required on every interface; voice calls resume on this replica only");
+            return state;
+        }
+        None => local_addr.to_string(),
+    };
+    tracing::info!(%advertise, "voice calls reachable from the other replicas");
+    state.with_replicas(ReplicaLinks {
+        routes,
+        advertise,
+        secret: HopSecret::new(replica.secret.expose()),
+    })
 }
 
 /// Builds the application: opens the session store and every adapter.
@@ -144,9 +178,9 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
             .await
             .context("storage.sessions: cannot read the pending session summaries")?;
     let engine = Engine::with_summaries(store, clock, Arc::new(RandomIds), summaries);
-    let engine = match open_live(&config.live).await? {
-        Some(live) => engine.with_shared_live(live),
-        None => engine,
+    let (engine, routes) = match open_live(&config.live).await? {
+        Some(live) => (engine.with_shared_live(live.shared), Some(live.routes)),
+        None => (engine, None),
     };
     let engine = match &media {
         Some(media) => engine.with_media(media.store.clone()),
@@ -162,6 +196,7 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         public_url: config.public_url,
         sqlite,
         sandboxes,
+        replica: routes.zip(config.replica),
     })
 }
 
@@ -441,12 +476,17 @@ pub async fn migrate(storage: &SessionStorage) -> anyhow::Result<String> {
     }
 }
 
-/// The live state shared with the other replicas (turn leases, turn logs,
-/// the control bus) for `live: redis://…`; `None` for `memory` (the
-/// engine's own, in this process).
-async fn open_live(
-    live: &LiveConfig,
-) -> anyhow::Result<Option<Arc<dyn agentwire_core::live::SharedLive>>> {
+/// The live state shared with the other replicas.
+struct OpenedLive {
+    /// Turn leases, turn logs, the control bus, rate limits.
+    shared: Arc<dyn agentwire_core::live::SharedLive>,
+    /// Where voice calls live.
+    routes: Arc<dyn CallRoutes>,
+}
+
+/// The live state shared with the other replicas for `live: redis://…`;
+/// `None` for `memory` (the engine's own, in this process).
+async fn open_live(live: &LiveConfig) -> anyhow::Result<Option<OpenedLive>> {
     match live {
         LiveConfig::Memory => Ok(None),
         #[cfg(feature = "redis")]
@@ -469,7 +509,11 @@ async fn open_live(
                     )
                 })?;
             tracing::info!(replica = %replica, "live state on Redis");
-            Ok(Some(Arc::new(leases)))
+            let live = Arc::new(leases);
+            Ok(Some(OpenedLive {
+                shared: live.clone(),
+                routes: live,
+            }))
         }
         #[cfg(not(feature = "redis"))]
         LiveConfig::Redis(_) => {

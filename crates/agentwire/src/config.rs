@@ -21,6 +21,7 @@ mod postgres;
 mod print;
 mod raw;
 pub mod reference;
+mod replica;
 mod runtime;
 mod sandboxes;
 mod screening;
@@ -41,6 +42,7 @@ pub use pack::{
     compile as compile_pack, diagnostic_line,
 };
 pub use print::{REDACTED, effective_yaml, load_effective_yaml};
+pub use replica::ReplicaConfig;
 pub use runtime::{HttpToolSettingsDebug, NamedTool, RuntimeAgentConfig, ToolConfig};
 pub use screening::ScreeningConfig;
 pub use summary::{DEFAULT_SUMMARY_AFTER_IDLE, SummaryConfig};
@@ -65,6 +67,9 @@ pub struct Config {
     pub sessions: SessionStorage,
     /// `live` and `redis`: the state replicas share.
     pub live: LiveConfig,
+    /// `replica`: how replicas reach each other's voice calls; `None`:
+    /// they do not.
+    pub replica: Option<ReplicaConfig>,
     /// `storage.media`.
     pub media: MediaConfig,
     /// `auth.*`: validators and the pseudonym key.
@@ -227,6 +232,7 @@ fn validate(
     let server = validate_server(raw.server)?;
     let (sessions, media) = validate_storage(raw.storage)?;
     let live = validate_live(&raw.live, raw.redis, &media)?;
+    let replica = replica::validate(raw.replica, &live, server.listen)?;
     let traces = telemetry::validate(raw.telemetry, lookup)?;
     let auth = auth::validate(raw.auth)?;
     let screening = screening::validate(raw.screening)?;
@@ -266,6 +272,7 @@ fn validate(
         limits: server.limits,
         sessions,
         live,
+        replica,
         media,
         auth,
         screening,

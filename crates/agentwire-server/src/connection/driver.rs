@@ -109,6 +109,10 @@ pub(crate) trait Dialect: Send {
     /// The connection ended without the client's Close (its socket broke,
     /// or the server closed it): the client may come back to rejoin.
     fn on_lost(&mut self) {}
+
+    /// The socket is closed: the dialect ends what else it holds open (a
+    /// call relay, its hop to the call's holder).
+    async fn on_end(&mut self) {}
 }
 
 /// What [`Dialect::next_work`] waited for.
@@ -150,6 +154,7 @@ pub(crate) fn run<T: Transport, D: Dialect>(
         if !link.socket.client_closed() {
             dialect.on_lost();
         }
+        Box::pin(dialect.on_end()).await;
         drop(slot);
     }
 }

@@ -122,8 +122,14 @@ impl TestClient {
         assert!(sent.is_ok(), "the connection stopped reading");
     }
 
+    /// Sends `bytes` as a binary frame.
+    pub(crate) fn send_binary(&self, bytes: Vec<u8>) {
+        let sent = self.to_server.send(Ok(Message::Binary(bytes.into())));
+        assert!(sent.is_ok(), "the connection stopped reading");
+    }
+
     /// The next frame the server sent that is not a ping or a pong.
-    async fn next_frame(&mut self) -> Message {
+    pub(crate) async fn next_frame(&mut self) -> Message {
         loop {
             let frame = tokio::time::timeout(RECV_TIMEOUT, self.from_server.recv())
                 .await
@@ -277,6 +283,18 @@ pub(crate) struct Harness {
 impl Harness {
     /// Generous limits; `limits` adjusts them for the test.
     pub(crate) fn new(limits: impl FnOnce(&mut Limits)) -> Harness {
+        Harness::build(limits, |state| state)
+    }
+
+    /// [`Harness::new`]'s server linked to other replicas by `links`.
+    pub(crate) fn linked(links: crate::call::ReplicaLinks) -> Harness {
+        Harness::build(|_| {}, |state| state.with_replicas(links))
+    }
+
+    fn build(
+        limits: impl FnOnce(&mut Limits),
+        finish: impl FnOnce(AppState) -> AppState,
+    ) -> Harness {
         let gate = Arc::new(Semaphore::new(0));
         let engine = Engine::new(
             Arc::new(MemoryStore::new()),
@@ -316,7 +334,7 @@ impl Harness {
             authenticator: None,
             pseudonym_key: None,
         };
-        let state = AppState::new(engine, agents, settings, None, identity);
+        let state = finish(AppState::new(engine, agents, settings, None, identity));
         Harness {
             state: Arc::new(state),
             gate,

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use agentwire_core::Credentials;
 
 use super::connection::{self, ConnectionParams};
+use crate::call::{hop, relay};
 use crate::connection::RejoinAt;
 use crate::identity;
 use crate::query::QueryParams;
@@ -27,15 +28,76 @@ pub(crate) async fn ws_upgrade(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let span = trace::upgrade_span("omnia", "/ws", &headers);
+    let query = raw_query.as_deref().unwrap_or_default();
+    let admitted = admit(&state, raw_query.as_deref(), &headers, address)
+        .instrument(span.clone())
+        .await;
+    let admitted = match admitted {
+        Ok(admitted) => admitted,
+        Err(refusal) => return recorded(&span, refusal.into_response()),
+    };
+    // A resume of a call another replica holds: relayed there.
+    let hop = hop::towards_holder(
+        &state,
+        admitted.resume_call.as_ref(),
+        admitted.caller.owner.as_deref(),
+        query,
+        &headers,
+        address,
+    )
+    .instrument(span.clone())
+    .await;
+    let response = match hop {
+        Some(hop) => open_socket(&state, upgrade, address, &span, move |socket, slot| {
+            relay::run(socket, slot, hop)
+        }),
+        None => open_socket(&state, upgrade, address, &span, move |socket, slot| {
+            connection::run(socket, slot, admitted)
+        }),
+    };
+    recorded(&span, response)
+}
+
+/// A hop from another replica (`call::hop`) for the call parked here: the
+/// client's request as that replica received it, admitted again as if the
+/// client had come here, and upgraded only while the call it resumes is
+/// parked here for the same owner. Anything else is 404, as a path not
+/// served; a hop never hops on.
+pub(crate) async fn hop_upgrade(
+    State(state): State<Arc<AppState>>,
+    RawQuery(raw_query): RawQuery,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let span = trace::upgrade_span("omnia", hop::HOP_PATH, &headers);
+    let query = raw_query.as_deref().unwrap_or_default();
+    let Some(address) = hop::verify(&state, query, &headers) else {
+        return recorded(&span, StatusCode::NOT_FOUND.into_response());
+    };
     let admitted = admit(&state, raw_query.as_deref(), &headers, address)
         .instrument(span.clone())
         .await;
     let response = match admitted {
-        Ok(admitted) => open_socket(&state, upgrade, address, &span, move |socket, slot| {
-            connection::run(socket, slot, admitted)
-        }),
+        Ok(admitted) if parked_here(&state, &admitted) => {
+            open_socket(&state, upgrade, address, &span, move |socket, slot| {
+                connection::run(socket, slot, admitted)
+            })
+        }
+        Ok(_) => StatusCode::NOT_FOUND.into_response(),
         Err(refusal) => refusal.into_response(),
     };
+    recorded(&span, response)
+}
+
+/// Whether the call the connection resumes is parked here for its caller.
+fn parked_here(state: &AppState, admitted: &ConnectionParams) -> bool {
+    match (&admitted.resume_call, admitted.caller.owner.as_deref()) {
+        (Some(session), Some(owner)) => state.calls().is_parked(session, owner),
+        _ => false,
+    }
+}
+
+fn recorded(span: &tracing::Span, response: Response) -> Response {
     span.record("http.response.status_code", response.status().as_u16());
     response
 }

@@ -29,6 +29,11 @@ pub(super) struct File {
     /// otherwise.
     #[serde(default)]
     pub(super) redis: super::live::RawRedis,
+    /// With a Redis URL in `live`: how the replicas reach each other's
+    /// voice calls. Default: they do not (a call resumes only on the
+    /// replica holding it).
+    #[serde(default)]
+    pub(super) replica: super::replica::RawReplica,
     /// Caller identity: API keys, JWTs, the pseudonym key. Default: none
     /// (every agent public unless it has a password).
     pub(super) auth: Option<super::auth::RawAuth>,

@@ -64,6 +64,7 @@ mod traces;
 mod turn_log;
 mod upgrade;
 mod voice;
+mod voice_move;
 mod voice_openai;
 mod voice_park;
 mod voice_tools;
