@@ -6,11 +6,13 @@ Checks (each violation names its check):
 - `stored-once`: a turn a client saw end (`done`, cancelled or not) is
   stored exactly once, its question followed by its answer; a message the
   server refused (an error with no seq, nothing ran) is not stored; a turn
-  that ended with an error is not also stored with an answer
+  that ended with an error is not also stored with an answer, and no
+  question is stored with both an answer and a failure
   (`interrupted-and-stored`).
 - `one-turn-at-a-time`: no session ran two turns at once: on one socket a
-  turn starts before the one before it ended, or two frames of one
-  session's log carry the same seq with different content (two writers).
+  turn starts before the one before it ended.
+- `one-log`: a session's log has one history: no seq is seen with two
+  different frames (two writers: a replica that lost its lease went on).
 - `one-terminal`: every turn a client saw ended in exactly one terminal (or
   a later rejoin said `replayed:false`, so the client knows to reload).
 - `gap-free`: on every socket a session's seqs only grow, with no
@@ -96,8 +98,15 @@ class History:
             self.unsequenced[conn].append((t, frame))
             return
         kind = kind_of(frame)
-        if kind is not None:
-            self.frames[conn].append((t, state["epoch"], frame["seq"], kind, frame))
+        if kind is None:
+            return
+        frames = self.frames[conn]
+        if frames and frames[-1][1:3] == (state["epoch"], frame["seq"]) and frames[-1][3] == ("text",) \
+                and kind[0] == "end":
+            # Gnosari sends a reply's unstreamed text as a last token with
+            # its terminal's seq: one entry of the log.
+            frames.pop()
+        frames.append((t, state["epoch"], frame["seq"], kind, frame))
 
     def session_of(self, conn: str) -> str:
         return self.conns.get(conn, {}).get("session")
@@ -172,29 +181,32 @@ def check(events: list[dict], store: list[dict]) -> dict:
 
 def turn_ranges(history: History, verdict: Verdict) -> dict[tuple, dict]:
     """(session, epoch, turn_id) -> {start seq, terminals: {seq: kind}, last seq}
-    from every sighting, each seq's sightings agreeing (else two writers)."""
-    by_log: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    from every sighting. One seq seen as two different frames means two
+    writers of one log (`one-log`)."""
+    by_log: dict[tuple, dict[int, set]] = defaultdict(dict)
     for (session, epoch, seq), sightings in history.seen.items():
         kinds = {k for k, _, _ in sightings}
         if len(kinds) > 1:
             t = min(t for _, _, t in sightings)
-            verdict.reject("one-turn-at-a-time", session,
-                           f"two writers: seq {seq} of epoch {epoch} seen as {sorted(map(str, kinds))}",
-                           t, sightings=[[str(k), c, t] for k, c, t in sightings])
-        by_log[(session, epoch)][seq] = sightings[0][0]
+            verdict.reject("one-log", session,
+                           f"two writers: seq {seq} of epoch {epoch} seen as "
+                           + ", ".join(f"{k} on {c} ({history.conns.get(c, {}).get('replica')})"
+                                       for k, c, _ in sightings if k != sightings[0][0] or c == sightings[0][1]),
+                           t)
+        by_log[(session, epoch)][seq] = kinds
     turns = {}
     for (session, epoch), seqs in by_log.items():
         current = None
         for seq in sorted(seqs):
-            kind = seqs[seq]
-            if kind[0] == "start":
-                current = {"session": session, "epoch": epoch, "turn_id": kind[1], "start": seq,
-                           "terminals": {}, "last": seq}
-                turns[(session, epoch, kind[1])] = current
-            elif current is not None:
-                current["last"] = seq
-                if kind[0] == "end":
-                    current["terminals"][seq] = kind
+            for kind in sorted(seqs[seq], key=lambda k: k[0] != "start"):
+                if kind[0] == "start":
+                    current = {"session": session, "epoch": epoch, "turn_id": kind[1], "start": seq,
+                               "terminals": {}, "last": seq}
+                    turns[(session, epoch, kind[1])] = current
+                elif current is not None:
+                    current["last"] = seq
+                    if kind[0] == "end":
+                        current["terminals"][seq] = kind
     return turns
 
 
@@ -274,14 +286,34 @@ def terminal_of(turns: dict, summary: dict) -> tuple | None:
     return turn["terminals"][min(turn["terminals"])]
 
 
+def stored_turns(store: list[dict]) -> dict[str, dict[str, list[dict]]]:
+    """session -> question -> the records after each time it was asked (its
+    tool records, answer, failure) up to the next question."""
+    sessions: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    current = None
+    for row in sorted(store, key=lambda r: (r["session"], r["seq"])):
+        if row["role"] == "user":
+            current = {"question": row, "records": []}
+            sessions[row["session"]][row["content"]].append(current)
+        elif current is not None and current["question"]["session"] == row["session"]:
+            current["records"].append(row)
+    return sessions
+
+
 def check_store(history: History, verdict: Verdict, turns: dict, store: list[dict]) -> None:
-    rows = defaultdict(list)
-    for row in store:
-        rows[row["session"]].append(row)
+    stored = stored_turns(store)
+    for session, questions in stored.items():
+        for content, asked in questions.items():
+            for turn in asked:
+                roles = {r["role"] for r in turn["records"]}
+                if "assistant" in roles and "error" in roles:
+                    verdict.reject("interrupted-and-stored", session,
+                                   f"{content!r} stored with its answer and a failure: "
+                                   + "; ".join(f"{r['role']} {r['content'][:60]!r}" for r in turn["records"]
+                                               if r["role"] != "tool"), None)
     for summary in history.turns:
         session, content = summary["session"], summary["content"]
-        messages = rows.get(session, [])
-        asked = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"] == content]
+        asked = stored.get(session, {}).get(content, [])
         end = terminal_of(turns, summary)
         t = summary["sent_t"]
         if len(asked) > 1:
@@ -293,18 +325,18 @@ def check_store(history: History, verdict: Verdict, turns: dict, store: list[dic
             continue
         if end is None:
             continue
-        answer = messages[asked[0] + 1] if asked and asked[0] + 1 < len(messages) else None
+        answers = [r for r in asked[0]["records"] if r["role"] == "assistant"] if asked else []
         if end[1] in ("done", "cancelled"):
             if not asked:
                 verdict.reject("stored-once", session, f"acknowledged turn {content!r} ({end[1]}) not stored", t)
-            elif answer is None or answer["role"] != "assistant" or not same_answer(answer["content"], end[2], summary):
+            elif len(answers) != 1 or not same_answer(answers[0]["content"], end[2], summary):
                 verdict.reject("stored-once", session,
-                               f"acknowledged turn {content!r} stored with answer {answer and answer['content']!r}, "
-                               f"the client saw {end[2]!r}", t)
-        elif answer is not None and answer["role"] == "assistant" and not is_failure(answer):
+                               f"acknowledged turn {content!r} stored with answers "
+                               f"{[a['content'] for a in answers]!r}, the client saw {end[2]!r}", t)
+        elif answers:
             verdict.reject("interrupted-and-stored", session,
                            f"turn {content!r} ended with error {end[2]!r} for the client, but the store holds "
-                           f"its answer {answer['content']!r}", t)
+                           f"its answer {answers[0]['content']!r}", t)
 
 
 def same_answer(stored: str, seen: str | None, summary: dict) -> bool:
@@ -314,11 +346,6 @@ def same_answer(stored: str, seen: str | None, summary: dict) -> bool:
         # full_response is all the text streamed; the store keeps the last round's.
         return seen.endswith(stored)
     return stored == seen
-
-
-def is_failure(message: dict) -> bool:
-    metadata = message.get("metadata") or {}
-    return any(key in metadata for key in ("error", "error_code", "failed"))
 
 
 def check_cancels(history: History, verdict: Verdict, turns: dict) -> None:
@@ -400,7 +427,7 @@ def summary(verdict: dict) -> str:
     by_check = defaultdict(list)
     for v in verdict["violations"]:
         by_check[v["check"]].append(v)
-    for name in ["stored-once", "interrupted-and-stored", "one-turn-at-a-time", "one-terminal",
+    for name in ["stored-once", "interrupted-and-stored", "one-turn-at-a-time", "one-log", "one-terminal",
                  "gap-free", "cancel-reached", "readyz"]:
         found = by_check.get(name, [])
         lines.append(f"{name}: {'ok' if not found else f'{len(found)} violations'}")
