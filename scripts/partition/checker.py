@@ -21,8 +21,9 @@ Checks (each violation names its check):
   `replayed:true` included); a rejoin never resends a frame at or before
   its `after`.
 - `cancel-reached`: a cancel of a running turn ends it `cancelled`, or is
-  refused (an error on the cancel's socket); a turn interrupted because
-  its replica was killed or paused counts as ended. A cancel lost while a
+  refused (an error on the cancel's socket); a turn that failed on its own
+  (an error other than "turn interrupted", in the figures), or was
+  interrupted because its replica was killed or paused, counts as ended. A cancel lost while a
   replica was cut off from Redis is tagged `during-redis-cut`.
 - `readyz`: a replica cut off from PostgreSQL or Redis does not answer
   /readyz 200 (probes sent 0.5 s or more into the cut), and answers within
@@ -363,6 +364,8 @@ def check_cancels(history: History, verdict: Verdict, turns: dict) -> None:
             continue
         running = summary["replica"]
         horizon = summary.get("t", cancel["t"]) + 60
+        if end is not None and end[1] == "error" and end[2] != "turn interrupted":
+            continue  # the turn failed on its own (counted in the figures), it was not left running
         if end is not None and end[1] == "error" and \
                 active(history.faults, running, cancel["t"] - 1, horizon, ("kill", "pause")):
             continue  # its replica died or froze: interrupted, not lost
@@ -385,7 +388,7 @@ def check_readyz(history: History, verdict: Verdict) -> None:
                 if f["start"] + READY_GRACE <= sent and probe["t"] <= f["end"]]
         if not cuts:
             continue
-        others = active(history.faults, replica, sent, probe["t"], ("cut-clients", "pause", "kill", "loss"))
+        others = active(history.faults, replica, sent, probe["t"], ("cut-clients", "pause", "kill", "loss", "heavy-loss"))
         if others:
             continue  # the probe itself could not get through
         if probe["status"] == 200:
@@ -405,6 +408,11 @@ def figures(history: History, turns: dict, store: list[dict]) -> dict:
         else:
             outcomes["unseen"] += 1
     answers = [a.get("replayed") for c, a in history.answers.items() if history.conns.get(c, {}).get("rejoin")]
+    errors = defaultdict(int)
+    for summary in history.turns:
+        end = terminal_of(turns, summary)
+        if end is not None and end[1] == "error":
+            errors[str(end[2])] += 1
     probes = defaultdict(int)
     for e in history.events:
         if e["kind"] == "readyz":
@@ -412,6 +420,7 @@ def figures(history: History, turns: dict, store: list[dict]) -> dict:
     return {
         "messages_sent": len(history.turns),
         "turn_outcomes": dict(outcomes),
+        "turn_errors": dict(errors),
         "turns_in_logs": len(turns),
         "sockets": len(history.conns),
         "rejoins": {"replayed": answers.count(True), "not_replayed": answers.count(False)},

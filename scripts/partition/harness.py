@@ -108,6 +108,22 @@ async def exercise(args, rec: Recorder, network, replicas: dict, steps: list[dic
             await proxy.stop()
 
 
+def write_rejected(out: Path, events: list[dict], verdict: dict) -> None:
+    """Each session the checker rejected: its sockets' events, its turns and
+    the nemesis steps, in DIR/rejected/<session>.jsonl."""
+    sessions = {v["session"] for v in verdict["violations"] if v["session"]}
+    if not sessions:
+        return
+    (out / "rejected").mkdir(exist_ok=True)
+    conns = {e["conn"]: e["session"] for e in events if e["kind"] == "open"}
+    for session in sessions:
+        with open(out / "rejected" / f"{session}.jsonl", "w") as lines:
+            for e in events:
+                mine = e.get("session") == session or conns.get(e.get("conn")) == session
+                if mine or e["kind"] == "nemesis":
+                    lines.write(json.dumps(e) + "\n")
+
+
 def main() -> int:
     args = parse_args()
     if args.seed is None:
@@ -143,6 +159,7 @@ def main() -> int:
         verdict["figures"]["wall_seconds"] = round(time.monotonic() - started, 1)
         verdict["seed"] = args.seed
         (args.out / "verdict.json").write_text(json.dumps(verdict, indent=1))
+        write_rejected(args.out, rec.events, verdict)
         print(checker.summary(verdict), file=sys.stderr)
         return 0 if not verdict["violations"] else 1
     finally:

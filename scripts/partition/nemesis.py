@@ -10,10 +10,12 @@ import net
 
 # Every fault the nemesis knows. `cut-*` drop a replica's packets to Redis,
 # to PostgreSQL, to both, or from its clients; `loss` drops a share of all
-# its packets at random; `delay` holds its Redis and PostgreSQL traffic in
-# the proxies; `pause` is SIGSTOP (SIGCONT at the heal); `kill` is SIGKILL
+# its packets at random (10 or 30 %; `heavy-loss` 60 %); `delay` holds its Redis and PostgreSQL traffic in
+# the proxies 50 or 300 ms each way, `slow` 1.5 s (a round trip over
+# `redis.timeout`); `pause` is SIGSTOP (SIGCONT at the heal); `kill` is SIGKILL
 # (a restart at the heal).
-FAULTS = ["cut-redis", "cut-pg", "cut-both", "cut-clients", "loss", "delay", "pause", "kill"]
+FAULTS = ["cut-redis", "cut-pg", "cut-both", "cut-clients", "loss", "heavy-loss", "delay", "slow",
+          "pause", "kill"]
 
 
 def schedule(seed: int, duration: float, replicas: list[str], faults: list[str]) -> list[dict]:
@@ -33,9 +35,13 @@ def schedule(seed: int, duration: float, replicas: list[str], faults: list[str])
         step = {"at": round(at, 2), "duration": round(length, 2), "kind": kind,
                 "replica": rng.choice(replicas)}
         if kind == "loss":
-            step["percent"] = rng.choice([10, 30, 60])
+            step["percent"] = rng.choice([10, 30])
+        if kind == "heavy-loss":
+            step["percent"] = 60
         if kind == "delay":
-            step["ms"] = rng.choice([50, 300, 1500])
+            step["ms"] = rng.choice([50, 300])
+        if kind == "slow":
+            step["ms"] = 1500
         steps.append(step)
         at += length + rng.uniform(2, 8)
     return steps
@@ -64,7 +70,7 @@ class Nemesis:
             replica.signal(signal.SIGSTOP)
         elif kind == "kill":
             replica.kill()
-        elif kind == "delay":
+        elif kind in ("delay", "slow"):
             for proxy in self.proxies[replica.name]:
                 proxy.delay = step["ms"] / 1000
         else:
@@ -80,7 +86,7 @@ class Nemesis:
         elif kind == "kill":
             replica.start()
             await asyncio.to_thread(replica.wait_healthy)
-        elif kind == "delay":
+        elif kind in ("delay", "slow"):
             for proxy in self.proxies[replica.name]:
                 proxy.delay = 0.0
         else:

@@ -148,7 +148,7 @@ def rules_for(net: Network, index: int, fault: dict) -> list[str]:
             f"add rule inet aw input tcp dport {REPLICA_PORT} drop",
             f"add rule inet aw output tcp sport {REPLICA_PORT} drop",
         ]
-    if kind == "loss":
+    if kind in ("loss", "heavy-loss"):
         percent = int(fault["percent"])
         return [
             f"add rule inet aw {hook} meta l4proto tcp numgen random mod 100 < {percent} drop"
