@@ -51,6 +51,7 @@ mod outages;
 mod packs;
 mod packs_compile_mode;
 mod postgres;
+mod readiness;
 mod replica_turns;
 mod replicas;
 mod runtime;
