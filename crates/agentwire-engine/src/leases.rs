@@ -42,10 +42,16 @@ impl SessionLease {
             }
         };
         // Taken over from another replica: fence it off in the store first,
-        // then read what it wrote.
-        if granted.changed_hands
-            && let Err(e) = self.take_over(granted.fence).await
-        {
+        // then read what it wrote. After a write of unknown outcome, read
+        // what this replica may have written.
+        let reread = if granted.changed_hands {
+            self.take_over(granted.fence).await
+        } else if self.session.state.lock().store_uncertain {
+            self.reload_history().await
+        } else {
+            Ok(())
+        };
+        if let Err(e) = reread {
             self.release_turn_lease(granted.fence).await;
             self.end_turn();
             return Err(e.into());
@@ -186,12 +192,14 @@ impl SessionLease {
         let mut history = store.load_recent_messages(self.id(), window.max(1)).await?;
         let Some(last) = history.last() else {
             // Not stored yet (or deleted): nothing newer than what is here.
+            self.session.state.lock().store_uncertain = false;
             return Ok(());
         };
         let next_seq = last.seq + 1;
         let last_active_at = last.created_at;
         history.drain(..retained_start(&history, window));
         let mut state = self.session.state.lock();
+        state.store_uncertain = false;
         state.persisted = true;
         state.next_seq = next_seq;
         state.last_active_at = state.last_active_at.max(last_active_at);

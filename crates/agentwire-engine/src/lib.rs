@@ -181,6 +181,10 @@ struct LiveState {
     /// Whether the agent's [`SessionInit`] has prepared the session in this
     /// process.
     prepared: bool,
+    /// A write failed without saying whether it was made (the store timed
+    /// out): the store may hold messages this history does not, so the
+    /// next turn reads the window again before it writes.
+    store_uncertain: bool,
 }
 
 impl LiveState {
@@ -198,6 +202,7 @@ impl LiveState {
             write_fence: None,
             opened_with: Some(Arc::new(OpenedWith::stored(record))),
             prepared: false,
+            store_uncertain: false,
         }
     }
 
@@ -214,6 +219,7 @@ impl LiveState {
             write_fence: None,
             opened_with: None,
             prepared: false,
+            store_uncertain: false,
         }
     }
 }

@@ -41,6 +41,16 @@ enum AfterOrphan {
     Keep,
 }
 
+/// What the store holds of a turn whose replica died ([`SessionLease::stored_end_of`]).
+enum StoredEnd {
+    /// Its end, as that replica stored it: the turn's terminal.
+    Ended(TurnEvent),
+    /// Its question, and no end: it was interrupted.
+    Open,
+    /// Not even its question: nothing of it is stored.
+    QuestionLost,
+}
+
 /// How long a follower waits for entries in one read when leases never
 /// expire (they always do where logs are shared; a bound all the same).
 const DEFAULT_WAIT: Duration = Duration::from_secs(2);
@@ -417,13 +427,19 @@ impl SessionLease {
             return Ok(());
         };
         let event = match self.stored_end_of(turn) {
-            Some(stored) => {
+            StoredEnd::Ended(stored) => {
                 tracing::warn!(session = %self.id(), "ending a turn whose replica is gone, as it stored it");
                 stored
             }
-            None => {
+            StoredEnd::Open => {
                 tracing::warn!(session = %self.id(), "ending a turn whose replica is gone");
                 self.store_interruption().await
+            }
+            StoredEnd::QuestionLost => {
+                // Nothing of the turn reached the store: its failure
+                // stored alone would read as the previous turn's.
+                tracing::warn!(session = %self.id(), "ending a turn whose replica is gone before storing its question");
+                TurnEvent::Failed(TurnFailure::new(ErrorCode::Internal, TURN_INTERRUPTED))
             }
         };
         let terminal = [LogEntry {
@@ -446,13 +462,19 @@ impl SessionLease {
         Ok(())
     }
 
-    /// The terminal event of the end `turn`'s replica stored for it: the
-    /// first reply or failure after the turn's question in the session's
-    /// window, as read from the store when the session was taken over.
-    fn stored_end_of(&self, turn: TurnId) -> Option<TurnEvent> {
-        let question = self.session.log.question_of(turn)?;
+    /// What the store holds of `turn`, read from the session's window as
+    /// it was when the session was taken over: its end (the first reply or
+    /// failure after its question), or only its question, or not even that.
+    fn stored_end_of(&self, turn: TurnId) -> StoredEnd {
+        let Some(question) = self.session.log.question_of(turn) else {
+            // A turn logged by a replica of the previous release.
+            return StoredEnd::Open;
+        };
         let history = self.session.state.lock().history.clone();
-        history
+        if !history.iter().any(|message| message.seq == question) {
+            return StoredEnd::QuestionLost;
+        }
+        let end = history
             .iter()
             .filter(|message| message.seq > question)
             .find_map(|message| match &message.body {
@@ -470,7 +492,8 @@ impl SessionLease {
                     Some(TurnEvent::Failed(TurnFailure::new(*code, message.clone())))
                 }
                 _ => None,
-            })
+            });
+        end.map_or(StoredEnd::Open, StoredEnd::Ended)
     }
 
     /// Stores an orphaned turn's end as a failed turn's is; the failure.

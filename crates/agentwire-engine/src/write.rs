@@ -234,6 +234,10 @@ impl PendingWrite {
                     history.truncate(ours);
                     state.next_seq = first_seq;
                     state.persisted = was_persisted;
+                    // A timeout may have come after the commit.
+                    if matches!(e, StoreError::Unavailable(_)) {
+                        state.store_uncertain = true;
+                    }
                     Err(e)
                 }
             }

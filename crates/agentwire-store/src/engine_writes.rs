@@ -49,6 +49,7 @@ macro_rules! engine_write_tests {
             @tests $make;
             done_comes_after_the_user_message_and_the_reply_are_stored,
             a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was,
+            a_write_made_but_reported_failed_is_read_back_before_the_next_turn,
             thousands_of_turns_keep_only_the_window_live,
             resuming_a_long_session_reads_what_resuming_a_short_one_does,
             a_declaration_is_stored_and_prepared_again_after_a_restart,
@@ -85,11 +86,13 @@ mod memory {
     engine_write_tests!(make);
 }
 
-/// A store whose appends fail while `failing` is set, and which counts the
-/// messages its loads hand out.
+/// A store whose appends fail while `failing` is set, or are made and then
+/// reported timed out while `late` is (a database that committed as the
+/// connection dropped), and which counts the messages its loads hand out.
 struct FlakyStore {
     inner: Arc<dyn SessionStore>,
     failing: AtomicBool,
+    late: AtomicBool,
     messages_read: AtomicUsize,
 }
 
@@ -113,7 +116,11 @@ impl SessionStore for FlakyStore {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("disk full".to_owned()));
         }
-        self.inner.append_messages(messages).await
+        self.inner.append_messages(messages).await?;
+        if self.late.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("timed out".to_owned()));
+        }
+        Ok(())
     }
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
         self.inner.load_messages(id).await.map(|m| self.read(m))
@@ -242,6 +249,7 @@ impl Fixture {
         let store = Arc::new(FlakyStore {
             inner,
             failing: AtomicBool::new(false),
+            late: AtomicBool::new(false),
             messages_read: AtomicUsize::new(0),
         });
         let engine = Engine::new(
@@ -358,6 +366,28 @@ pub(crate) async fn a_failed_write_fails_the_turn_and_leaves_the_history_as_it_w
     let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
     let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
+}
+
+pub(crate) async fn a_write_made_but_reported_failed_is_read_back_before_the_next_turn(
+    make: MakeStore,
+) {
+    let Some(fixture) = Fixture::new(make).await else {
+        return;
+    };
+    assert!(matches!(fixture.turn("one").await, TurnEvent::Completed(_)));
+    fixture.store.late.store(true, Ordering::SeqCst);
+    assert!(matches!(fixture.turn("late").await, TurnEvent::Failed(_)));
+    fixture.store.late.store(false, Ordering::SeqCst);
+    // The store has the turn the engine was told failed: the next turn
+    // reads the window again, so it neither reuses that turn's seqs
+    // ("already stored") nor misses it.
+    let TurnEvent::Completed(reply) = fixture.turn("two").await else {
+        panic!("the next turn takes the seqs after what was stored");
+    };
+    assert_eq!(reply.text, "one|one|late|one|one|late|two");
+    let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
+    let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
 }
 
 /// A session that has had `turns` turns of a user message and an answer,
