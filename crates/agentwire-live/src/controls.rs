@@ -31,6 +31,9 @@ use crate::codec::{decode_control, encode_control};
 /// logged): a client repeating a cancel cannot grow a replica's memory.
 pub(crate) const CONTROL_QUEUE: usize = 1024;
 
+/// How long the listener waits before subscribing again.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(100);
+
 /// The most controls a session's mailbox keeps (the newest).
 const MAILBOX_KEPT: u64 = 64;
 
@@ -172,7 +175,9 @@ impl RedisLive {
                 if let Err(e) = listen(&client, &channel, timeout, &mut woken).await {
                     tracing::warn!(error = %e, "the control bus subscription dropped");
                 }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                // Soon: while this replica has no subscription, another
+                // may take its leases as a dead replica's (`ACQUIRE`).
+                tokio::time::sleep(RESUBSCRIBE_AFTER).await;
             }
         });
     }

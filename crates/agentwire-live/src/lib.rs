@@ -94,14 +94,28 @@ const SESSION_KEYS_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest wait between two attempts to reconnect to Redis.
 const RECONNECT_DELAY_MS: u64 = 100;
 
-/// Takes the lease unless the turn key exists. The fence is the session's
-/// counter plus one, or Redis's clock in microseconds when the counter is
-/// gone (so it still exceeds every fence handed out before). Returns
-/// `{fence, changed_hands}` or `{0, 0}` when held. The fence travels as a
-/// string: Lua's numbers print large integers in exponent form.
+/// Takes the lease unless the turn key exists and its holder is alive: a
+/// holder (another replica) whose control subscription is gone
+/// (`PUBSUB NUMSUB` of its channel, ARGV[4] the prefix) is a process that
+/// died, whose connections the kernel closed, so its lease is taken at
+/// once instead of after its TTL. A partition drops packets and closes
+/// nothing: a cut-off holder keeps its lease until the TTL. The fence is
+/// the session's counter plus one, or Redis's clock in microseconds when
+/// the counter is gone (so it still exceeds every fence handed out before).
+/// Returns `{fence, changed_hands}` or `{0, 0}` when held. The fence
+/// travels as a string: Lua's numbers print large integers in exponent
+/// form.
 const ACQUIRE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {'0', 0}
+local holder = redis.call('GET', KEYS[1])
+if holder then
+  local replica = string.match(holder, '^(.*):%d+$')
+  if replica == ARGV[1] then
+    return {'0', 0}
+  end
+  local listening = redis.call('PUBSUB', 'NUMSUB', ARGV[4] .. 'ctl:' .. replica)
+  if tonumber(listening[2]) > 0 then
+    return {'0', 0}
+  end
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('INCR', KEYS[2])
@@ -270,6 +284,7 @@ impl TurnLeases for RedisLive {
             .arg(&self.settings.replica_id)
             .arg(Self::millis(self.settings.lease_ttl))
             .arg(Self::millis(SESSION_KEYS_TTL))
+            .arg(&self.settings.key_prefix)
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(unavailable)?;

@@ -50,10 +50,6 @@ impl ConfigDuration {
     pub(crate) const fn secs(s: u64) -> ConfigDuration {
         ConfigDuration(Duration::from_secs(s))
     }
-
-    pub(crate) const fn millis(ms: u64) -> ConfigDuration {
-        ConfigDuration(Duration::from_millis(ms))
-    }
 }
 
 impl<'de> Deserialize<'de> for ConfigDuration {

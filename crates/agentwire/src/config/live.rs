@@ -21,8 +21,10 @@ pub(super) struct RawRedis {
     pub(super) key_prefix: String,
     /// How long a turn's lease on its session lives without a renewal (it
     /// is renewed every third of it): how long a crashed replica's
-    /// sessions stay busy, and how long a replica cut off from Redis keeps
-    /// running a turn before it stops it. At least 1s.
+    /// sessions stay busy when it died without its connections closing
+    /// (a lost host; a killed process's are taken at once), and how long a
+    /// replica cut off from Redis keeps running a turn before it stops it.
+    /// At least 1s.
     pub(super) lease_ttl: ConfigDuration,
     /// How long a Redis command, or opening the connection, may take before
     /// it fails (a message is then refused with an internal error, and
@@ -38,8 +40,8 @@ impl Default for RawRedis {
     fn default() -> RawRedis {
         RawRedis {
             key_prefix: "agentwire:".to_owned(),
-            lease_ttl: ConfigDuration::secs(2),
-            timeout: ConfigDuration::millis(500),
+            lease_ttl: ConfigDuration::secs(10),
+            timeout: ConfigDuration::secs(2),
             tls_ca_file: None,
         }
     }
@@ -186,8 +188,8 @@ mod tests {
         let LiveConfig::Redis(redis) = live("live: redis+unix:///run/redis.sock").unwrap() else {
             panic!("redis");
         };
-        assert_eq!(redis.lease_ttl, Duration::from_secs(2));
-        assert_eq!(redis.timeout, Duration::from_millis(500));
+        assert_eq!(redis.lease_ttl, Duration::from_secs(10));
+        assert_eq!(redis.timeout, Duration::from_secs(2));
     }
 
     #[test]

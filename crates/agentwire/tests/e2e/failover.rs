@@ -85,7 +85,7 @@ async fn a_reply_stored_before_its_replica_died_is_the_turns_one_end() {
     let (mut follower, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
     // The dying replica finishes the turn and stores its reply, but cannot
     // tell Redis: its terminal and the lease's release never get there.
-    link.cut();
+    link.stall();
     let session = started["session_id"].as_str().unwrap();
     wait_until_stored(&postgres, session, "|assistant|one two three four five").await;
     child.start_kill().unwrap();
@@ -128,7 +128,7 @@ async fn a_cancel_sent_while_the_turns_replica_is_cut_off_from_redis_reaches_it_
     assert_eq!(held["type"], "chunk", "{held}");
     let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
     let (mut other, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
-    link.cut();
+    link.stall();
     other.send_json(json!({"type": "cancel"})).await;
     // Shorter than the lease: the running replica keeps its turn, and
     // learns of the cancel once it reaches Redis again.
@@ -234,7 +234,7 @@ async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_oth
     let (mut acker, _) = connect_as_child(&address, &session).await;
     asker.script("paced", "second").await;
     assert_eq!(asker.recv().await["type"], "turn_started");
-    link.cut();
+    link.stall();
     acker.send_json(json!({"type": "disclosure_ack"})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     link.heal();

@@ -4,17 +4,26 @@
 
 use std::path::{Path, PathBuf};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// A proxy between one client process and a server. Cut, it closes every
-/// connection it carries and closes new ones at once, as a partition that
-/// outlasts the client's patience looks to it; healed, it carries new
-/// connections again.
+/// What the link does with the bytes it carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Up,
+    /// Holds every byte (a partition that drops packets: nothing is closed,
+    /// and what was sent arrives once it heals, as TCP retransmits it).
+    Stalled,
+    /// Closes every connection and each new one at once (a reset).
+    Cut,
+}
+
+/// A proxy between one client process and a server.
 pub struct CutLink {
     socket: PathBuf,
-    up: watch::Sender<bool>,
+    state: watch::Sender<State>,
     accept: JoinHandle<()>,
     _dir: tempfile::TempDir,
 }
@@ -25,21 +34,21 @@ impl CutLink {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("link.sock");
         let listener = UnixListener::bind(&socket).unwrap();
-        let (up, _) = watch::channel(true);
-        let state = up.clone();
+        let (state, _) = watch::channel(State::Up);
+        let link = state.clone();
         let upstream = upstream.to_owned();
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let link = state.subscribe();
-                if !*link.borrow() {
+                let state = link.subscribe();
+                if *state.borrow() == State::Cut {
                     continue;
                 }
-                tokio::spawn(carry(client, upstream.clone(), link));
+                tokio::spawn(carry(client, upstream.clone(), state));
             }
         });
         CutLink {
             socket,
-            up,
+            state,
             accept,
             _dir: dir,
         }
@@ -50,12 +59,18 @@ impl CutLink {
         &self.socket
     }
 
+    /// A partition: bytes stop both ways, connections stay open.
+    pub fn stall(&self) {
+        self.state.send_replace(State::Stalled);
+    }
+
+    /// A reset: every connection closed, new ones refused.
     pub fn cut(&self) {
-        self.up.send_replace(false);
+        self.state.send_replace(State::Cut);
     }
 
     pub fn heal(&self) {
-        self.up.send_replace(true);
+        self.state.send_replace(State::Up);
     }
 }
 
@@ -67,12 +82,48 @@ impl Drop for CutLink {
 
 /// Carries one connection both ways until either side closes it or the
 /// link is cut.
-async fn carry(mut client: UnixStream, upstream: PathBuf, mut link: watch::Receiver<bool>) {
-    let Ok(mut server) = UnixStream::connect(&upstream).await else {
+async fn carry(client: UnixStream, upstream: PathBuf, state: watch::Receiver<State>) {
+    let Ok(server) = UnixStream::connect(&upstream).await else {
         return;
     };
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let mut cut = state.clone();
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-        _ = link.wait_for(|up| !*up) => {}
+        () = pump(client_read, server_write, state.clone()) => {}
+        () = pump(server_read, client_write, state) => {}
+        _ = cut.wait_for(|s| *s == State::Cut) => {}
+    }
+}
+
+/// Copies `from` to `to` while the link is up, holding what it reads while
+/// it is stalled; ends when `from` closes, stalled or not (a process that
+/// dies behind a partition still closes its side).
+async fn pump(
+    mut from: impl AsyncReadExt + Unpin,
+    mut to: impl AsyncWriteExt + Unpin,
+    mut state: watch::Receiver<State>,
+) {
+    let mut chunk = vec![0; 16 * 1024];
+    let mut held = Vec::new();
+    loop {
+        let up = *state.borrow_and_update() == State::Up;
+        if up && !held.is_empty() {
+            if to.write_all(&held).await.is_err() {
+                return;
+            }
+            held.clear();
+        }
+        tokio::select! {
+            read = from.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(read) => held.extend_from_slice(&chunk[..read]),
+            },
+            changed = state.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
     }
 }
