@@ -16,11 +16,11 @@ enum State {
     /// Holds every byte (a partition that drops packets: nothing is closed,
     /// and what was sent arrives once it heals, as TCP retransmits it).
     Stalled,
-    /// Closes every connection and each new one at once (a reset).
-    Cut,
 }
 
-/// A proxy between one client process and a server.
+/// A proxy between one client process and a server that can stall: a
+/// partition, not a reset (a reset closes the connections, which Redis
+/// takes for the replica's death).
 pub struct CutLink {
     socket: PathBuf,
     state: watch::Sender<State>,
@@ -40,9 +40,6 @@ impl CutLink {
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let state = link.subscribe();
-                if *state.borrow() == State::Cut {
-                    continue;
-                }
                 tokio::spawn(carry(client, upstream.clone(), state));
             }
         });
@@ -64,11 +61,6 @@ impl CutLink {
         self.state.send_replace(State::Stalled);
     }
 
-    /// A reset: every connection closed, new ones refused.
-    pub fn cut(&self) {
-        self.state.send_replace(State::Cut);
-    }
-
     pub fn heal(&self) {
         self.state.send_replace(State::Up);
     }
@@ -80,19 +72,16 @@ impl Drop for CutLink {
     }
 }
 
-/// Carries one connection both ways until either side closes it or the
-/// link is cut.
+/// Carries one connection both ways until either side closes it.
 async fn carry(client: UnixStream, upstream: PathBuf, state: watch::Receiver<State>) {
     let Ok(server) = UnixStream::connect(&upstream).await else {
         return;
     };
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let mut cut = state.clone();
     tokio::select! {
         () = pump(client_read, server_write, state.clone()) => {}
         () = pump(server_read, client_write, state) => {}
-        _ = cut.wait_for(|s| *s == State::Cut) => {}
     }
 }
 
