@@ -33,8 +33,9 @@ fn socket_of(redis: &str) -> PathBuf {
     )
 }
 
-/// The session's stored messages as `seq|role|content` rows.
-fn stored(postgres: &str, session: &str) -> Vec<String> {
+/// The session's stored messages as `seq|role|content` lines (a
+/// multi-line content spans several).
+pub(crate) fn stored(postgres: &str, session: &str) -> Vec<String> {
     let output = std::process::Command::new("psql")
         .arg(postgres)
         .args(["-At", "-F", "|", "-c"])

@@ -311,17 +311,8 @@ async fn a_turn_whose_replica_is_killed_ends_interrupted_for_a_client_on_the_sur
     // no answer was ever sent for, and a failure stored alone would read
     // as the previous turn's.
     let session = started["session_id"].as_str().unwrap();
-    let rows = std::process::Command::new("psql")
-        .arg(&postgres)
-        .args(["-At", "-F", "|", "-c"])
-        .arg(format!(
-            "SELECT m.seq, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
-             WHERE s.id = '{session}' ORDER BY m.seq"
-        ))
-        .output()
-        .expect("psql runs");
-    let rows = String::from_utf8_lossy(&rows.stdout).into_owned();
-    let lines: Vec<&str> = rows.lines().collect();
+    let lines = crate::failover::stored(&postgres, session);
+    let rows = format!("{}\n", lines.join("\n"));
     assert_eq!(
         lines[..2],
         ["0|user|stored", "1|assistant|echo: stored"],
