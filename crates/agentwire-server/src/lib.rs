@@ -90,7 +90,8 @@ pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
 pub use memory_metrics::{MeasuredEmbedder, MeasuredMemory, MemoryMetrics};
 pub use metrics::Metrics;
-pub use settings::{Limits, ServerSettings};
+pub use settings::{Limits, ServerSettings, WebSocketSettings};
+pub use websocket::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
 pub use state::{AppState, MediaService};
 
 /// The router: `/ws` (Omnia), `/ws/agent/{agent}`, `/ws/team/{team}` and

@@ -29,6 +29,7 @@ mod team;
 mod team_file;
 mod telemetry;
 mod voice;
+mod websocket;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
@@ -62,6 +63,8 @@ pub struct Config {
     /// `server.console`: serve the web console (default true).
     pub console: bool,
     pub limits: LimitsConfig,
+    /// `server.websocket`: compression and the conformance echo.
+    pub websocket: agentwire_server::WebSocketSettings,
     pub sessions: SessionStorage,
     /// `live` and `redis`: the state replicas share.
     pub live: LiveConfig,
@@ -264,6 +267,7 @@ fn validate(
         allow_unauthenticated,
         console: server.console,
         limits: server.limits,
+        websocket: server.websocket,
         sessions,
         live,
         media,
@@ -289,6 +293,7 @@ struct ServerSection {
     allow_unauthenticated: Option<bool>,
     console: bool,
     limits: LimitsConfig,
+    websocket: agentwire_server::WebSocketSettings,
 }
 
 fn validate_server(server: raw::Server) -> Result<ServerSection, ConfigError> {
@@ -313,6 +318,7 @@ fn validate_server(server: raw::Server) -> Result<ServerSection, ConfigError> {
         allow_unauthenticated: server.allow_unauthenticated,
         console: server.console,
         limits: validate_limits(server.limits)?,
+        websocket: websocket::validate(server.websocket)?,
     })
 }
 
