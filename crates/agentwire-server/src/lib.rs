@@ -91,8 +91,8 @@ pub use lifecycle::Lifecycle;
 pub use memory_metrics::{MeasuredEmbedder, MeasuredMemory, MemoryMetrics};
 pub use metrics::Metrics;
 pub use settings::{Limits, ServerSettings, WebSocketSettings};
-pub use websocket::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
 pub use state::{AppState, MediaService};
+pub use websocket::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
 
 /// The router: `/ws` (Omnia), `/ws/agent/{agent}`, `/ws/team/{team}` and
 /// `/ws/team/{team}/agent/{agent}` (Gnosari), the media routes and the

@@ -33,10 +33,10 @@ use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
 use crate::socket::CLOSE_GOING_AWAY;
+pub(crate) use deflate::Agreement;
 use deflate::codec::{Deflater, Inflater};
 use deflate::inflating::InflatingIo;
 pub use deflate::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
-pub(crate) use deflate::Agreement;
 
 pub(crate) mod deflate;
 

@@ -66,7 +66,10 @@ impl Dialect for Echo {
         })
     }
 
-    async fn on_force_close<T: Transport>(&mut self, _link: &mut Link<T>) -> Result<(), SendFailed> {
+    async fn on_force_close<T: Transport>(
+        &mut self,
+        _link: &mut Link<T>,
+    ) -> Result<(), SendFailed> {
         Ok(())
     }
 }

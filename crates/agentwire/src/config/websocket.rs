@@ -93,7 +93,10 @@ mod tests {
         let config = parse("").unwrap();
         assert_eq!(config.websocket.compression, Compression::default());
         assert!(config.websocket.compression.enabled);
-        assert_eq!(config.websocket.compression.context_takeover, Takeover::Keep);
+        assert_eq!(
+            config.websocket.compression.context_takeover,
+            Takeover::Keep
+        );
         assert!(!config.websocket.echo_frames);
     }
 

@@ -63,6 +63,13 @@ impl Deflater {
         if compressed.ends_with(&SYNC_TAIL) {
             compressed.truncate(compressed.len() - SYNC_TAIL.len());
         }
+        if compressed.is_empty() {
+            // An empty message right after another flush: zlib writes
+            // nothing for a second flush in a row, but the peer appends
+            // the tail and needs a whole empty block; one 0x00 octet is
+            // that block's start (§7.2.3.6).
+            compressed.push(0x00);
+        }
         Ok(compressed)
     }
 }
@@ -90,8 +97,13 @@ fn sync_flush(state: &mut Deflate, input: &[u8]) -> Result<Vec<u8>, CompressFail
         let start = output.len();
         output.resize(start + room, 0);
         let (total_in, total_out) = (state.total_in(), state.total_out());
-        let status = state.compress(&input[consumed..], &mut output[start..], DeflateFlush::SyncFlush);
-        let produced = usize::try_from(state.total_out() - total_out).map_err(|_| CompressFailed)?;
+        let status = state.compress(
+            &input[consumed..],
+            &mut output[start..],
+            DeflateFlush::SyncFlush,
+        );
+        let produced =
+            usize::try_from(state.total_out() - total_out).map_err(|_| CompressFailed)?;
         consumed += usize::try_from(state.total_in() - total_in).map_err(|_| CompressFailed)?;
         output.truncate(start + produced);
         match status {

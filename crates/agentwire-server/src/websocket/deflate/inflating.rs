@@ -151,7 +151,9 @@ impl Rewriter {
                 if self.raw.is_empty() {
                     return Ok(Step::NeedInput);
                 }
-                let n = usize::try_from(*remaining).unwrap_or(usize::MAX).min(self.raw.len());
+                let n = usize::try_from(*remaining)
+                    .unwrap_or(usize::MAX)
+                    .min(self.raw.len());
                 *remaining -= n as u64;
                 self.out.extend_from_slice(&self.raw[..n]);
                 self.raw.advance(n);
@@ -370,7 +372,10 @@ impl<Io: AsyncRead + Unpin> AsyncRead for InflatingIo<Io> {
                 side.drain_into(buf);
                 return Poll::Ready(Ok(()));
             }
-            match side.step().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))? {
+            match side
+                .step()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            {
                 Step::Progress => continue,
                 Step::NeedInput => {}
             }
