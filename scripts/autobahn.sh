@@ -19,8 +19,9 @@
 # on first use, from PyPI, with Python 2.7 from AUTOBAHN_PYTHON or pyenv
 # (~/.pyenv/versions/2.7.*; `pyenv install 2.7.18` where pyenv can fetch
 # it: Debian has shipped no Python 2 since bookworm). The server is the
-# debug build unless AUTOBAHN_PROFILE=release. The report (HTML and
-# index.json) is in target/autobahn/report/. Targets 127.0.0.1 only.
+# debug build unless AUTOBAHN_PROFILE=release. The reports (HTML and
+# index.json) are in target/autobahn/report/{omnia,gnosari}/; one wstest
+# runs per dialect, at the same time. Targets 127.0.0.1 only.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -81,18 +82,21 @@ agents:
   - name: echo
     handler: echo
 EOF
-cat >"$work/fuzzingclient.json" <<EOF
+# One wstest per dialect, side by side: the suite's client is the slower
+# end (Python), and each sends one message at a time.
+spec() {
+    cat <<EOF
 {
-  "outdir": "$work/report",
-  "servers": [
-    {"agent": "omnia", "url": "ws://127.0.0.1:$port/ws?agent=echo"},
-    {"agent": "gnosari", "url": "ws://127.0.0.1:$port/ws/agent/echo"}
-  ],
+  "outdir": "$work/report/$1",
+  "servers": [{"agent": "$1", "url": "ws://127.0.0.1:$port$2"}],
   "cases": $(python3 -c 'import json, sys; print(json.dumps(sys.argv[1].split(",")))' "$cases"),
   "exclude-cases": [],
   "exclude-agent-cases": {}
 }
 EOF
+}
+spec omnia "/ws?agent=echo" >"$work/omnia.json"
+spec gnosari "/ws/agent/echo" >"$work/gnosari.json"
 
 rm -rf "$work/report"
 RUST_LOG=warn "$binary" serve --config "$work/config.yaml" >"$work/server.log" 2>&1 &
@@ -106,19 +110,26 @@ done
 
 echo "autobahn.sh: cases $cases against 127.0.0.1:$port (omnia, gnosari)" >&2
 start=$(date +%s)
-(cd "$work" && "$venv/bin/wstest" -m fuzzingclient -s fuzzingclient.json >"$work/wstest.log" 2>&1) || {
-    tail -20 "$work/wstest.log" >&2
-    exit 1
-}
-echo "autobahn.sh: wstest took $(($(date +%s) - start)) s; report in $work/report/index.html" >&2
+clients=()
+for dialect in omnia gnosari; do
+    (cd "$work" && exec "$venv/bin/wstest" -m fuzzingclient -s "$dialect.json" >"$work/$dialect.log" 2>&1) &
+    clients+=($!)
+done
+trap 'kill "${clients[@]}" "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
+for client in "${clients[@]}"; do
+    wait "$client" || { tail -20 "$work"/*.log >&2; exit 1; }
+done
+echo "autobahn.sh: wstest took $(($(date +%s) - start)) s; reports in $work/report/{omnia,gnosari}/index.html" >&2
 
-python3 - "$work/report/index.json" <<'EOF'
+python3 - "$work/report"/*/index.json <<'EOF'
 import json, sys
 from collections import Counter
 
 passing = {"OK", "NON-STRICT", "INFORMATIONAL"}
 closing = {"OK", "INFORMATIONAL"}
-report = json.load(open(sys.argv[1]))
+report = {}
+for path in sys.argv[1:]:
+    report.update(json.load(open(path)))
 failed = 0
 for agent, cases in sorted(report.items()):
     counts = Counter(result["behavior"] for result in cases.values())

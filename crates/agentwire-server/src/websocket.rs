@@ -237,6 +237,9 @@ impl<Io: AsyncRead + AsyncWrite + Unpin> UpgradedStream<Io> {
             Message::Binary(bytes) => (&bytes[..], Data::Binary),
             _ => return Ok(message),
         };
+        if !deflater.compresses(payload.len()) {
+            return Ok(message);
+        }
         let compressed = deflater
             .compress(payload)
             .map_err(|e| tungstenite::Error::Io(std::io::Error::other(e)))?;

@@ -20,6 +20,11 @@ const EXTENSION: &str = "permessage-deflate";
 /// The largest LZ77 window, 32 KiB (§7.1.2.1).
 pub const MAX_WINDOW_BITS: u8 = 15;
 
+/// The server's window unless configured: 4 KiB. zlib-rs's compressor
+/// holds 161 KiB at 12 bits against 371 KiB at 15, and a streamed turn's
+/// frames compress to 9.6% of their size instead of 9.0%.
+pub const DEFAULT_WINDOW_BITS: u8 = 12;
+
 /// The smallest window the server compresses with. zlib (and zlib-rs)
 /// cannot keep a raw deflate stream within a 256-byte window (they turn
 /// 8 into 9), so an offer that asks `server_max_window_bits=8` is declined.
@@ -46,7 +51,7 @@ impl Default for Compression {
         Compression {
             enabled: true,
             context_takeover: Takeover::Keep,
-            max_window_bits: MAX_WINDOW_BITS,
+            max_window_bits: DEFAULT_WINDOW_BITS,
         }
     }
 }

@@ -84,7 +84,10 @@ async fn a_streamed_omnia_turn_is_compressed_both_ways() {
         json!([streamed("one"), streamed("two")]),
     )
     .await;
-    assert_eq!(out["extensions"], "permessage-deflate");
+    assert_eq!(
+        out["extensions"],
+        "permessage-deflate; server_max_window_bits=12"
+    );
     let frames = &out["frames"];
     assert_eq!(
         types(frames),
@@ -120,7 +123,10 @@ async fn a_streamed_gnosari_turn_is_compressed_both_ways() {
     let url = server.url("/ws/agent/test-agent");
     let message = json!({"message": "hi", "metadata": {"mock_scenario": "stream"}});
     let out = deflate_client(&python, &url, "deflate", 0, json!([message])).await;
-    assert_eq!(out["extensions"], "permessage-deflate");
+    assert_eq!(
+        out["extensions"],
+        "permessage-deflate; server_max_window_bits=12"
+    );
     let frames = out["frames"].as_array().unwrap();
     let session = frames[0]["session_id"].as_str().unwrap();
     assert_eq!(

@@ -9,14 +9,30 @@ fn answer(offers: &[&str], settings: &Compression) -> Option<String> {
         .map(|agreement| agreement.response_header().to_str().unwrap().to_owned())
 }
 
-fn default_answer(offer: &str) -> Option<String> {
-    answer(&[offer], &Compression::default())
+/// The defaults with the full 32 KiB window, which needs no announcing.
+fn wide() -> Compression {
+    Compression {
+        max_window_bits: MAX_WINDOW_BITS,
+        ..Compression::default()
+    }
+}
+
+fn wide_answer(offer: &str) -> Option<String> {
+    answer(&[offer], &wide())
+}
+
+#[test]
+fn the_default_window_is_announced() {
+    assert_eq!(
+        answer(&["permessage-deflate"], &Compression::default()).as_deref(),
+        Some("permessage-deflate; server_max_window_bits=12")
+    );
 }
 
 #[test]
 fn a_bare_offer_is_accepted_with_a_bare_answer() {
     assert_eq!(
-        default_answer("permessage-deflate").as_deref(),
+        wide_answer("permessage-deflate").as_deref(),
         Some("permessage-deflate")
     );
 }
@@ -25,7 +41,7 @@ fn a_bare_offer_is_accepted_with_a_bare_answer() {
 fn what_browsers_offer_is_accepted() {
     // Chrome and Firefox: the client can be told a window; nothing to tell.
     assert_eq!(
-        default_answer("permessage-deflate; client_max_window_bits").as_deref(),
+        wide_answer("permessage-deflate; client_max_window_bits").as_deref(),
         Some("permessage-deflate")
     );
 }
@@ -33,11 +49,11 @@ fn what_browsers_offer_is_accepted() {
 #[test]
 fn no_context_takeover_asked_for_is_answered() {
     assert_eq!(
-        default_answer("permessage-deflate; server_no_context_takeover").as_deref(),
+        wide_answer("permessage-deflate; server_no_context_takeover").as_deref(),
         Some("permessage-deflate; server_no_context_takeover")
     );
     assert_eq!(
-        default_answer("permessage-deflate; client_no_context_takeover; client_max_window_bits")
+        wide_answer("permessage-deflate; client_no_context_takeover; client_max_window_bits")
             .as_deref(),
         Some("permessage-deflate; client_no_context_takeover")
     );
@@ -46,7 +62,7 @@ fn no_context_takeover_asked_for_is_answered() {
 #[test]
 fn the_servers_window_is_the_smaller_of_the_offer_and_the_setting() {
     assert_eq!(
-        default_answer("permessage-deflate; server_max_window_bits=10").as_deref(),
+        wide_answer("permessage-deflate; server_max_window_bits=10").as_deref(),
         Some("permessage-deflate; server_max_window_bits=10")
     );
     let twelve = Compression {
@@ -64,7 +80,7 @@ fn the_servers_window_is_the_smaller_of_the_offer_and_the_setting() {
     );
     // Offered at 15: the answer must carry it.
     assert_eq!(
-        default_answer("permessage-deflate; server_max_window_bits=15").as_deref(),
+        wide_answer("permessage-deflate; server_max_window_bits=15").as_deref(),
         Some("permessage-deflate; server_max_window_bits=15")
     );
 }
@@ -72,7 +88,7 @@ fn the_servers_window_is_the_smaller_of_the_offer_and_the_setting() {
 #[test]
 fn a_quoted_value_is_read_like_a_token() {
     assert_eq!(
-        default_answer(r#"permessage-deflate; server_max_window_bits="11""#).as_deref(),
+        wide_answer(r#"permessage-deflate; server_max_window_bits="11""#).as_deref(),
         Some("permessage-deflate; server_max_window_bits=11")
     );
 }
@@ -80,11 +96,11 @@ fn a_quoted_value_is_read_like_a_token() {
 #[test]
 fn a_window_of_eight_bits_is_declined_for_the_next_offer() {
     assert_eq!(
-        default_answer("permessage-deflate; server_max_window_bits=8"),
+        wide_answer("permessage-deflate; server_max_window_bits=8"),
         None
     );
     assert_eq!(
-        default_answer(
+        wide_answer(
             "permessage-deflate; server_max_window_bits=8, permessage-deflate; server_no_context_takeover"
         )
         .as_deref(),
@@ -108,7 +124,7 @@ fn offers_the_rfc_says_to_decline_are_declined() {
         "x-webkit-deflate-frame",
         "",
     ] {
-        assert_eq!(default_answer(offer), None, "{offer}");
+        assert_eq!(wide_answer(offer), None, "{offer}");
     }
 }
 
@@ -120,7 +136,7 @@ fn the_first_acceptable_offer_wins_across_headers() {
                 "x-webkit-deflate-frame, permessage-deflate; bogus",
                 "permessage-deflate; client_no_context_takeover, permessage-deflate",
             ],
-            &Compression::default()
+            &wide()
         )
         .as_deref(),
         Some("permessage-deflate; client_no_context_takeover")
@@ -131,7 +147,7 @@ fn the_first_acceptable_offer_wins_across_headers() {
 fn without_context_takeover_both_directions_reset() {
     let reset = Compression {
         context_takeover: Takeover::Reset,
-        ..Compression::default()
+        ..wide()
     };
     assert_eq!(
         answer(&["permessage-deflate; client_max_window_bits"], &reset).as_deref(),
@@ -143,7 +159,7 @@ fn without_context_takeover_both_directions_reset() {
 fn compression_off_declines_everything() {
     let off = Compression {
         enabled: false,
-        ..Compression::default()
+        ..wide()
     };
     assert_eq!(answer(&["permessage-deflate"], &off), None);
 }

@@ -307,3 +307,26 @@ async fn what_the_server_sends_is_compressed_with_rsv1_and_pings_are_not() {
     assert_eq!(first, FIN | RSV1 | BINARY);
     assert_eq!(inflate(&mut inflater, &payload), vec![9u8; 1000]);
 }
+
+#[tokio::test]
+async fn without_context_takeover_only_large_messages_are_compressed() {
+    let offer = [axum::http::HeaderValue::from_static(
+        "permessage-deflate; server_no_context_takeover",
+    )];
+    let agreement = negotiate(&offer, &Compression::default());
+    let (mut client, server) = tokio::io::duplex(1 << 20);
+    let mut server = UpgradedStream::open(server, limits(1 << 20), agreement).await;
+    let small = r#"{"type":"chunk","content":"a few words"}"#;
+    let large = small.repeat(100);
+    server.send(Message::text(small)).await.unwrap();
+    server.send(Message::text(large.clone())).await.unwrap();
+    assert_eq!(
+        server_frame(&mut client).await,
+        (FIN | TEXT, small.as_bytes().to_vec())
+    );
+    let (first, payload) = server_frame(&mut client).await;
+    assert_eq!(first, FIN | RSV1 | TEXT);
+    assert!(payload.len() < large.len() / 10);
+    let mut inflater = Inflater::new(Takeover::Reset);
+    assert_eq!(inflate(&mut inflater, &payload), large.as_bytes());
+}
