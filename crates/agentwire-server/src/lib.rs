@@ -36,7 +36,8 @@
 //! - `socket`: the driver's parts: sends with the write timeout, close
 //!   codes, keepalive, credential deadline.
 //! - `websocket`: the upgrade handshake and the socket it yields, which
-//!   owns the raw stream so every close follows RFC 6455's closing rules.
+//!   owns the raw stream so every close follows RFC 6455's closing rules,
+//!   and permessage-deflate (`websocket/deflate`).
 //! - `lifecycle`: connection accounting and the drain; `identity`: callers
 //!   and owner pseudonyms; `budget`: the inbound bytes in flight.
 //!

@@ -12,6 +12,9 @@
 //! The socket also remembers what it saw (a client's Close, a broken read,
 //! a write that did not complete in time), so [`WebSocket::finish`] ends it
 //! the right way whichever path ended the connection loop.
+//!
+//! The upgrade negotiates permessage-deflate (`deflate`): the stream
+//! compresses what it sends and, below tungstenite, inflates what it reads.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
