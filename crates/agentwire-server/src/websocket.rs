@@ -201,8 +201,9 @@ pub(crate) trait Transport:
 /// Generic over the connection so its tests run on an in-memory pipe.
 pub(crate) struct UpgradedStream<Io = TokioIo<Upgraded>> {
     inner: WebSocketStream<InflatingIo<Io>>,
-    /// `None` without the extension.
-    deflater: Option<Deflater>,
+    /// `None` without the extension. Boxed: a connection without it
+    /// carries a pointer, not a compressor's handle.
+    deflater: Option<Box<Deflater>>,
 }
 
 impl<Io: AsyncRead + AsyncWrite + Unpin> UpgradedStream<Io> {
@@ -218,10 +219,10 @@ impl<Io: AsyncRead + AsyncWrite + Unpin> UpgradedStream<Io> {
                 let inflater = Inflater::new(agreement.client_takeover);
                 (
                     InflatingIo::inflating(io, inflater, max_frame_size),
-                    Some(Deflater::new(
+                    Some(Box::new(Deflater::new(
                         agreement.server_window_bits,
                         agreement.server_takeover,
-                    )),
+                    ))),
                 )
             }
         };
