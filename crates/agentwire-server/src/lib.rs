@@ -36,7 +36,8 @@
 //! - `socket`: the driver's parts: sends with the write timeout, close
 //!   codes, keepalive, credential deadline.
 //! - `websocket`: the upgrade handshake and the socket it yields, which
-//!   owns the raw stream so every close follows RFC 6455's closing rules.
+//!   owns the raw stream so every close follows RFC 6455's closing rules,
+//!   and permessage-deflate (`websocket/deflate`).
 //! - `lifecycle`: connection accounting and the drain; `identity`: callers
 //!   and owner pseudonyms; `budget`: the inbound bytes in flight.
 //!
@@ -90,8 +91,9 @@ pub use identity::IdentitySettings;
 pub use lifecycle::Lifecycle;
 pub use memory_metrics::{MeasuredEmbedder, MeasuredMemory, MemoryMetrics};
 pub use metrics::Metrics;
-pub use settings::{Limits, ServerSettings};
+pub use settings::{Limits, ServerSettings, WebSocketSettings};
 pub use state::{AppState, MediaService};
+pub use websocket::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
 
 /// The router: `/ws` (Omnia), `/ws/agent/{agent}`, `/ws/team/{team}` and
 /// `/ws/team/{team}/agent/{agent}` (Gnosari), the media routes and the

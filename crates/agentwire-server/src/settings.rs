@@ -5,6 +5,7 @@ use std::time::Duration;
 use agentwire_core::PromptScreen;
 
 use crate::abuse::AbuseLimits;
+use crate::websocket::Compression;
 
 /// Server settings that come from `server.*` in the config.
 #[derive(Debug, Clone)]
@@ -21,6 +22,20 @@ pub struct ServerSettings {
     pub screening: Option<PromptScreen>,
     /// Serve the web console at `/` and `/console/*` (`server.console`).
     pub console: bool,
+    /// The WebSocket protocol below the dialects (`server.websocket`).
+    pub websocket: WebSocketSettings,
+}
+
+/// `server.websocket.*`: what every WebSocket route shares, below the
+/// dialects.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WebSocketSettings {
+    /// permessage-deflate (RFC 7692).
+    pub compression: Compression,
+    /// Every socket echoes each text and binary message back as it came,
+    /// in place of its dialect (after the same upgrade checks): for
+    /// conformance suites (Autobahn), which expect an echo server.
+    pub echo_frames: bool,
 }
 
 /// Per-server and per-connection limits (`server.limits.*`).

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use tokio::time::{Instant, Interval, Sleep};
 use tungstenite::error::ProtocolError;
 
+use crate::websocket::deflate::codec::InflateFailed;
 use crate::websocket::{Linger, Message, Transport, WebSocket};
 use crate::{AppState, Limits};
 
@@ -136,15 +137,20 @@ pub(crate) async fn close<T: Transport>(socket: &mut WebSocket<T>, exit: Exit) {
     Box::pin(socket.finish(close, linger)).await;
 }
 
-/// The close a read error earns (RFC 6455 §7.4.1): 1009 for a frame over
-/// the payload limit, 1007 for text (or a close reason) that is not UTF-8,
-/// 1002 for any other broken frame; an IO error or a dropped connection
-/// leaves nothing to send.
+/// The close a read error earns (RFC 6455 §7.4.1): 1009 for a frame or
+/// message over the payload limit (a compressed one's inflated size
+/// counts), 1007 for text (or a close reason) that is not UTF-8 and for a
+/// compressed message that does not inflate (RFC 7692), 1002 for any other
+/// broken frame; an IO error or a dropped connection leaves nothing to
+/// send.
 pub(crate) fn classify_read_error(error: tungstenite::Error) -> Exit {
     use tungstenite::Error;
     match error {
         Error::Capacity(_) => Exit::Close(CLOSE_MESSAGE_TOO_BIG, ""),
         Error::Utf8(_) => Exit::Close(CLOSE_INVALID_PAYLOAD, "invalid UTF-8"),
+        Error::Io(error) if error.get_ref().is_some_and(|e| e.is::<InflateFailed>()) => {
+            Exit::Close(CLOSE_INVALID_PAYLOAD, "invalid compressed data")
+        }
         Error::Protocol(
             ProtocolError::NonZeroReservedBits
             | ProtocolError::UnmaskedFrameFromClient

@@ -17,6 +17,7 @@ use tungstenite::protocol::WebSocketConfig;
 
 use crate::AppState;
 use crate::abuse::{self, Limit};
+use crate::connection::echo;
 use crate::lifecycle::{self, ConnectionSlot};
 use crate::socket;
 use crate::trace;
@@ -29,7 +30,8 @@ const READ_BUFFER_BYTES: usize = 4 * 1024;
 /// Completes an admitted upgrade: takes a connection slot (503 when the
 /// limit was reached meanwhile; 429 when the client's address has its
 /// `max_connections_per_address` open), applies the payload limit and the
-/// buffer sizes, and runs `serve` on the socket.
+/// buffer sizes, and runs `serve` on the socket (or the echo of
+/// `server.websocket.echo_frames`).
 pub(crate) fn open_socket<F, Fut>(
     state: &Arc<AppState>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -64,7 +66,15 @@ where
         .max_message_size(Some(max_payload))
         .max_frame_size(Some(max_payload));
     let span = trace::connection_span(upgrade_span);
-    upgrade.on_upgrade(config, move |socket| serve(socket, slot).instrument(span))
+    let websocket = state.settings().websocket;
+    if websocket.echo_frames {
+        return upgrade.on_upgrade(config, &websocket.compression, move |socket| {
+            echo::run(socket, slot).instrument(span)
+        });
+    }
+    upgrade.on_upgrade(config, &websocket.compression, move |socket| {
+        serve(socket, slot).instrument(span)
+    })
 }
 
 /// The first checks of every upgrade: a server that has shut down, or one

@@ -12,8 +12,12 @@
 //! The socket also remembers what it saw (a client's Close, a broken read,
 //! a write that did not complete in time), so [`WebSocket::finish`] ends it
 //! the right way whichever path ended the connection loop.
+//!
+//! The upgrade negotiates permessage-deflate (`deflate`): the stream
+//! compresses what it sends and, below tungstenite, inflates what it reads.
 
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::FromRequestParts;
@@ -27,9 +31,17 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 pub(crate) use tungstenite::Message;
+use tungstenite::protocol::frame::Frame;
+use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
 use crate::socket::CLOSE_GOING_AWAY;
+pub(crate) use deflate::Agreement;
+use deflate::codec::{Deflater, Inflater};
+use deflate::inflating::InflatingIo;
+pub use deflate::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
+
+pub(crate) mod deflate;
 
 /// After the server's close frame, how long the client gets to answer with
 /// its own (or, after a broken frame, to stop sending) before the TCP
@@ -58,6 +70,8 @@ const SLOW_CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// extractor checks, with the connection's upgrade taken out of the request.
 pub(crate) struct WebSocketUpgrade {
     key: HeaderValue,
+    /// The client's `Sec-WebSocket-Extensions` headers, in order.
+    extensions: Vec<HeaderValue>,
     on_upgrade: OnUpgrade,
 }
 
@@ -88,11 +102,20 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
             .get(header::SEC_WEBSOCKET_KEY)
             .ok_or(WebSocketUpgradeRejection)?
             .clone();
+        let extensions = headers
+            .get_all(header::SEC_WEBSOCKET_EXTENSIONS)
+            .iter()
+            .cloned()
+            .collect();
         let on_upgrade = parts
             .extensions
             .remove::<OnUpgrade>()
             .ok_or(WebSocketUpgradeRejection)?;
-        Ok(WebSocketUpgrade { key, on_upgrade })
+        Ok(WebSocketUpgrade {
+            key,
+            extensions,
+            on_upgrade,
+        })
     }
 }
 
@@ -111,39 +134,47 @@ fn header_has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool 
 }
 
 impl WebSocketUpgrade {
-    /// Answers 101 and runs `serve` on the socket once the client has it.
-    pub(crate) fn on_upgrade<F, Fut>(self, config: WebSocketConfig, serve: F) -> Response
+    /// Answers 101, with permessage-deflate when the client offered it in
+    /// a form `compression` takes, and runs `serve` on the socket once the
+    /// client has it.
+    pub(crate) fn on_upgrade<F, Fut>(
+        self,
+        config: WebSocketConfig,
+        compression: &Compression,
+        serve: F,
+    ) -> Response
     where
         F: FnOnce(WebSocket) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let accept = tungstenite::handshake::derive_accept_key(self.key.as_bytes());
+        let agreement = deflate::negotiate(&self.extensions, compression);
         let on_upgrade = self.on_upgrade;
         tokio::spawn(async move {
             let Ok(upgraded) = on_upgrade.await else {
                 return;
             };
-            let stream = WebSocketStream::from_raw_socket(
-                TokioIo::new(upgraded),
-                Role::Server,
-                Some(config),
-            )
-            .await;
+            let stream = UpgradedStream::open(TokioIo::new(upgraded), config, agreement).await;
             // A task of its own: awaited here, the connection would carry
             // this task's spent captures (`serve`, `config`) for its life.
             tokio::spawn(serve(WebSocket::new(stream)));
         });
-        Response::builder()
+        let mut response = Response::builder()
             .status(StatusCode::SWITCHING_PROTOCOLS)
             .header(header::CONNECTION, "upgrade")
             .header(header::UPGRADE, "websocket")
-            .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+            .header(header::SEC_WEBSOCKET_ACCEPT, accept);
+        if let Some(agreement) = &agreement {
+            response = response.header(
+                header::SEC_WEBSOCKET_EXTENSIONS,
+                agreement.response_header(),
+            );
+        }
+        response
             .body(axum::body::Body::empty())
             .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
     }
 }
-
-type Io = TokioIo<Upgraded>;
 
 /// What a [`WebSocket`] runs on: frames both ways, and the two things its
 /// closing handshake does below the frames. The upgraded TCP connection
@@ -163,12 +194,98 @@ pub(crate) trait Transport:
     fn discard_until_eof(&mut self) -> impl Future<Output = ()> + Send;
 }
 
-/// The server's transport: tungstenite over the upgraded connection.
-pub(crate) type UpgradedStream = WebSocketStream<Io>;
+/// The server's transport: tungstenite over the upgraded connection, with
+/// permessage-deflate when it was agreed: what the server sends is
+/// compressed here, message by message, and what it reads is inflated
+/// below tungstenite ([`InflatingIo`]).
+/// Generic over the connection so its tests run on an in-memory pipe.
+pub(crate) struct UpgradedStream<Io = TokioIo<Upgraded>> {
+    inner: WebSocketStream<InflatingIo<Io>>,
+    /// `None` without the extension. Boxed: a connection without it
+    /// carries a pointer, not a compressor's handle.
+    deflater: Option<Box<Deflater>>,
+}
 
-impl Transport for UpgradedStream {
+impl<Io: AsyncRead + AsyncWrite + Unpin> UpgradedStream<Io> {
+    pub(crate) async fn open(
+        io: Io,
+        config: WebSocketConfig,
+        agreement: Option<Agreement>,
+    ) -> UpgradedStream<Io> {
+        let (io, deflater) = match agreement {
+            None => (InflatingIo::plain(io), None),
+            Some(agreement) => {
+                let max_frame_size = config.max_frame_size.unwrap_or(usize::MAX);
+                let inflater = Inflater::new(agreement.client_takeover);
+                (
+                    InflatingIo::inflating(io, inflater, max_frame_size),
+                    Some(Box::new(Deflater::new(
+                        agreement.server_window_bits,
+                        agreement.server_takeover,
+                    ))),
+                )
+            }
+        };
+        let inner = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+        UpgradedStream { inner, deflater }
+    }
+
+    /// A text or binary message as one compressed frame, RSV1 set (§6);
+    /// anything else as it is: control frames are never compressed.
+    fn compress(&mut self, message: Message) -> Result<Message, tungstenite::Error> {
+        let Some(deflater) = &mut self.deflater else {
+            return Ok(message);
+        };
+        let (payload, opcode) = match &message {
+            Message::Text(text) => (text.as_bytes(), Data::Text),
+            Message::Binary(bytes) => (&bytes[..], Data::Binary),
+            _ => return Ok(message),
+        };
+        if !deflater.compresses(payload.len()) {
+            return Ok(message);
+        }
+        let compressed = deflater
+            .compress(payload)
+            .map_err(|e| tungstenite::Error::Io(std::io::Error::other(e)))?;
+        let mut frame = Frame::message(compressed, OpCode::Data(opcode), true);
+        frame.header_mut().rsv1 = true;
+        Ok(Message::Frame(frame))
+    }
+}
+
+impl<Io: AsyncRead + AsyncWrite + Unpin> Stream for UpgradedStream<Io> {
+    type Item = Result<Message, tungstenite::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().inner.poll_next_unpin(cx)
+    }
+}
+
+impl<Io: AsyncRead + AsyncWrite + Unpin> Sink<Message> for UpgradedStream<Io> {
+    type Error = tungstenite::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.get_mut().inner.poll_ready_unpin(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), Self::Error> {
+        let this = self.get_mut();
+        let message = this.compress(message)?;
+        this.inner.start_send_unpin(message)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.get_mut().inner.poll_flush_unpin(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.get_mut().inner.poll_close_unpin(cx)
+    }
+}
+
+impl<Io: AsyncRead + AsyncWrite + Unpin + Send> Transport for UpgradedStream<Io> {
     async fn shutdown(&mut self) {
-        let io = self.get_mut();
+        let io = self.inner.get_mut();
         let _ = tokio::time::timeout(
             CLOSE_SEND_TIMEOUT,
             std::future::poll_fn(|cx| Pin::new(&mut *io).poll_shutdown(cx)),
@@ -177,8 +294,9 @@ impl Transport for UpgradedStream {
     }
 
     async fn discard_until_eof(&mut self) {
-        let limit = discard_limit(self.get_config());
-        discard_until_eof(self.get_mut(), limit).await;
+        let limit = discard_limit(self.inner.get_config());
+        // Below the inflating: what is read off is dropped unread.
+        discard_until_eof(self.inner.get_mut().get_mut(), limit).await;
     }
 }
 

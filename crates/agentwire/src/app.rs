@@ -269,6 +269,7 @@ fn server_settings(config: &Config) -> ServerSettings {
         },
         screening: config.screening.screen(),
         console: config.console,
+        websocket: config.websocket,
     }
 }
 

@@ -30,6 +30,7 @@ mod team;
 mod team_file;
 mod telemetry;
 mod voice;
+mod websocket;
 
 pub use auth::AuthConfig;
 pub use duration::parse_duration;
@@ -64,6 +65,8 @@ pub struct Config {
     /// `server.console`: serve the web console (default true).
     pub console: bool,
     pub limits: LimitsConfig,
+    /// `server.websocket`: compression and the conformance echo.
+    pub websocket: agentwire_server::WebSocketSettings,
     pub sessions: SessionStorage,
     /// `live` and `redis`: the state replicas share.
     pub live: LiveConfig,
@@ -270,6 +273,7 @@ fn validate(
         allow_unauthenticated,
         console: server.console,
         limits: server.limits,
+        websocket: server.websocket,
         sessions,
         live,
         replica,
@@ -296,6 +300,7 @@ struct ServerSection {
     allow_unauthenticated: Option<bool>,
     console: bool,
     limits: LimitsConfig,
+    websocket: agentwire_server::WebSocketSettings,
 }
 
 fn validate_server(server: raw::Server) -> Result<ServerSection, ConfigError> {
@@ -320,6 +325,7 @@ fn validate_server(server: raw::Server) -> Result<ServerSection, ConfigError> {
         allow_unauthenticated: server.allow_unauthenticated,
         console: server.console,
         limits: validate_limits(server.limits)?,
+        websocket: websocket::validate(server.websocket)?,
     })
 }
 

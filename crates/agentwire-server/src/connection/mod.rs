@@ -4,11 +4,14 @@
 //!   over the socket, the running turn, the keepalive, the credential
 //!   deadline, the drain; a [`driver::Dialect`] plugs in the wire.
 //! - [`link`]: what a dialect's hooks act through.
+//! - [`echo`]: the echo `server.websocket.echo_frames` puts in place of a
+//!   dialect, for conformance suites.
 //! - [`admission`]: the one path every message takes to a turn: rates,
 //!   budget, credential, busy rule, turns per caller, media, the engine.
 
 pub(crate) mod admission;
 pub(crate) mod driver;
+pub(crate) mod echo;
 pub(crate) mod link;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -29,7 +29,7 @@ use crate::abuse::AbuseLimits;
 use crate::identity::Caller;
 use crate::lifecycle::{self, ConnectionSlot};
 use crate::websocket::{Message, Transport, WebSocket};
-use crate::{AgentEntry, AppState, IdentitySettings, Limits, ServerSettings};
+use crate::{AgentEntry, AppState, IdentitySettings, Limits, ServerSettings, WebSocketSettings};
 
 /// The agent every test talks to.
 pub(crate) const AGENT: &str = "test-agent";
@@ -328,6 +328,7 @@ impl Harness {
             limits: generous_limits(),
             screening: None,
             console: false,
+            websocket: WebSocketSettings::default(),
         };
         limits(&mut settings.limits);
         let identity = IdentitySettings {

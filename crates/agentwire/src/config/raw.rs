@@ -95,6 +95,9 @@ pub(super) struct Server {
     pub(super) console: bool,
     /// Per-connection and server-wide limits.
     pub(super) limits: Limits,
+    /// The WebSocket protocol below the dialects: compression, the
+    /// conformance echo.
+    pub(super) websocket: super::websocket::RawWebSocket,
 }
 
 impl Default for Server {
@@ -106,6 +109,7 @@ impl Default for Server {
             allow_unauthenticated: None,
             console: true,
             limits: Limits::default(),
+            websocket: super::websocket::RawWebSocket::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ mod cancel;
 mod chat;
 mod client_tools;
 mod close_rules;
+mod compression;
 mod config_errors;
 mod config_files;
 mod config_variables;
