@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::replica_turns::{child_replica, connect_child, owners};
+use crate::replica_turns::{child_replica, connect_child, connect_child_at, owners};
 use crate::replicas::{servers, unique_prefix};
 use crate::support::{Client, CutLink, TestServer};
 use crate::turn_log::{ALICE, POSITIONED, connect_as, rejoin_query};
@@ -263,15 +263,7 @@ async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_oth
 
 /// Alice's positioned socket on a child replica, on `session`.
 async fn connect_as_child(address: &str, session: &str) -> (Client, Value) {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-    let mut request = format!("ws://{address}/ws?{POSITIONED}&resume={session}")
-        .into_client_request()
-        .unwrap();
-    request
-        .headers_mut()
-        .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
-    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = connect_child_at(address, &format!("{POSITIONED}&resume={session}")).await;
     let connected = client.recv().await;
     assert_eq!(connected["type"], "connected", "{connected}");
     (client, connected)

@@ -63,7 +63,13 @@ pub(crate) async fn child_replica(
 /// Alice's positioned Omnia socket on a child replica (its `connected`
 /// frame not read yet).
 pub(crate) async fn connect_child(address: &str) -> Client {
-    let mut request = format!("ws://{address}/ws?{POSITIONED}")
+    connect_child_at(address, POSITIONED).await
+}
+
+/// Alice's Omnia socket on a child replica with `query` (its `connected`
+/// frame not read yet).
+pub(crate) async fn connect_child_at(address: &str, query: &str) -> Client {
+    let mut request = format!("ws://{address}/ws?{query}")
         .into_client_request()
         .unwrap();
     request
