@@ -24,6 +24,25 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use tokio::sync::mpsc;
 
+/// The Lua that takes the next fence from the counter KEYS[2] into `fence`
+/// (its TTL in the local `fence_ttl`): the counter plus one, or Redis's
+/// clock in microseconds when the counter is gone, so fences still grow
+/// after Redis lost its data. Shared by the turn lease and the call route.
+macro_rules! next_fence {
+    () => {
+        r"
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('INCR', KEYS[2])
+else
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+end
+redis.call('PEXPIRE', KEYS[2], fence_ttl)
+local fence = redis.call('GET', KEYS[2])
+"
+    };
+}
+
 pub mod codec;
 mod controls;
 mod logs;
@@ -105,7 +124,8 @@ const RECONNECT_DELAY_MS: u64 = 100;
 /// Returns `{fence, changed_hands}` or `{0, 0}` when held. The fence
 /// travels as a string: Lua's numbers print large integers in exponent
 /// form.
-const ACQUIRE: &str = r"
+const ACQUIRE: &str = concat!(
+    r"
 local holder = redis.call('GET', KEYS[1])
 if holder then
   local replica = string.match(holder, '^(.*):%d+$')
@@ -117,14 +137,10 @@ if holder then
     return {'0', 0}
   end
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('INCR', KEYS[2])
-else
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-local fence = redis.call('GET', KEYS[2])
+local fence_ttl = ARGV[3]
+",
+    next_fence!(),
+    r"
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
 local last = redis.call('GET', KEYS[3])
 redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
@@ -132,7 +148,8 @@ if last == ARGV[1] then
   return {fence, 0}
 end
 return {fence, 1}
-";
+"
+);
 
 /// Deletes the lease if it is still the one named.
 const RELEASE: &str = r"

@@ -23,22 +23,18 @@ const FENCE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Replaces the route with ARGV's under the next fence; returns the fence
 /// (as a string: Lua prints large integers in exponent form).
 static CLAIM: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(concat!(
         r"
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('INCR', KEYS[2])
-else
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-local fence = redis.call('GET', KEYS[2])
+local fence_ttl = ARGV[4]
+",
+        next_fence!(),
+        r"
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'f', fence, 'a', ARGV[1], 'o', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return fence
 ",
-    )
+    ))
 });
 
 /// Extends the route if its fence is ARGV[1]: 1; 0 when another claim
