@@ -130,6 +130,14 @@ struct LogState {
     readers: Vec<Option<u64>>,
     /// A paced writer waits for a reader to read.
     writer_waiting: bool,
+    /// Where this log is a replica's copy of a shared one: the seq of the
+    /// last entry the shared log is known to hold, as far as clients read
+    /// (`publication`). `None`: this log is the only one, and an entry is
+    /// read as soon as it is appended.
+    published: Option<u64>,
+    /// Stamped on each [`TurnWriter`]; raised when a turn's unpublished
+    /// entries are withdrawn, so that turn's writer appends no more.
+    writer_generation: u64,
 }
 
 struct Kept {
@@ -150,6 +158,8 @@ impl SessionLog {
                 running: None,
                 readers: Vec::new(),
                 writer_waiting: false,
+                published: None,
+                writer_generation: 0,
             }),
             appended: Notify::new(),
             read: Notify::new(),
@@ -201,11 +211,13 @@ impl SessionLog {
                 question,
             },
         );
+        let generation = state.writer_generation;
         drop(state);
         self.appended.notify_waiters();
         TurnWriter {
             log: self.clone(),
             turn,
+            generation,
         }
     }
 
@@ -221,8 +233,13 @@ impl SessionLog {
         }
     }
 
-    /// A reader of the entries after `seq` (0: from the oldest kept).
+    /// A client's reader of the entries after `seq` (0: from the oldest
+    /// kept).
     pub fn reader_after(self: &Arc<Self>, seq: u64) -> LogReader {
+        self.reader_reaching(seq, Reach::Published)
+    }
+
+    fn reader_reaching(self: &Arc<Self>, seq: u64, reach: Reach) -> LogReader {
         let mut state = self.state.lock();
         let slot = state.follow(seq);
         LogReader {
@@ -231,6 +248,7 @@ impl SessionLog {
             cursor: seq,
             merged: 0,
             slot,
+            reach,
         }
     }
 
@@ -242,7 +260,7 @@ impl SessionLog {
     /// `after` is past the head (a position this log never gave).
     pub fn rejoin_reader(self: &Arc<Self>, after: u64) -> Option<LogReader> {
         let state = self.state.lock();
-        if after > state.head {
+        if after > state.readable_head(Reach::Published) {
             return None;
         }
         let oldest = state
@@ -267,11 +285,13 @@ impl SessionLog {
         Some(self.reader_after(start - 1))
     }
 
-    /// Appends `event` to `turn` if it is still running; returns its seq.
-    fn append(&self, turn: TurnId, event: TurnEvent) -> Option<u64> {
+    /// Appends `event` to `turn` if it is still running and `writer`'s
+    /// entries are not withdrawn; returns its seq.
+    fn append(&self, writer: &TurnWriter, event: TurnEvent) -> Option<u64> {
+        let turn = writer.turn;
         let seq = {
             let mut state = self.state.lock();
-            if state.running != Some(turn) {
+            if !state.takes_from(writer) {
                 return None;
             }
             state.push(turn, event)
@@ -282,6 +302,20 @@ impl SessionLog {
 }
 
 impl LogState {
+    /// Whether `writer` may still append: its turn runs, and its entries
+    /// were not withdrawn.
+    fn takes_from(&self, writer: &TurnWriter) -> bool {
+        self.running == Some(writer.turn) && self.writer_generation == writer.generation
+    }
+
+    /// The last entry a reader reaching `reach` may read.
+    fn readable_head(&self, reach: Reach) -> u64 {
+        match (reach, self.published) {
+            (Reach::Published, Some(published)) => published.min(self.head),
+            _ => self.head,
+        }
+    }
+
     /// A slot for a reader whose cursor is `seq`.
     fn follow(&mut self, seq: u64) -> usize {
         match self.readers.iter().position(Option::is_none) {
@@ -452,6 +486,8 @@ fn value_bytes(value: &serde_json::Value) -> usize {
 pub struct TurnWriter {
     log: Arc<SessionLog>,
     turn: TurnId,
+    /// The log's writer generation when the turn started.
+    generation: u64,
 }
 
 impl TurnWriter {
@@ -467,7 +503,7 @@ impl TurnWriter {
     /// to stay within the bounds; ignored once the turn has ended.
     pub fn append(&self, event: TurnEvent) {
         debug_assert!(!event.is_terminal(), "terminals go through finish");
-        self.log.append(self.turn, event);
+        self.log.append(self, event);
     }
 
     /// Appends a non-terminal event as [`TurnWriter::append`] does, but
@@ -481,7 +517,7 @@ impl TurnWriter {
         loop {
             let ages_out = {
                 let mut state = self.log.state.lock();
-                if state.running != Some(self.turn) {
+                if !state.takes_from(self) {
                     return;
                 }
                 match state.overtakes_reader(bytes) {
@@ -507,7 +543,7 @@ impl TurnWriter {
     /// Appends the turn's terminal event; later appends are ignored.
     pub fn finish(&self, terminal: TurnEvent) {
         debug_assert!(terminal.is_terminal(), "finish takes a terminal");
-        self.log.append(self.turn, terminal);
+        self.log.append(self, terminal);
     }
 }
 
@@ -515,7 +551,7 @@ impl Drop for TurnWriter {
     fn drop(&mut self) {
         // A no-op when the turn has its terminal already.
         self.log
-            .append(self.turn, TurnEvent::Failed(TurnFailure::internal()));
+            .append(self, TurnEvent::Failed(TurnFailure::internal()));
     }
 }
 
@@ -531,6 +567,16 @@ pub struct LogReader {
     merged: u64,
     /// Where the log keeps this reader's cursor ([`LogState::readers`]).
     slot: usize,
+    reach: Reach,
+}
+
+/// How far a reader reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Reach {
+    /// What the shared log holds, where there is one: a client's reader.
+    Published,
+    /// Every entry appended: what the replica publishing the log reads.
+    Appended,
 }
 
 impl LogReader {
@@ -547,7 +593,7 @@ impl LogReader {
     /// has not read, or a turn still running.
     pub fn is_live(&self) -> bool {
         let state = self.log.state.lock();
-        state.head > self.cursor || state.running.is_some()
+        state.readable_head(self.reach) > self.cursor || state.running.is_some()
     }
 
     /// The next entry, without waiting; `Ok(None)` when there is none yet.
@@ -571,7 +617,8 @@ impl LogReader {
                 oldest,
             });
         }
-        if self.cursor >= state.head {
+        let head = state.readable_head(self.reach);
+        if self.cursor >= head {
             return Ok(None);
         }
         if self.cursor + 1 < oldest {
@@ -583,8 +630,8 @@ impl LogReader {
         let start = (self.cursor + 1 - oldest) as usize;
         let first = &state.entries[start].entry;
         let entry = match &*first.event {
-            TurnEvent::TextDelta(_) if state.head - self.cursor > coalesce_behind => {
-                merge_deltas(&state.entries, start)
+            TurnEvent::TextDelta(_) if head - self.cursor > coalesce_behind => {
+                merge_deltas(&state.entries, start, head)
             }
             _ => first.clone(),
         };
@@ -645,6 +692,10 @@ impl LogReader {
             .front()
             .map_or(state.head + 1, |k| k.entry.seq);
         let next = self.cursor + 1;
+        if next > state.readable_head(self.reach) {
+            // Nothing to read yet: waiting is not being slow.
+            return false;
+        }
         match next.checked_sub(oldest) {
             Some(index) => state
                 .entries
@@ -673,9 +724,9 @@ impl Drop for LogReader {
     }
 }
 
-/// The run of text deltas of one turn from `start` on, as one entry with
-/// the last one's seq.
-fn merge_deltas(entries: &VecDeque<Kept>, start: usize) -> LogEntry {
+/// The run of text deltas of one turn from `start` on, up to seq `head`,
+/// as one entry with the last one's seq.
+fn merge_deltas(entries: &VecDeque<Kept>, start: usize, head: u64) -> LogEntry {
     let first = &entries[start].entry;
     let mut text = String::new();
     let mut last = first;
@@ -683,7 +734,8 @@ fn merge_deltas(entries: &VecDeque<Kept>, start: usize) -> LogEntry {
         let TurnEvent::TextDelta(delta) = &*kept.entry.event else {
             break;
         };
-        if kept.entry.turn != first.turn
+        if kept.entry.seq > head
+            || kept.entry.turn != first.turn
             || (!text.is_empty() && text.len() + delta.len() > COALESCE_MAX_BYTES)
         {
             break;
@@ -702,6 +754,7 @@ fn merge_deltas(entries: &VecDeque<Kept>, start: usize) -> LogEntry {
 }
 
 mod mirror;
+mod publication;
 pub use mirror::MirrorGap;
 
 #[cfg(test)]

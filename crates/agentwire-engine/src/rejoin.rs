@@ -82,7 +82,7 @@ impl Engine {
             _ => None,
         };
         let replayed = replay.is_some();
-        let head = log.head();
+        let head = log.readable_head();
         let reader = replay.unwrap_or_else(|| log.reader_after(head));
         Ok(Rejoined {
             epoch: log.epoch(),
@@ -103,7 +103,7 @@ impl SessionLease {
 
     /// The seq of the session log's latest entry.
     pub fn log_head(&self) -> u64 {
-        self.session.log.head()
+        self.session.log.readable_head()
     }
 
     /// A reader of the running turn from its first entry, while the log

@@ -51,6 +51,18 @@ enum StoredEnd {
     QuestionLost,
 }
 
+/// How far publishing a turn got ([`SessionLease::publish_turn`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Published {
+    /// Up to its terminal, and the lease went with it.
+    Whole,
+    /// Another replica holds the lease now.
+    Fenced,
+    /// The shared log could not be reached (or this replica's log overtook
+    /// the publisher); the lease may still be ours.
+    Failed,
+}
+
 /// How long a follower waits for entries in one read when leases never
 /// expire (they always do where logs are shared; a bound all the same).
 const DEFAULT_WAIT: Duration = Duration::from_secs(2);
@@ -539,27 +551,45 @@ impl SessionLease {
         let Some(logs) = self.shared_logs().cloned() else {
             return;
         };
-        let reader = self.session.log.reader_after(after);
+        let reader = self.session.log.publishing_reader(after);
         let lease = self.clone_lease();
         tokio::spawn(async move {
-            let released = lease.publish_turn(&*logs, fence, reader, turn).await;
+            let published = lease.publish_turn(&*logs, fence, reader, turn).await;
+            if published != Published::Whole {
+                lease.withdraw_unpublished();
+            }
             // The next turn here need not wait for a release that may be
             // as slow as the failure that called for it.
             drop(slot);
-            if !released {
+            if published == Published::Failed {
                 lease.release_turn_lease(fence).await;
             }
         });
     }
 
-    /// Publishes up to the turn's terminal; whether the lease went with it.
+    /// What other replicas will never see, this replica's clients must not
+    /// see either: the log goes on from the shared one's entries. A turn
+    /// whose start was published is followed there to its end once it has
+    /// stopped here (its lease lost); one that never reached the shared
+    /// log cannot be, and its readers are told they lagged (a new epoch),
+    /// to come back and reload.
+    fn withdraw_unpublished(&self) {
+        let log = &self.session.log;
+        match log.withdraw_unpublished() {
+            true => self.follow_foreign_turn(),
+            false => log.reset(Epoch(self.inner.ids.log_epoch()), log.head()),
+        }
+    }
+
+    /// Publishes up to the turn's terminal, letting this replica's clients
+    /// read each batch once the shared log holds it.
     async fn publish_turn(
         &self,
         logs: &dyn SharedLogs,
         fence: Fence,
         mut reader: LogReader,
         turn: TurnId,
-    ) -> bool {
+    ) -> Published {
         let epoch = reader.epoch();
         let mut next: Option<LogEntry> = None;
         loop {
@@ -569,7 +599,7 @@ impl SessionLease {
                     Ok(entry) => entry,
                     Err(e) => {
                         tracing::warn!(session = %self.id(), error = %e, "publishing a turn fell behind");
-                        return false;
+                        return Published::Failed;
                     }
                 },
             };
@@ -589,7 +619,7 @@ impl SessionLease {
                     Ok(None) => break,
                     Err(e) => {
                         tracing::warn!(session = %self.id(), error = %e, "publishing a turn fell behind");
-                        return false;
+                        return Published::Failed;
                     }
                 }
             }
@@ -607,15 +637,20 @@ impl SessionLease {
                 Err(_) => LiveCounters::add(&counters.errors, 1),
             }
             match appended {
-                Ok(Appended::Done) if ends => return true,
-                Ok(Appended::Done) => {}
+                Ok(Appended::Done) => {
+                    let last = batch.last().map_or(0, |entry| entry.seq);
+                    self.session.log.mark_published(last);
+                    if ends {
+                        return Published::Whole;
+                    }
+                }
                 Ok(Appended::Fenced) => {
                     tracing::warn!(session = %self.id(), "publishing a turn was fenced off");
-                    return true;
+                    return Published::Fenced;
                 }
                 Err(e) => {
                     tracing::warn!(session = %self.id(), error = %e, "publishing a turn failed");
-                    return false;
+                    return Published::Failed;
                 }
             }
         }

@@ -119,6 +119,9 @@ pub(super) async fn run_turn(
     // moment: a reader that sees it may send the next message at once, and
     // that next turn's start must come after this terminal.
     lease.end_turn_then(|| turn.finish(terminal));
+    // Where publishing this turn stopped short, the shared log tells how
+    // it ended: this replica's clients learn it from there.
+    lease.follow_foreign_turn();
     // No connection is on the session: its client went away mid-turn and
     // may come back for the end.
     if lease.is_sole() {

@@ -36,6 +36,13 @@ use agentwire_core::time::Timestamp;
 /// The longest a turn's question waits to share the turn's write.
 pub(super) const QUESTION_WRITE_DELAY: Duration = Duration::from_millis(250);
 
+/// How long a write whose outcome is unknown (the store timed out, perhaps
+/// after committing) is looked for in the store before it counts as failed.
+const READ_BACK_FOR: Duration = Duration::from_secs(10);
+
+/// How long after a failed read-back the next is tried.
+const READ_BACK_RETRY: Duration = Duration::from_millis(250);
+
 /// Messages in the live history whose write has not started. It holds the
 /// session's append lock: the next append waits until it is stored.
 pub(super) struct PendingWrite {
@@ -211,9 +218,15 @@ impl PendingWrite {
                     // Dropped before the trim below, which it would stop.
                     let history = session.state.lock().history.clone();
                     let messages = pending(&history, first_seq, count);
-                    match fence {
+                    let written = match fence {
                         Some(fence) => store.append_turn_fenced(messages, summary_due, fence).await,
                         None => store.append_turn(messages, summary_due).await,
+                    };
+                    match written {
+                        Err(e @ StoreError::Unavailable(_)) => {
+                            read_back(&*store, messages, e).await
+                        }
+                        written => written,
                     }
                 }
             };
@@ -244,6 +257,39 @@ impl PendingWrite {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// A write that failed with `error` (a timeout, say) may have committed all
+/// the same: the store is asked for `messages` for up to [`READ_BACK_FOR`],
+/// and the write succeeded if it holds them as written. Otherwise (or the
+/// store still cannot answer) it failed with `error`: a client told its
+/// turn failed must not find its answer stored.
+async fn read_back(
+    store: &dyn SessionStore,
+    messages: &[StoredMessage],
+    error: StoreError,
+) -> Result<(), StoreError> {
+    let Some(first) = messages.first() else {
+        return Err(error);
+    };
+    let deadline = tokio::time::Instant::now() + READ_BACK_FOR;
+    loop {
+        let after = first.seq.checked_sub(1);
+        let stored = store
+            .load_messages_after(&first.session_id, after, messages.len())
+            .await;
+        match stored {
+            Ok(stored) if stored == messages => {
+                tracing::info!(session = %first.session_id, "a write reported failed was stored");
+                return Ok(());
+            }
+            Ok(_) => return Err(error),
+            Err(_) if tokio::time::Instant::now() + READ_BACK_RETRY < deadline => {
+                tokio::time::sleep(READ_BACK_RETRY).await;
+            }
+            Err(_) => return Err(error),
+        }
     }
 }
 

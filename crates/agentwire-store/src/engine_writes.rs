@@ -50,6 +50,7 @@ macro_rules! engine_write_tests {
             done_comes_after_the_user_message_and_the_reply_are_stored,
             a_failed_write_fails_the_turn_and_leaves_the_history_as_it_was,
             a_write_made_but_reported_failed_is_read_back_before_the_next_turn,
+            a_write_that_cannot_be_read_back_fails_and_the_next_turn_reads_the_window_again,
             thousands_of_turns_keep_only_the_window_live,
             resuming_a_long_session_reads_what_resuming_a_short_one_does,
             a_declaration_is_stored_and_prepared_again_after_a_restart,
@@ -88,11 +89,13 @@ mod memory {
 
 /// A store whose appends fail while `failing` is set, or are made and then
 /// reported timed out while `late` is (a database that committed as the
-/// connection dropped), and which counts the messages its loads hand out.
+/// connection dropped), whose page reads fail while `unreadable` is, and
+/// which counts the messages its loads hand out.
 struct FlakyStore {
     inner: Arc<dyn SessionStore>,
     failing: AtomicBool,
     late: AtomicBool,
+    unreadable: AtomicBool,
     messages_read: AtomicUsize,
 }
 
@@ -139,6 +142,9 @@ impl SessionStore for FlakyStore {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
+        if self.unreadable.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("timed out".to_owned()));
+        }
         let page = self.inner.load_messages_after(id, after, limit).await;
         page.map(|m| self.read(m))
     }
@@ -250,6 +256,7 @@ impl Fixture {
             inner,
             failing: AtomicBool::new(false),
             late: AtomicBool::new(false),
+            unreadable: AtomicBool::new(false),
             messages_read: AtomicUsize::new(0),
         });
         let engine = Engine::new(
@@ -376,11 +383,41 @@ pub(crate) async fn a_write_made_but_reported_failed_is_read_back_before_the_nex
     };
     assert!(matches!(fixture.turn("one").await, TurnEvent::Completed(_)));
     fixture.store.late.store(true, Ordering::SeqCst);
+    // The store committed the write and then reported a failure: the
+    // engine reads it back, so the client is not told its turn failed while
+    // its answer is stored.
+    let TurnEvent::Completed(late) = fixture.turn("late").await else {
+        panic!("a write the store holds is the turn's end");
+    };
+    assert_eq!(late.text, "one|one|late");
+    fixture.store.late.store(false, Ordering::SeqCst);
+    // The next turn takes the seqs after it: it neither reuses that turn's
+    // seqs ("already stored") nor misses it.
+    let TurnEvent::Completed(reply) = fixture.turn("two").await else {
+        panic!("the next turn takes the seqs after what was stored");
+    };
+    assert_eq!(reply.text, "one|one|late|one|one|late|two");
+    let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
+    let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+}
+
+pub(crate) async fn a_write_that_cannot_be_read_back_fails_and_the_next_turn_reads_the_window_again(
+    make: MakeStore,
+) {
+    let Some(fixture) = Fixture::new(make).await else {
+        return;
+    };
+    assert!(matches!(fixture.turn("one").await, TurnEvent::Completed(_)));
+    fixture.store.late.store(true, Ordering::SeqCst);
+    fixture.store.unreadable.store(true, Ordering::SeqCst);
+    // Neither the write nor the read-back gets an answer: the turn fails
+    // (after the read-back's bound), though its write was made.
     assert!(matches!(fixture.turn("late").await, TurnEvent::Failed(_)));
     fixture.store.late.store(false, Ordering::SeqCst);
-    // The store has the turn the engine was told failed: the next turn
-    // reads the window again, so it neither reuses that turn's seqs
-    // ("already stored") nor misses it.
+    fixture.store.unreadable.store(false, Ordering::SeqCst);
+    // The next turn reads the window again, so it neither reuses that
+    // turn's seqs ("already stored") nor misses it.
     let TurnEvent::Completed(reply) = fixture.turn("two").await else {
         panic!("the next turn takes the seqs after what was stored");
     };

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{LogEntry, LogReader, LogState, SessionLog};
-use crate::log::{Epoch, Lagged};
+use super::{LogEntry, LogState, SessionLog};
+use crate::log::Epoch;
 use crate::turn::{ToolSide, TurnEvent};
 
 /// Entries given to [`SessionLog::mirror`] skip some this log lacks.
@@ -17,10 +17,15 @@ pub struct MirrorGap {
 
 impl SessionLog {
     /// An empty log at `epoch` whose next entry is `head + 1`: a replica's
-    /// copy of a shared log whose past it has not read.
+    /// copy of a shared log whose past it has not read. Its clients read
+    /// only what the shared log holds (`publication`).
     pub fn starting_at(epoch: Epoch, head: u64) -> Arc<SessionLog> {
         let log = SessionLog::new(epoch);
-        log.state.lock().head = head;
+        {
+            let mut state = log.state.lock();
+            state.head = head;
+            state.published = Some(head);
+        }
         log
     }
 
@@ -48,6 +53,7 @@ impl SessionLog {
             state.running = None;
             state.head = head;
             state.epoch = epoch;
+            state.publish_all();
             // The old epoch's readers have lagged: none is waited for.
             state.readers.clear();
         }
@@ -83,6 +89,7 @@ impl SessionLog {
             for entry in entries {
                 let _ = state.mirror(entry);
             }
+            state.publish_all();
         }
         self.appended.notify_waiters();
         true
@@ -134,19 +141,8 @@ impl LogState {
             self.open_turn(entry.turn);
         }
         self.push_entry(entry.clone(), super::entry_bytes(&entry.event));
+        // What is mirrored is what the shared log holds.
+        self.publish_all();
         Ok(())
-    }
-}
-
-impl LogReader {
-    /// The next entry exactly as appended (never merged), without waiting:
-    /// what a replica publishing the log reads.
-    pub fn try_next_exact(&mut self) -> Result<Option<LogEntry>, Lagged> {
-        self.read_next(u64::MAX)
-    }
-
-    /// The next exact entry, once there is one.
-    pub async fn next_exact(&mut self) -> Result<LogEntry, Lagged> {
-        self.next_with(LogReader::try_next_exact).await
     }
 }

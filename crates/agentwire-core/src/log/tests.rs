@@ -425,7 +425,7 @@ fn finished_turns_shrink_to_their_own_bound_when_the_next_turn_starts() {
 
 /// Every entry of `log`, exactly as appended.
 fn exact(log: &Arc<SessionLog>, after: u64) -> Vec<LogEntry> {
-    let mut reader = log.reader_after(after);
+    let mut reader = log.publishing_reader(after);
     let mut read = Vec::new();
     while let Some(entry) = reader.try_next_exact().expect("not lagged") {
         read.push(entry);
@@ -556,4 +556,88 @@ fn a_pending_client_call_is_known_until_its_outcome() {
         side: crate::turn::ToolSide::Client,
     });
     assert!(!log.awaits_client_call("c1"));
+}
+
+#[test]
+fn a_copy_of_a_shared_log_shows_its_clients_only_what_is_published() {
+    let log = SessionLog::starting_at(Epoch(3), 10);
+    let writer = log.start_turn("assistant", Some(4));
+    writer.append(delta("Hel"));
+    writer.append(delta("lo"));
+    let mut client = log.reader_after(10);
+    let mut publisher = log.publishing_reader(10);
+    assert_eq!(client.try_next(), Ok(None));
+    assert!(
+        !client.is_slow(),
+        "waiting for publication is not being slow"
+    );
+    assert_eq!(seqs(&[publisher.try_next_exact().unwrap().unwrap()]), [11]);
+    assert_eq!(log.readable_head(), 10);
+    log.mark_published(12);
+    assert_eq!(log.readable_head(), 12);
+    assert_eq!(client.try_next().unwrap().map(|e| e.seq), Some(11));
+    assert_eq!(client.try_next().unwrap().map(|e| e.seq), Some(12));
+    assert_eq!(client.try_next(), Ok(None), "13 is not published yet");
+    assert!(log.rejoin_reader(13).is_none(), "a position never shown");
+    // A log that is its own has nothing to wait for.
+    let own = SessionLog::new(Epoch(4));
+    own.start_turn("assistant", None).append(delta("x"));
+    assert_eq!(seqs(&drain(&own, 0)), [1, 2, 3]);
+}
+
+#[test]
+fn a_merged_delta_stops_at_the_last_published_entry() {
+    let log = SessionLog::starting_at(Epoch(3), 0);
+    let writer = log.start_turn("assistant", None);
+    for _ in 0..COALESCE_BEHIND + 10 {
+        writer.append(delta("a"));
+    }
+    let published = COALESCE_BEHIND + 5;
+    log.mark_published(published);
+    let read = drain(&log, 1);
+    assert_eq!(read.last().map(|e| e.seq), Some(published));
+}
+
+#[test]
+fn withdrawn_entries_go_and_their_turn_writes_no_more_until_the_shared_log_ends_it() {
+    let log = SessionLog::starting_at(Epoch(3), 0);
+    scripted_turn(&log);
+    log.mark_published(7);
+    let writer = log.start_turn("assistant", Some(9));
+    writer.append(delta("published"));
+    log.mark_published(9);
+    writer.append(delta("never published"));
+    assert!(
+        log.withdraw_unpublished(),
+        "the turn is open in the shared log"
+    );
+    assert_eq!(log.head(), 9);
+    assert_eq!(
+        log.running(),
+        Some(TurnId(8)),
+        "the shared log has its start"
+    );
+    writer.append(delta("late"));
+    writer.finish(completed("late"));
+    drop(writer);
+    assert_eq!(log.head(), 9, "the withdrawn turn's writer is stopped");
+    // The shared log's own entries at the same seqs come in by the mirror.
+    let shared_end = LogEntry {
+        seq: 10,
+        turn: TurnId(8),
+        event: Arc::new(TurnEvent::Failed(TurnFailure::new(
+            crate::error::ErrorCode::Internal,
+            crate::turn::TURN_INTERRUPTED,
+        ))),
+    };
+    log.mirror(std::slice::from_ref(&shared_end)).expect("no gap");
+    let read = drain(&log, 7);
+    assert_eq!(seqs(&read), [8, 9, 10]);
+    assert_eq!(read[2], shared_end);
+    assert_eq!(log.running(), None);
+    // A turn whose start was never published is gone whole.
+    let next = log.start_turn("assistant", Some(11));
+    next.append(delta("x"));
+    assert!(!log.withdraw_unpublished());
+    assert_eq!((log.head(), log.running()), (10, None));
 }

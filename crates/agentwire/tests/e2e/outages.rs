@@ -2,7 +2,9 @@
 //! on purpose): clients run turns one after another on their own sessions
 //! while the server under them goes away and comes back. What a user would
 //! notice is asserted: every turn ends with exactly one terminal (`done`,
-//! or `error` INTERNAL_ERROR while the server is down), `/readyz` says 503
+//! or `error` INTERNAL_ERROR while the server is down), or, on a replica
+//! whose turn could not reach Redis, its socket is closed 4008 to reload
+//! (the client goes on with a new connection), `/readyz` says 503
 //! while it is down and 200 once it is back, the same connections go on
 //! and their turns work again, and every turn a client saw `done` for is in
 //! PostgreSQL exactly once with its answer (nothing half-written).
@@ -17,9 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde_json::json;
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::postgres::{OwnPostgres, stdout_of};
 use crate::replicas::{
@@ -35,7 +39,10 @@ const PACE: Duration = Duration::from_millis(50);
 /// What one client saw.
 #[derive(Debug, Default)]
 struct Tally {
-    session: String,
+    /// The client's sessions, a new one after each closed socket.
+    sessions: Vec<String>,
+    /// Sockets closed mid-turn (4008: the turn's replica lost Redis).
+    closed: usize,
     /// Questions answered `done`, in order.
     acknowledged: Vec<String>,
     /// Questions answered `error`.
@@ -47,19 +54,18 @@ struct Tally {
 }
 
 /// One client's turns, one after another until `stop`; each question is
-/// unique, and each turn's frames must be exactly one terminal.
+/// unique, and each turn's frames must be exactly one terminal, or a close
+/// 4008, after which it goes on with a new socket and session on `url`.
 fn run_client(
-    mut client: Client,
-    session: String,
+    url: String,
     name: String,
     stop: Arc<AtomicBool>,
     back: Arc<AtomicBool>,
 ) -> JoinHandle<Tally> {
     tokio::spawn(async move {
-        let mut tally = Tally {
-            session: session.clone(),
-            ..Tally::default()
-        };
+        let mut tally = Tally::default();
+        let (mut client, mut session) = new_session(&url).await;
+        tally.sessions.push(session.clone());
         for turn in 0.. {
             if stop.load(Ordering::Acquire) {
                 break;
@@ -70,10 +76,13 @@ fn run_client(
                 .send_json(json!({"type": "message", "session_id": session, "content": question}))
                 .await;
             let started = Instant::now();
-            let frames = client.recv_turn().await;
+            let Some(terminal) = terminal_or_closed(&mut client).await else {
+                tally.closed += 1;
+                (client, session) = new_session(&url).await;
+                tally.sessions.push(session.clone());
+                continue;
+            };
             tally.slowest = tally.slowest.max(started.elapsed());
-            assert_eq!(frames.len(), 1, "one terminal per turn: {frames:?}");
-            let terminal = &frames[0];
             assert_eq!(terminal["session_id"], session.as_str(), "{terminal}");
             match terminal["type"].as_str() {
                 Some("done") => {
@@ -94,21 +103,55 @@ fn run_client(
     })
 }
 
-/// `CLIENTS` connections to `server`, each on a session of its own made
-/// by a first turn.
-async fn clients(server: &TestServer) -> Vec<(Client, String)> {
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        let (mut client, _) = server.connect("agent=test-agent").await;
+/// The turn's one frame, its terminal; `None` when the socket is closed
+/// 4008 instead (to reload), after any number of frames.
+async fn terminal_or_closed(client: &mut Client) -> Option<Value> {
+    let mut frames = Vec::new();
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(15), client.ws.next())
+            .await
+            .expect("a frame within the timeout");
+        match message {
+            Some(Ok(Message::Text(text))) => {
+                let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+                if frame["type"] == "done" || frame["type"] == "error" {
+                    assert!(
+                        frames.is_empty(),
+                        "one terminal per turn: {frames:?} {frame}"
+                    );
+                    return Some(frame);
+                }
+                frames.push(frame);
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            Some(Ok(Message::Close(Some(close)))) => {
+                assert_eq!(u16::from(close.code), 4008, "{close:?}");
+                return None;
+            }
+            other => panic!("a frame or a close: {other:?}"),
+        }
+    }
+}
+
+/// A socket on `url` with a session of its own made by a first turn (tried
+/// again while the outage refuses it).
+async fn new_session(url: &str) -> (Client, String) {
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut client = Client { ws };
+    let connected = client.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    loop {
         client
             .send_json(json!({"type": "message", "content": "first"}))
             .await;
-        let done = client.recv_turn().await.pop().unwrap();
-        assert_eq!(done["type"], "done", "{done}");
-        let session = done["session_id"].as_str().unwrap().to_owned();
-        clients.push((client, session));
+        let terminal = client.recv_turn().await.pop().unwrap();
+        if terminal["type"] == "done" {
+            let session = terminal["session_id"].as_str().unwrap().to_owned();
+            return (client, session);
+        }
+        assert_eq!(terminal["error"]["code"], "INTERNAL_ERROR", "{terminal}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    clients
 }
 
 /// Waits until `/readyz` on every server answers `status` (`within`).
@@ -127,6 +170,10 @@ async fn readyz_becomes(servers: &[&TestServer], status: u16, within: Duration) 
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+fn sessions_of(tallies: &[Tally]) -> Vec<String> {
+    tallies.iter().flat_map(|t| t.sessions.clone()).collect()
 }
 
 /// Every session's stored rows, `(role, content)` in order, from `url`.
@@ -165,8 +212,9 @@ fn check(tallies: &[Tally], rows: &HashMap<String, Vec<(String, String)>>) {
     let refused: usize = tallies.iter().map(|t| t.refused.len()).sum();
     let acknowledged: usize = tallies.iter().map(|t| t.acknowledged.len()).sum();
     let slowest = tallies.iter().map(|t| t.slowest).max().unwrap_or_default();
+    let closed: usize = tallies.iter().map(|t| t.closed).sum();
     eprintln!(
-        "outage load: {acknowledged} turns acknowledged, {refused} refused, the slowest in {slowest:?}"
+        "outage load: {acknowledged} turns acknowledged, {refused} refused, {closed} sockets closed to reload, the slowest in {slowest:?}"
     );
     assert!(refused > 0, "the outage refused no turn: {tallies:?}");
     // Bounded by the store's timeouts, or a lease's life (3 s here) and
@@ -177,7 +225,11 @@ fn check(tallies: &[Tally], rows: &HashMap<String, Vec<(String, String)>>) {
             tally.acknowledged_after > 0,
             "no turn answered on this connection after the restart: {tally:?}"
         );
-        let stored = &rows[&tally.session];
+        let stored: Vec<(String, String)> = tally
+            .sessions
+            .iter()
+            .flat_map(|session| rows.get(session).cloned().unwrap_or_default())
+            .collect();
         let users: Vec<usize> = (0..stored.len())
             .filter(|&i| stored[i].0 == "user")
             .collect();
@@ -211,15 +263,10 @@ where
     let back = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for (server, name) in servers {
-        for (i, (client, session)) in clients(server).await.into_iter().enumerate() {
+        for i in 0..CLIENTS {
+            let url = server.url("/ws?agent=test-agent");
             let name = format!("{name}{i}");
-            tasks.push(run_client(
-                client,
-                session,
-                name,
-                stop.clone(),
-                back.clone(),
-            ));
+            tasks.push(run_client(url, name, stop.clone(), back.clone()));
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -255,8 +302,10 @@ async fn postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged() 
         back.store(true, Ordering::Release);
     })
     .await;
-    let sessions: Vec<String> = tallies.iter().map(|t| t.session.clone()).collect();
-    check(&tallies, &stored_rows(&postgres.url, &sessions));
+    check(
+        &tallies,
+        &stored_rows(&postgres.url, &sessions_of(&tallies)),
+    );
     server.stop().await;
 }
 
@@ -286,8 +335,7 @@ async fn redis_stopped_and_restarted_under_load_on_two_replicas_loses_nothing_ac
         restarted
     })
     .await;
-    let sessions: Vec<String> = tallies.iter().map(|t| t.session.clone()).collect();
-    check(&tallies, &stored_rows(&shared, &sessions));
+    check(&tallies, &stored_rows(&shared, &sessions_of(&tallies)));
     first.stop().await;
     second.stop().await;
 }
