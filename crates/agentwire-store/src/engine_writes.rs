@@ -391,15 +391,7 @@ pub(crate) async fn a_write_made_but_reported_failed_is_read_back_before_the_nex
     };
     assert_eq!(late.text, "one|one|late");
     fixture.store.late.store(false, Ordering::SeqCst);
-    // The next turn takes the seqs after it: it neither reuses that turn's
-    // seqs ("already stored") nor misses it.
-    let TurnEvent::Completed(reply) = fixture.turn("two").await else {
-        panic!("the next turn takes the seqs after what was stored");
-    };
-    assert_eq!(reply.text, "one|one|late|one|one|late|two");
-    let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
-    let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
-    assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+    the_next_turn_follows_the_late_one(&fixture).await;
 }
 
 pub(crate) async fn a_write_that_cannot_be_read_back_fails_and_the_next_turn_reads_the_window_again(
@@ -416,8 +408,14 @@ pub(crate) async fn a_write_that_cannot_be_read_back_fails_and_the_next_turn_rea
     assert!(matches!(fixture.turn("late").await, TurnEvent::Failed(_)));
     fixture.store.late.store(false, Ordering::SeqCst);
     fixture.store.unreadable.store(false, Ordering::SeqCst);
-    // The next turn reads the window again, so it neither reuses that
-    // turn's seqs ("already stored") nor misses it.
+    // The next turn reads the window again.
+    the_next_turn_follows_the_late_one(&fixture).await;
+}
+
+/// The turn after "late", whose write the store made: it takes the seqs
+/// after that write, neither reusing them ("already stored") nor missing
+/// the late turn.
+async fn the_next_turn_follows_the_late_one(fixture: &Fixture) {
     let TurnEvent::Completed(reply) = fixture.turn("two").await else {
         panic!("the next turn takes the seqs after what was stored");
     };

@@ -630,7 +630,8 @@ fn withdrawn_entries_go_and_their_turn_writes_no_more_until_the_shared_log_ends_
             crate::turn::TURN_INTERRUPTED,
         ))),
     };
-    log.mirror(std::slice::from_ref(&shared_end)).expect("no gap");
+    log.mirror(std::slice::from_ref(&shared_end))
+        .expect("no gap");
     let read = drain(&log, 7);
     assert_eq!(seqs(&read), [8, 9, 10]);
     assert_eq!(read[2], shared_end);
