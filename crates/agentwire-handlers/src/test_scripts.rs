@@ -78,6 +78,10 @@ impl Handler for TestHandler {
             "history" => Ok(Reply::text(transcript(turn))),
             "client-tool" => Ok(client_tool(turn).await),
             "server-tool" => Ok(server_tool(turn).await),
+            "server-then-client-tool" => {
+                announce_search(turn).await;
+                Ok(client_tool(turn).await)
+            }
             "binary-media" => {
                 let data = b"test audio data".to_vec();
                 Ok(media(turn, "test-media", "audio/mp3", 0, data).await)

@@ -17,7 +17,7 @@ use crate::turn_log::{ALICE, POSITIONED, connect_as, rejoin_query};
 
 /// Every replica's config at the lease defaults (2 s, renewed every third
 /// of it), over `redis` (a URL).
-fn defaults(postgres: &str, redis: &str, prefix: &str) -> String {
+pub(crate) fn defaults(postgres: &str, redis: &str, prefix: &str) -> String {
     format!(
         "{}storage:\n  sessions: \"{postgres}\"\nlive: \"{redis}\"\nredis:\n  key_prefix: \"{prefix}\"\n",
         owners()
@@ -62,7 +62,7 @@ async fn wait_until_stored(postgres: &str, session: &str, row: &str) {
 }
 
 /// Starts `scenario` on a client of the child replica; its `turn_started`.
-async fn start_turn(client: &mut Client, scenario: &str) -> Value {
+pub(crate) async fn start_turn(client: &mut Client, scenario: &str) -> Value {
     assert_eq!(client.recv().await["type"], "connected");
     client.script(scenario, "go").await;
     let started = client.recv().await;
