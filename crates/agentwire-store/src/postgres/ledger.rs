@@ -215,7 +215,7 @@ impl PgStore {
         step: &CallMove<'_>,
         fence: Option<Fence>,
     ) -> Result<(), StoreError> {
-        let fence = fence.map(|f| super::fence_of(f)).transpose()?;
+        let fence = fence.map(super::fence_of).transpose()?;
         let call = step.call;
         let turn = step.turn.to_string();
         let ordinal = i32::try_from(step.ordinal)

@@ -36,13 +36,20 @@ fn socket_of(redis: &str) -> PathBuf {
 /// The session's stored messages as `seq|role|content` lines (a
 /// multi-line content spans several).
 pub(crate) fn stored(postgres: &str, session: &str) -> Vec<String> {
-    let output = std::process::Command::new("psql")
-        .arg(postgres)
-        .args(["-At", "-F", "|", "-c"])
-        .arg(format!(
+    psql_rows(
+        postgres,
+        &format!(
             "SELECT m.seq, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
              WHERE s.id = '{session}' ORDER BY m.seq"
-        ))
+        ),
+    )
+}
+
+/// The rows of `query` as `|`-separated lines, read with `psql`.
+pub(crate) fn psql_rows(postgres: &str, query: &str) -> Vec<String> {
+    let output = std::process::Command::new("psql")
+        .arg(postgres)
+        .args(["-At", "-F", "|", "-c", query])
         .output()
         .expect("psql runs");
     String::from_utf8_lossy(&output.stdout)

@@ -12,7 +12,7 @@ use std::time::Duration;
 use agentwire_core::testing::{FailingSessionStore, FaultSwitch};
 use serde_json::json;
 
-use crate::failover::{defaults, start_turn};
+use crate::failover::{defaults, psql_rows, start_turn};
 use crate::replica_turns::{child_replica, connect_child};
 use crate::replicas::{servers, unique_prefix};
 use crate::support::{AGENTS, Client, TestServer};
@@ -20,22 +20,16 @@ use crate::turn_log::{ALICE, POSITIONED, connect_as, rejoin_query};
 
 /// The session's ledger as `ordinal|name|side|state|reason|acked` lines.
 fn ledger(postgres: &str, session: &str) -> Vec<String> {
-    let output = std::process::Command::new("psql")
-        .arg(postgres)
-        .args(["-At", "-F", "|", "-c"])
-        .arg(format!(
+    psql_rows(
+        postgres,
+        &format!(
             "SELECT c.call_ordinal, c.name, c.side, c.state, \
                     coalesce(c.outcome->>'reason', c.outcome->>'status', ''), \
                     c.acked_at IS NOT NULL \
              FROM tool_calls c JOIN sessions s ON s.key = c.session_key \
              WHERE s.id = '{session}' ORDER BY c.call_ordinal"
-        ))
-        .output()
-        .expect("psql runs");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+        ),
+    )
 }
 
 async fn wait_for_ledger(postgres: &str, session: &str, rows: &[&str]) {

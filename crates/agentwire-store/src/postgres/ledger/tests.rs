@@ -35,16 +35,27 @@ async fn record_move(
     fence: u64,
 ) -> Result<(), StoreError> {
     let session = sid("s1");
-    let step = CallMove {
-        session: &session,
+    let step = move_of(&session, ordinal, call, state, outcome);
+    store.record_call(&step, Some(Fence(fence))).await
+}
+
+/// The move of `session`'s turn 0's `ordinal`-th call.
+fn move_of<'a>(
+    session: &'a agentwire_core::SessionId,
+    ordinal: u32,
+    call: &'a ToolCall,
+    state: CallState,
+    outcome: Option<&'a ToolOutcome>,
+) -> CallMove<'a> {
+    CallMove {
+        session,
         turn: 0,
         ordinal,
         call,
         state,
         outcome,
         at: Timestamp(100 + i64::from(ordinal)),
-    };
-    store.record_call(&step, Some(Fence(fence))).await
+    }
 }
 
 /// A ledger row as a test reads it: the call id, its state, its outcome,
@@ -292,15 +303,7 @@ async fn a_writer_fenced_off_is_refused_and_writes_nothing() {
     assert_eq!(rows(&client).await[0].state, "acked");
     // A session the store does not know is no one's to write.
     let stranger = sid("s2");
-    let unknown = CallMove {
-        session: &stranger,
-        turn: 0,
-        ordinal: 0,
-        call: &open,
-        state: CallState::Requested,
-        outcome: None,
-        at: Timestamp(1),
-    };
+    let unknown = move_of(&stranger, 0, &open, CallState::Requested, None);
     let refused = store.record_call(&unknown, Some(Fence(1))).await;
     assert!(
         matches!(refused, Err(StoreError::Rejected(_))),
