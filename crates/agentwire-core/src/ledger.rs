@@ -35,10 +35,18 @@ pub enum CallState {
 impl CallState {
     /// How a call that ended with `outcome` ended, its turn cancelled or not.
     pub fn ended(outcome: &ToolOutcome, cancelled: TurnCancelled) -> CallState {
-        match (outcome, cancelled) {
-            (ToolOutcome::Ok(_) | ToolOutcome::Error(_), _) => CallState::Answered,
-            (ToolOutcome::Denied(_), TurnCancelled::Yes) => CallState::Cancelled,
-            (ToolOutcome::Denied(_), TurnCancelled::No) => CallState::Denied,
+        match outcome {
+            ToolOutcome::Ok(_) | ToolOutcome::Error(_) => CallState::Answered,
+            ToolOutcome::Denied(_) => CallState::never_ran(cancelled),
+        }
+    }
+
+    /// How a call that never ran ended: cancelled with its turn, else
+    /// denied.
+    pub fn never_ran(cancelled: TurnCancelled) -> CallState {
+        match cancelled {
+            TurnCancelled::Yes => CallState::Cancelled,
+            TurnCancelled::No => CallState::Denied,
         }
     }
 }
@@ -78,4 +86,167 @@ pub trait CallRecorder: Send + Sync {
         state: CallState,
         outcome: Option<&ToolOutcome>,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::log::{Epoch, SessionLog};
+    use crate::memory::TurnCaller;
+    use crate::scope::ConnectionScope;
+    use crate::testing::CountingIds;
+    use crate::tools::{ClientAnswer, ClientToolBroker};
+    use crate::turn::{ClientToolRequest, ToolSide, TurnContext, TurnInput, TurnSetup};
+
+    /// What a turn told its recorder: (place, tool, state).
+    #[derive(Default)]
+    struct Moves(parking_lot::Mutex<Vec<(u32, String, CallState)>>);
+
+    #[async_trait]
+    impl CallRecorder for Moves {
+        async fn record(
+            &self,
+            ordinal: u32,
+            call: &ToolCall,
+            state: CallState,
+            _outcome: Option<&ToolOutcome>,
+        ) {
+            self.0.lock().push((ordinal, call.name.clone(), state));
+        }
+    }
+
+    fn turn(moves: &Arc<Moves>, broker: &Arc<ClientToolBroker>) -> TurnContext {
+        let log = SessionLog::new(Epoch(1));
+        TurnContext::new(TurnSetup {
+            session_id: SessionId::parse("s-1").unwrap(),
+            input: TurnInput::default(),
+            history: Arc::default(),
+            cancel: Default::default(),
+            scope: ConnectionScope::new(),
+            caller: Arc::new(TurnCaller {
+                owner: None,
+                memory_facet: None,
+            }),
+            writer: log.start_turn("agent", Some(0)),
+            client_tools: broker.clone(),
+            ids: Arc::new(CountingIds::default()),
+            ack_timeout: Duration::from_secs(5),
+            result_timeout: Duration::from_secs(5),
+            media: None,
+            calls: Some(moves.clone()),
+        })
+    }
+
+    fn server_call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "search".into(),
+            arguments: json!({}),
+            side: ToolSide::Server,
+            consent_message: None,
+            categories: Vec::new(),
+        }
+    }
+
+    fn client_request(id: &str) -> ClientToolRequest {
+        ClientToolRequest {
+            id: id.into(),
+            name: "get_location".into(),
+            ..ClientToolRequest::default()
+        }
+    }
+
+    /// Answers the client call `id` with `answers` once it is pending.
+    async fn client(broker: &ClientToolBroker, id: &str, answers: Vec<ClientAnswer>) {
+        while !broker.is_pending(id) {
+            tokio::task::yield_now().await;
+        }
+        for answer in answers {
+            assert!(broker.answer(id, answer));
+        }
+    }
+
+    fn moves(moves: &Moves) -> Vec<(u32, &'static str, CallState)> {
+        let names = ["search", "get_location"];
+        let seen = moves.0.lock();
+        seen.iter()
+            .map(|(at, name, state)| (*at, *names.iter().find(|n| *n == name).unwrap(), *state))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_call_is_recorded_requested_then_as_it_moves_in_its_place() {
+        let (recorded, broker) = (Arc::new(Moves::default()), ClientToolBroker::new());
+        let turn = turn(&recorded, &broker);
+        turn.events().tool_call(server_call("s")).await;
+        turn.events()
+            .tool_result("s", ToolOutcome::Ok(json!(1)))
+            .await;
+        let answers = vec![ClientAnswer::Ack, ClientAnswer::Result(Ok(json!(2)))];
+        let (outcome, ()) = tokio::join!(
+            turn.call_client_tool(client_request("c")),
+            client(&broker, "c", answers)
+        );
+        assert_eq!(outcome, ToolOutcome::Ok(json!(2)));
+        let declined = vec![ClientAnswer::Nack("no".into())];
+        tokio::join!(
+            turn.call_client_tool(client_request("d")),
+            client(&broker, "d", declined)
+        );
+        use CallState::*;
+        assert_eq!(
+            moves(&recorded),
+            [
+                (0, "search", Requested),
+                (0, "search", Answered),
+                (1, "get_location", Requested),
+                (1, "get_location", Acked),
+                (1, "get_location", Answered),
+                (2, "get_location", Requested),
+                (2, "get_location", Denied),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_open_when_its_turn_is_cancelled_is_recorded_cancelled() {
+        let (recorded, broker) = (Arc::new(Moves::default()), ClientToolBroker::new());
+        let turn = turn(&recorded, &broker);
+        let cancel = turn.cancel.clone();
+        let cancelling = async {
+            client(&broker, "c", vec![ClientAnswer::Ack]).await;
+            while moves(&recorded).len() < 2 {
+                tokio::task::yield_now().await;
+            }
+            cancel.cancel();
+        };
+        tokio::join!(turn.call_client_tool(client_request("c")), cancelling);
+        use CallState::*;
+        assert_eq!(
+            moves(&recorded),
+            [
+                (0, "get_location", Requested),
+                (0, "get_location", Acked),
+                (0, "get_location", Cancelled),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_delegated_sub_turns_calls_are_not_the_turns_and_are_not_recorded() {
+        let (recorded, broker) = (Arc::new(Moves::default()), ClientToolBroker::new());
+        let turn = turn(&recorded, &broker);
+        let delegate = turn.delegated(TurnInput::default());
+        delegate.events().tool_call(server_call("s")).await;
+        delegate
+            .events()
+            .tool_result("s", ToolOutcome::Ok(json!(1)))
+            .await;
+        assert!(moves(&recorded).is_empty());
+    }
 }

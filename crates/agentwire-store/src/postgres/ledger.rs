@@ -121,8 +121,7 @@ impl CallColumns {
         self.side.push(side_name(*side));
         self.name.push(name.clone());
         self.args_digest.push(digest(arguments)?);
-        let unanswered = CallState::ended(&ToolOutcome::Denied(String::new()), cancelled);
-        self.state.push(state_name(unanswered));
+        self.state.push(state_name(CallState::never_ran(cancelled)));
         self.outcome.push(None);
         self.requested_at.push(message.created_at.0);
         self.finished_at.push(Some(message.created_at.0));
