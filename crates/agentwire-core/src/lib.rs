@@ -13,6 +13,8 @@
 //! - [`turn`]: [`TurnInput`], [`TurnEvent`] and the [`Handler`] port a turn runs on.
 //! - [`tools`]: the [`ClientToolBroker`] between a turn and the client that runs its tools.
 //! - [`store`]: the [`SessionStore`] port.
+//! - [`ledger`]: the tool-call ledger's moves ([`CallMove`]) and the
+//!   [`CallRecorder`] a turn reports them to.
 //! - [`session_init`]: what an agent prepares when a session opens (a
 //!   declaration's sandboxes, a pack compiled for the session): the
 //!   [`SessionInit`] port and the parsed [`Declaration`].
@@ -50,6 +52,7 @@ pub mod auth;
 pub mod content;
 pub mod error;
 pub mod ids;
+pub mod ledger;
 pub mod live;
 pub mod log;
 pub mod media;
@@ -76,6 +79,7 @@ pub use auth::{
 pub use content::{ContentPart, MediaContent, Metadata, PartKind};
 pub use error::ErrorCode;
 pub use ids::{IdSource, InvalidSessionId, SessionId};
+pub use ledger::{CallMove, CallRecorder, CallState, TurnCancelled};
 pub use live::{Acquired, Fence, LiveError, TurnLease, TurnLeases};
 pub use log::{Epoch, Lagged, LogEntry, LogReader, SessionLog, TurnId, TurnWriter};
 pub use media::{

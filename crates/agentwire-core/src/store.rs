@@ -87,6 +87,27 @@ pub trait SessionStore: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Records `step`, one move of a turn's tool call, in the tool-call
+    /// ledger ([`crate::ledger`]): the call's row created when it is first
+    /// seen, moved on otherwise, never back from an end. With `fence`, as
+    /// [`SessionStore::append_turn_fenced`] is: refused
+    /// ([`StoreError::Fenced`]) once a larger fence was written for the
+    /// session. The turn's end writes each call's final state again with
+    /// its messages (in [`SessionStore::append_turn`]'s one write), and a
+    /// fenced append settles, `denied` as interrupted, the calls still open
+    /// under a smaller fence: the turn that made them lost the session. A
+    /// store only one process uses has no takeover for a ledger to inform
+    /// (its turns end with it, and each call and its outcome are among the
+    /// messages): the default records nothing.
+    async fn record_call(
+        &self,
+        step: &crate::ledger::CallMove<'_>,
+        fence: Option<crate::live::Fence>,
+    ) -> Result<(), StoreError> {
+        let _ = (step, fence);
+        Ok(())
+    }
+
     /// [`SessionStore::append_messages`] of one message.
     async fn append_message(&self, message: &StoredMessage) -> Result<(), StoreError> {
         self.append_messages(std::slice::from_ref(message)).await

@@ -211,6 +211,8 @@ struct FaultState {
     stalled: AtomicBool,
     released: tokio::sync::Notify,
     tripped: AtomicU64,
+    /// How many calls of each operation reached the real adapter.
+    passed: parking_lot::Mutex<Vec<(&'static str, u64)>>,
 }
 
 impl FaultSwitch {
@@ -257,14 +259,29 @@ impl FaultSwitch {
         self.0.tripped.load(Ordering::SeqCst)
     }
 
-    /// `Err(reason)` while the switch is on (counted), naming `operation`.
-    fn check(&self, operation: &str) -> Result<(), String> {
+    /// How many calls of `operation` (a port method's name) reached the
+    /// real adapter: what a test counts round trips by.
+    pub fn passed(&self, operation: &str) -> u64 {
+        let passed = self.0.passed.lock();
+        passed
+            .iter()
+            .find(|(name, _)| *name == operation)
+            .map_or(0, |(_, calls)| *calls)
+    }
+
+    /// `Err(reason)` while the switch is on (counted), naming `operation`;
+    /// else the call is counted as passed.
+    fn check(&self, operation: &'static str) -> Result<(), String> {
         if self.is_failing() {
             self.0.tripped.fetch_add(1, Ordering::SeqCst);
-            Err(format!("injected fault: {operation}"))
-        } else {
-            Ok(())
+            return Err(format!("injected fault: {operation}"));
         }
+        let mut passed = self.0.passed.lock();
+        match passed.iter_mut().find(|(name, _)| *name == operation) {
+            Some((_, calls)) => *calls += 1,
+            None => passed.push((operation, 1)),
+        }
+        Ok(())
     }
 }
 
@@ -282,7 +299,7 @@ impl FailingSessionStore {
         FailingSessionStore { inner, switch }
     }
 
-    fn check(&self, operation: &str) -> Result<(), StoreError> {
+    fn check(&self, operation: &'static str) -> Result<(), StoreError> {
         self.switch
             .check(operation)
             .map_err(StoreError::Unavailable)
@@ -325,6 +342,15 @@ impl SessionStore for FailingSessionStore {
     ) -> Result<(), StoreError> {
         self.check("fence_session")?;
         self.inner.fence_session(id, fence).await
+    }
+
+    async fn record_call(
+        &self,
+        step: &crate::ledger::CallMove<'_>,
+        fence: Option<crate::live::Fence>,
+    ) -> Result<(), StoreError> {
+        self.check("record_call")?;
+        self.inner.record_call(step, fence).await
     }
 
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
@@ -439,7 +465,7 @@ impl FailingMediaStore {
         FailingMediaStore { inner, switch }
     }
 
-    async fn check(&self, operation: &str) -> Result<(), MediaError> {
+    async fn check(&self, operation: &'static str) -> Result<(), MediaError> {
         self.switch.unstalled().await;
         self.switch
             .check(operation)

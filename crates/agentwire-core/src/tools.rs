@@ -113,6 +113,18 @@ impl PendingClientCall {
     pub async fn end(mut self, ack_timeout: Duration, result_timeout: Duration) -> ClientCallEnd {
         await_answer(&mut self.answers, ack_timeout, result_timeout).await
     }
+
+    /// Waits out the call's first phase: `Ok` once the client acknowledged
+    /// it, else how it ended (answered at once, or not acknowledged in
+    /// time). [`PendingClientCall::answered`] waits out the second.
+    pub async fn acknowledged(&mut self, ack_timeout: Duration) -> Result<(), ClientCallEnd> {
+        await_ack(&mut self.answers, ack_timeout).await
+    }
+
+    /// Waits out the call's second phase, after its acknowledgement.
+    pub async fn answered(&mut self, result_timeout: Duration) -> ClientCallEnd {
+        await_result(&mut self.answers, result_timeout).await
+    }
 }
 
 impl Drop for PendingClientCall {
@@ -135,16 +147,32 @@ async fn await_answer(
     ack_timeout: Duration,
     result_timeout: Duration,
 ) -> ClientCallEnd {
-    match tokio::time::timeout(ack_timeout, answers.recv()).await {
-        Err(_) | Ok(None) => {
-            return ClientCallEnd::Expired(format!(
-                "client did not acknowledge the tool call within {}",
-                human(ack_timeout)
-            ));
-        }
-        Ok(Some(ClientAnswer::Ack)) => {}
-        Ok(Some(answer)) => return ClientCallEnd::Answered(outcome(answer)),
+    match await_ack(answers, ack_timeout).await {
+        Ok(()) => await_result(answers, result_timeout).await,
+        Err(end) => end,
     }
+}
+
+/// The first phase: `Ok` once acknowledged.
+async fn await_ack(
+    answers: &mut mpsc::Receiver<ClientAnswer>,
+    ack_timeout: Duration,
+) -> Result<(), ClientCallEnd> {
+    match tokio::time::timeout(ack_timeout, answers.recv()).await {
+        Err(_) | Ok(None) => Err(ClientCallEnd::Expired(format!(
+            "client did not acknowledge the tool call within {}",
+            human(ack_timeout)
+        ))),
+        Ok(Some(ClientAnswer::Ack)) => Ok(()),
+        Ok(Some(answer)) => Err(ClientCallEnd::Answered(outcome(answer))),
+    }
+}
+
+/// The second phase: the answer to an acknowledged call.
+async fn await_result(
+    answers: &mut mpsc::Receiver<ClientAnswer>,
+    result_timeout: Duration,
+) -> ClientCallEnd {
     let result = tokio::time::timeout(result_timeout, async {
         loop {
             match answers.recv().await {

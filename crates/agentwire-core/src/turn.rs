@@ -11,6 +11,7 @@ use crate::assets::MediaResolver;
 use crate::content::{ContentPart, Metadata};
 use crate::error::ErrorCode;
 use crate::ids::{IdSource, SessionId};
+use crate::ledger::{CallRecorder, CallState, TurnCancelled};
 use crate::log::TurnWriter;
 use crate::memory::TurnCaller;
 use crate::model::ModelRequest;
@@ -246,6 +247,9 @@ pub struct TurnSetup {
     pub result_timeout: std::time::Duration,
     /// Resolves stored media for each model call; `None`: media is off.
     pub media: Option<MediaResolver>,
+    /// Where the turn's tool calls are recorded as they move (the
+    /// ledger, [`crate::ledger`]); `None`: nowhere.
+    pub calls: Option<Arc<dyn CallRecorder>>,
 }
 
 /// Why a cancelled turn's pending client calls ended.
@@ -265,7 +269,7 @@ impl TurnContext {
             cancel: setup.cancel,
             scope: setup.scope,
             caller: setup.caller,
-            events: EventSink::new(setup.writer),
+            events: EventSink::new(setup.writer, setup.calls),
             client_tools: ClientTools {
                 broker: setup.client_tools,
                 ids: setup.ids,
@@ -321,6 +325,7 @@ impl TurnContext {
                 streamed: self.events.streamed.clone(),
                 tool_log: parking_lot::Mutex::new(Vec::new()),
                 recording: false,
+                calls: None,
                 delegation_depth: self.events.delegation_depth + 1,
             },
             client_tools: ClientTools {
@@ -365,9 +370,8 @@ impl TurnContext {
     /// Asks the client to run a tool and waits for its outcome. A client that
     /// does not answer in time gets the call denied, and is told so.
     pub async fn call_client_tool(&self, request: ClientToolRequest) -> ToolOutcome {
-        let tools = &self.client_tools;
         let id = request.id;
-        let pending = tools.broker.expect(&id);
+        let mut pending = self.client_tools.broker.expect(&id);
         let call = ToolCall {
             id: id.clone(),
             name: request.name,
@@ -376,33 +380,56 @@ impl TurnContext {
             consent_message: request.consent_message,
             categories: request.categories,
         };
-        self.events.tool_call(call).await;
-        let end = tokio::select! {
-            end = pending.end(tools.ack_timeout, tools.result_timeout) => end,
-            () = self.cancel.cancelled() => ClientCallEnd::Expired("turn cancelled".to_owned()),
+        let ordinal = self.events.call_requested(call).await;
+        let (end, cancelled) = tokio::select! {
+            end = self.client_call_end(&mut pending, ordinal) => (end, TurnCancelled::No),
+            () = self.cancel.cancelled() => {
+                (ClientCallEnd::Expired(TURN_CANCELLED.to_owned()), TurnCancelled::Yes)
+            }
         };
-        match end {
-            ClientCallEnd::Answered(outcome) => {
-                self.events.record(TurnEvent::ToolResult {
-                    id,
-                    outcome: outcome.clone(),
-                    side: ToolSide::Client,
-                });
-                outcome
-            }
-            ClientCallEnd::Expired(reason) => {
-                let outcome = ToolOutcome::Denied(reason);
-                self.events
-                    .emit_recorded(TurnEvent::ToolResult {
-                        id,
-                        outcome: outcome.clone(),
-                        side: ToolSide::Client,
-                    })
-                    .await;
-                outcome
-            }
-        }
+        // A late answer finds nothing to answer from here on.
+        drop(pending);
+        let (outcome, told) = match end {
+            ClientCallEnd::Answered(outcome) => (outcome, Told::Already),
+            ClientCallEnd::Expired(reason) => (ToolOutcome::Denied(reason), Told::NotYet),
+        };
+        let result = TurnEvent::ToolResult {
+            id,
+            outcome: outcome.clone(),
+            side: ToolSide::Client,
+        };
+        self.events
+            .call_ended(ordinal, result, cancelled, told)
+            .await;
+        outcome
     }
+
+    /// Waits out a client call's two phases, recording its acknowledgement
+    /// between them.
+    async fn client_call_end(
+        &self,
+        pending: &mut crate::tools::PendingClientCall,
+        ordinal: Option<u32>,
+    ) -> ClientCallEnd {
+        let tools = &self.client_tools;
+        if let Err(end) = pending.acknowledged(tools.ack_timeout).await {
+            return end;
+        }
+        if let Some(ordinal) = ordinal {
+            self.events
+                .call_moved(ordinal, CallState::Acked, None)
+                .await;
+        }
+        pending.answered(tools.result_timeout).await
+    }
+}
+
+/// Whether the client has been told how its call ended: it has when it
+/// answered the call itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Told {
+    Already,
+    NotYet,
 }
 
 /// Where a handler sends progress: the turn's entries in its session's log
@@ -418,16 +445,20 @@ pub struct EventSink {
     tool_log: parking_lot::Mutex<Vec<TurnEvent>>,
     /// False in a delegated sub-turn: its work is not stored.
     recording: bool,
+    /// Where the turn's calls are recorded as they move; `None` in a
+    /// delegated sub-turn (its calls are not the turn's).
+    calls: Option<Arc<dyn CallRecorder>>,
     delegation_depth: u32,
 }
 
 impl EventSink {
-    fn new(writer: TurnWriter) -> EventSink {
+    fn new(writer: TurnWriter, calls: Option<Arc<dyn CallRecorder>>) -> EventSink {
         EventSink {
             writer: Arc::new(writer),
             streamed: Arc::default(),
             tool_log: parking_lot::Mutex::new(Vec::new()),
             recording: true,
+            calls,
             delegation_depth: 0,
         }
     }
@@ -442,28 +473,93 @@ impl EventSink {
     }
 
     pub async fn tool_call(&self, call: ToolCall) {
-        self.emit_recorded(TurnEvent::ToolCall(call)).await;
-    }
-
-    /// The outcome of a client-side call the client will not answer now
-    /// (its turn was cancelled): it is told, and it is stored.
-    async fn tool_result_of_client(&self, id: String, outcome: ToolOutcome) {
-        let event = TurnEvent::ToolResult {
-            id,
-            outcome,
-            side: ToolSide::Client,
-        };
-        self.emit_recorded(event).await;
+        self.call_requested(call).await;
     }
 
     /// The outcome of a server-side tool.
     pub async fn tool_result(&self, id: impl Into<String>, outcome: ToolOutcome) {
+        let id = id.into();
+        let ordinal = self.ordinal_of(&id);
         let event = TurnEvent::ToolResult {
-            id: id.into(),
+            id,
             outcome,
             side: ToolSide::Server,
         };
-        self.emit_recorded(event).await;
+        self.call_ended(ordinal, event, TurnCancelled::No, Told::NotYet)
+            .await;
+    }
+
+    /// Keeps `call` to be stored with the turn, records it requested, and
+    /// sends it (in that order: the ledger knows every call a client could
+    /// answer); its place among the turn's calls, when the turn records.
+    async fn call_requested(&self, call: ToolCall) -> Option<u32> {
+        let ordinal = self.recording.then(|| {
+            let mut log = self.tool_log.lock();
+            let made = log
+                .iter()
+                .filter(|event| matches!(event, TurnEvent::ToolCall(_)))
+                .count();
+            log.push(TurnEvent::ToolCall(call.clone()));
+            made as u32
+        });
+        if let Some(ordinal) = ordinal {
+            self.call_moved(ordinal, CallState::Requested, None).await;
+        }
+        self.send(TurnEvent::ToolCall(call)).await;
+        ordinal
+    }
+
+    /// Keeps `result` (a [`TurnEvent::ToolResult`] of the call `ordinal`)
+    /// to be stored with the turn, records the call ended, and sends the
+    /// result unless the client was `told` already.
+    async fn call_ended(
+        &self,
+        ordinal: Option<u32>,
+        result: TurnEvent,
+        cancelled: TurnCancelled,
+        told: Told,
+    ) {
+        self.record(result.clone());
+        if let (Some(ordinal), TurnEvent::ToolResult { outcome, .. }) = (ordinal, &result) {
+            let state = CallState::ended(outcome, cancelled);
+            self.call_moved(ordinal, state, Some(outcome)).await;
+        }
+        if told == Told::NotYet {
+            self.send(result).await;
+        }
+    }
+
+    /// Tells the recorder that the turn's call `ordinal` is now `state`.
+    async fn call_moved(&self, ordinal: u32, state: CallState, outcome: Option<&ToolOutcome>) {
+        let Some(calls) = &self.calls else {
+            return;
+        };
+        let call = {
+            let log = self.tool_log.lock();
+            let mut made = log.iter().filter_map(|event| match event {
+                TurnEvent::ToolCall(call) => Some(call),
+                _ => None,
+            });
+            made.nth(ordinal as usize).cloned()
+        };
+        if let Some(call) = call {
+            calls.record(ordinal, &call, state, outcome).await;
+        }
+    }
+
+    /// The place among the turn's calls of the latest call `id`: a result
+    /// answers the call before it.
+    fn ordinal_of(&self, id: &str) -> Option<u32> {
+        if !self.recording {
+            return None;
+        }
+        let log = self.tool_log.lock();
+        let made = log.iter().filter_map(|event| match event {
+            TurnEvent::ToolCall(call) => Some(&call.id),
+            _ => None,
+        });
+        let ordinal = made.enumerate().filter(|(_, call)| *call == id).last()?.0;
+        Some(ordinal as u32)
     }
 
     pub async fn media(&self, chunk: MediaChunk) {
@@ -483,12 +579,6 @@ impl EventSink {
         let name = name.into();
         self.send(TurnEvent::AgentSwitched { name, delegated })
             .await;
-    }
-
-    /// Sends `event` and keeps it to be stored with the turn.
-    async fn emit_recorded(&self, event: TurnEvent) {
-        self.record(event.clone());
-        self.send(event).await;
     }
 
     /// Keeps text the model wrote before calling tools, to be stored with
@@ -537,12 +627,21 @@ impl EndingTurn {
 
     /// The turn's client calls still waiting for an answer: the client is
     /// told each one is over (`tool_result` [`TURN_CANCELLED`], the frame a
-    /// timed-out call gets) and a late answer finds nothing to answer.
-    pub async fn withdraw_client_calls(&self) {
+    /// timed-out call gets) and a late answer finds nothing to answer. The
+    /// ledger records each `cancelled` when the turn was, else `denied`.
+    pub async fn withdraw_client_calls(&self, cancelled: TurnCancelled) {
         for id in self.unanswered_client_calls() {
             self.broker.forget(&id);
-            let outcome = ToolOutcome::Denied(TURN_CANCELLED.to_owned());
-            self.events.tool_result_of_client(id, outcome).await;
+            let ordinal = self.events.ordinal_of(&id);
+            let result = TurnEvent::ToolResult {
+                id,
+                outcome: ToolOutcome::Denied(TURN_CANCELLED.to_owned()),
+                side: ToolSide::Client,
+            };
+            let events = &self.events;
+            events
+                .call_ended(ordinal, result, cancelled, Told::NotYet)
+                .await;
         }
     }
 

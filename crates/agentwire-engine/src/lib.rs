@@ -55,6 +55,7 @@ use agentwire_core::turn::Handler;
 mod cancel;
 mod counters;
 mod leases;
+mod ledger;
 mod local_leases;
 #[cfg(any(test, feature = "testing"))]
 mod memory_live;

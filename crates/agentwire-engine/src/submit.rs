@@ -2,16 +2,19 @@
 //! the live history, the turn started on the session's log and spawned.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use super::ledger::TurnCalls;
 use super::turn_task::{run_turn, turn_span};
 use super::write::QuestionWrite;
 use super::{
     Agent, Engine, Fence, SessionLease, SubmitError, SubmitRequest, SummaryNotice, TurnHandle,
 };
 use agentwire_core::ids::SessionId;
+use agentwire_core::ledger::CallRecorder;
 use agentwire_core::memory::TurnCaller;
 use agentwire_core::scope::ConnectionScope;
 use agentwire_core::session::{MessageBody, StoredMessage, Via};
@@ -128,6 +131,7 @@ impl Engine {
             ack_timeout: agent.ack_timeout,
             result_timeout: agent.client_tool_timeout,
             media: self.inner.media.clone(),
+            calls: lease.call_recorder(question_seq, &question_write),
         });
         drop(history);
         let turn_lease = lease.clone_lease();
@@ -148,6 +152,29 @@ impl Engine {
             question_seq,
             summary: SummaryNotice(summary_rx),
         }
+    }
+}
+
+impl SessionLease {
+    /// Where the turn answering `question` records its calls as they move:
+    /// where logs are shared, the store's ledger (`ledger`).
+    fn call_recorder(
+        &self,
+        question: u64,
+        question_write: &QuestionWrite,
+    ) -> Option<Arc<dyn CallRecorder>> {
+        if !self.shares_logs() {
+            return None;
+        }
+        Some(Arc::new(TurnCalls {
+            store: self.inner.store.clone(),
+            clock: self.inner.clock.clone(),
+            session: self.id().clone(),
+            turn: question,
+            fence: self.session.state.lock().write_fence,
+            question: question_write.flush_handle(),
+            question_stored: AtomicBool::new(false),
+        }))
     }
 }
 

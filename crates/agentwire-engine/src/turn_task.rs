@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use super::records::{Ended, Ending, reply_of, terminal_record, tool_records};
 use super::write::QuestionWrite;
 use super::{Fence, SessionLease};
+use agentwire_core::ledger::TurnCancelled;
 use agentwire_core::time::Timestamp;
 use agentwire_core::turn::{Handler, Reply, TURN_INTERRUPTED, TurnContext, TurnEvent, TurnFailure};
 
@@ -68,14 +69,14 @@ pub(super) async fn run_turn(
     let ending = match finished {
         _ if lost => {
             tracing::warn!(session = %lease.id(), "the turn lost its lease");
-            turn.withdraw_client_calls().await;
+            turn.withdraw_client_calls(TurnCancelled::No).await;
             Ending::Ran(Err(TurnFailure::new(
                 agentwire_core::error::ErrorCode::Internal,
                 TURN_INTERRUPTED,
             )))
         }
         _ if cancelled => {
-            turn.withdraw_client_calls().await;
+            turn.withdraw_client_calls(TurnCancelled::Yes).await;
             Ending::Cancelled(Reply::text(turn.streamed()))
         }
         Some(Ok(result)) => Ending::Ran(result),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -307,10 +307,32 @@ fn trim(state: &mut LiveState, window: usize, give_back: Option<u64>) -> Option<
 }
 
 /// A turn's question, written with the turn's records when the turn ends
-/// within [`QUESTION_WRITE_DELAY`], else alone once the delay is over.
+/// within [`QUESTION_WRITE_DELAY`], else alone once the delay is over or
+/// the turn asks for it sooner ([`QuestionFlush`]).
 pub(super) struct QuestionWrite {
     waiting: Arc<Mutex<Option<PendingWrite>>>,
     alone: JoinHandle<Option<Result<(), StoreError>>>,
+    now: Arc<Notify>,
+    appending: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Has a turn's question written now rather than with the turn's end: a
+/// tool call's ledger row names its turn by the question, which must be in
+/// the store first.
+pub(super) struct QuestionFlush {
+    now: Arc<Notify>,
+    appending: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl QuestionFlush {
+    /// Starts the question's write if it waits, and returns once it is
+    /// over (stored or failed: the turn's end reports a failure).
+    pub(super) async fn flush(&self) {
+        self.now.notify_one();
+        // The question's write holds the append lock from its admission
+        // to its end, so this waits for the write the notice started.
+        drop(self.appending.lock().await);
+    }
 }
 
 impl QuestionWrite {
@@ -320,23 +342,44 @@ impl QuestionWrite {
     /// runs).
     /// `turn` is the turn's span, the parent of the write's.
     pub(super) fn defer(write: PendingWrite, turn: tracing::Span) -> QuestionWrite {
+        let now = Arc::new(Notify::new());
+        let appending = write.session.appending.clone();
         if !write.was_persisted {
             return QuestionWrite {
                 waiting: Arc::default(),
                 alone: tokio::spawn(async move { Some(write.commit(None).await) }.instrument(turn)),
+                now,
+                appending,
             };
         }
         let waiting = Arc::new(Mutex::new(Some(write)));
         let slot = waiting.clone();
+        let asked = now.clone();
         let alone = tokio::spawn(
             async move {
-                tokio::time::sleep(QUESTION_WRITE_DELAY).await;
+                tokio::select! {
+                    () = tokio::time::sleep(QUESTION_WRITE_DELAY) => {}
+                    () = asked.notified() => {}
+                }
                 let write = slot.lock().take()?;
                 Some(write.commit(None).await)
             }
             .instrument(turn),
         );
-        QuestionWrite { waiting, alone }
+        QuestionWrite {
+            waiting,
+            alone,
+            now,
+            appending,
+        }
+    }
+
+    /// What has the question written at once.
+    pub(super) fn flush_handle(&self) -> QuestionFlush {
+        QuestionFlush {
+            now: self.now.clone(),
+            appending: self.appending.clone(),
+        }
     }
 
     /// Stores the turn's `records` (and the summary's due time): in the

@@ -78,6 +78,10 @@ impl Handler for TestHandler {
             "history" => Ok(Reply::text(transcript(turn))),
             "client-tool" => Ok(client_tool(turn).await),
             "server-tool" => Ok(server_tool(turn).await),
+            "server-then-client-tool" => {
+                announce_search(turn).await;
+                Ok(client_tool(turn).await)
+            }
             "binary-media" => {
                 let data = b"test audio data".to_vec();
                 Ok(media(turn, "test-media", "audio/mp3", 0, data).await)
@@ -96,15 +100,7 @@ impl Handler for TestHandler {
                 turn.events().interrupt().await;
                 Ok(Reply::default())
             }
-            "session-config" => {
-                let format = AudioFormat {
-                    codec: "pcm".to_owned(),
-                    sample_rate: 24_000,
-                    channels: 1,
-                };
-                turn.events().audio_format(format).await;
-                Ok(Reply::default())
-            }
+            "session-config" => Ok(session_config(turn).await),
             _ => Err(TurnFailure::new(
                 ErrorCode::InvalidMessage,
                 "unknown mock_scenario",
@@ -144,6 +140,17 @@ async fn client_tool(turn: &TurnContext) -> Reply {
             Reply::text(format!("Tool rejected: {reason}"))
         }
     }
+}
+
+/// Announces a 24 kHz mono PCM audio output.
+async fn session_config(turn: &TurnContext) -> Reply {
+    let format = AudioFormat {
+        codec: "pcm".to_owned(),
+        sample_rate: 24_000,
+        channels: 1,
+    };
+    turn.events().audio_format(format).await;
+    Reply::default()
 }
 
 /// A server-side tool, shown on the wire as the test handler does.

@@ -215,6 +215,12 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
         .map_err(|e| StoreError::Corrupt(format!("{what}: column {index}: {e}")))
 }
 
+/// A fence as the database's `bigint`.
+fn fence_of(fence: Fence) -> Result<i64, StoreError> {
+    i64::try_from(fence.0)
+        .map_err(|_| StoreError::Rejected(format!("fence {} out of range", fence.0)))
+}
+
 /// The columns of a message row, in [`message_row`]'s order.
 const MESSAGE_COLUMNS: &str =
     "SELECT seq, role, content, parts::text, metadata::text, created_at FROM messages";
@@ -334,8 +340,7 @@ impl SessionStore for PgStore {
     }
 
     async fn fence_session(&self, id: &SessionId, fence: Fence) -> Result<(), StoreError> {
-        let fence = i64::try_from(fence.0)
-            .map_err(|_| StoreError::Rejected(format!("fence {} out of range", fence.0)))?;
+        let fence = fence_of(fence)?;
         let what = format!("fence of session {id}");
         self.execute(
             &what,
@@ -355,9 +360,16 @@ impl SessionStore for PgStore {
         summary_due: Option<Timestamp>,
         fence: Fence,
     ) -> Result<(), StoreError> {
-        let fence = i64::try_from(fence.0)
-            .map_err(|_| StoreError::Rejected(format!("fence {} out of range", fence.0)))?;
-        self.append(messages, summary_due, Some(fence)).await
+        self.append(messages, summary_due, Some(fence_of(fence)?))
+            .await
+    }
+
+    async fn record_call(
+        &self,
+        step: &agentwire_core::CallMove<'_>,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        self.record(step, fence).await
     }
 
     async fn load_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
@@ -616,8 +628,12 @@ impl SessionStore for PgStore {
 
 /// One append's one statement: the session's row (activity, head, the
 /// summary's due time when given as `$10`, the turn fence when given as
-/// `$11`), the ledger rows of its tool calls (`$12`–`$21`) and its messages'
-/// rows (`$4`–`$9`, one array per column, under the key the update returns).
+/// `$11`), the ledger (`postgres/ledger.rs`): the calls an earlier lease
+/// left open settled with `$23`, and the rows of this append's tool calls
+/// (`$12`–`$22`) created or, for the calls its turn recorded as it ran,
+/// settled; and its messages' rows (`$4`–`$9`, one array per column, under
+/// the key the update returns). A call's turn is its question: in the
+/// append, else the latest typed one stored.
 const APPEND: &str = "WITH s AS (
          UPDATE sessions
          SET last_active_at = GREATEST(last_active_at, $2),
@@ -626,22 +642,33 @@ const APPEND: &str = "WITH s AS (
              turn_fence = GREATEST(turn_fence, COALESCE($11, turn_fence))
          WHERE id = $1 AND turn_fence <= COALESCE($11, turn_fence)
          RETURNING key),
+     interrupted AS (
+         UPDATE tool_calls t
+         SET state = 'denied', outcome = $23::text::jsonb, finished_at = $2, updated_at = $2
+         FROM s
+         WHERE t.session_key = s.key AND t.state IN ('requested', 'acked', 'running')
+           AND t.fence < $11),
      calls AS (
-         INSERT INTO tool_calls (session_key, call_seq, call_id, turn_id, side, name,
-                                 args_digest, state, outcome, requested_at,
-                                 finished_at, updated_at)
-         SELECT s.key, c.call_seq, c.call_id,
+         INSERT INTO tool_calls AS t (session_key, call_seq, call_ordinal, call_id, turn_id,
+                                      side, name, args_digest, state, outcome, requested_at,
+                                      finished_at, updated_at, fence)
+         SELECT s.key, c.call_seq, c.call_ordinal, c.call_id,
                 COALESCE(c.question_seq,
                          (SELECT max(q.seq) FROM messages q
-                          WHERE q.session_key = s.key AND q.role = 'user'),
+                          WHERE q.session_key = s.key AND q.role = 'user'
+                            AND (q.metadata ->> 'via') IS DISTINCT FROM 'voice'),
                          -1)::text,
                 c.side, c.name, c.args_digest, c.state, c.outcome::jsonb,
-                c.requested_at, c.finished_at, $2
+                c.requested_at, c.finished_at, $2, $11
          FROM s, unnest($12::bigint[], $13::text[], $14::bigint[], $15::text[],
                         $16::text[], $17::text[], $18::text[], $19::text[],
-                        $20::bigint[], $21::bigint[])
+                        $20::bigint[], $21::bigint[], $22::int[])
                  AS c (call_seq, call_id, question_seq, side, name, args_digest, state,
-                       outcome, requested_at, finished_at))
+                       outcome, requested_at, finished_at, call_ordinal)
+         ON CONFLICT (session_key, turn_id, call_ordinal) DO UPDATE
+         SET call_seq = EXCLUDED.call_seq, state = EXCLUDED.state,
+             outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at,
+             updated_at = EXCLUDED.updated_at, fence = EXCLUDED.fence)
      INSERT INTO messages (session_key, seq, role, content, parts, metadata, created_at)
      SELECT s.key, m.seq, m.role, m.content, m.parts::jsonb, m.metadata::jsonb,
             m.created_at
@@ -693,11 +720,13 @@ impl PgStore {
                     &calls.outcome,
                     &calls.requested_at,
                     &calls.finished_at,
+                    &calls.call_ordinal,
+                    &ledger::interrupted()?,
                 ],
             )
             .await;
         let result = match result {
-            Ok(0) if fence.is_some() => Err(self.why_nothing_appended(session_id).await),
+            Ok(0) if fence.is_some() => Err(self.why_nothing_written(session_id, &session).await),
             Ok(0) => Err(StoreError::Rejected(format!("{session}: unknown session"))),
             Ok(_) => Ok(()),
             Err(e) => Err(e),
@@ -706,13 +735,12 @@ impl PgStore {
         result
     }
 
-    /// Why a fenced append inserted nothing: the session is unknown, or a
-    /// later lease wrote it (rare: read only then).
-    async fn why_nothing_appended(&self, id: &SessionId) -> StoreError {
-        let what = format!("messages of session {id}");
+    /// Why a fenced write (`what`) wrote nothing: the session is unknown,
+    /// or a later lease wrote it (rare: read only then).
+    async fn why_nothing_written(&self, id: &SessionId, what: &str) -> StoreError {
         match self
             .query(
-                &what,
+                what,
                 "SELECT 1 FROM sessions WHERE id = $1",
                 &[&id.as_str()],
             )

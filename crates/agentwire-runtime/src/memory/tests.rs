@@ -49,6 +49,7 @@ fn turn(owner: Option<&str>, facet: Option<&str>) -> TurnContext {
         ack_timeout: std::time::Duration::from_secs(1),
         result_timeout: std::time::Duration::from_secs(1),
         media: None,
+        calls: None,
     })
 }
 

@@ -1,30 +1,48 @@
-//! The tool-call ledger's rows of one turn write (`tool_calls`, migrations 2
-//! and 3): one row per call the turn made, server or client side, with how
-//! it ended, written in the same statement as the turn's messages.
+//! The tool-call ledger (`tool_calls`, migrations 2, 3 and 9): one row per
+//! tool call of a turn, server or client side, and where it stands.
 //!
-//! The engine writes a turn's tool records with its terminal (the turn's
-//! question may have gone earlier), so each row is written once, already
-//! settled: `answered` (the tool ran, well or not), `denied` (it never ran:
-//! declined, timed out, or the turn ended before an answer), `cancelled`
-//! (the turn was cancelled while the call was open). A turn that never
-//! ended (its replica died) wrote no rows: its calls are in the turn log,
-//! and its stored failure says how it ended. `requested`, `acked` and
-//! `running` are the schema's for a writer that records calls as they open;
-//! this one does not, so that a turn stays one round trip.
+//! Where logs are shared, a turn records each call as it moves
+//! ([`PgStore::record`], one statement per move): `requested` when a server
+//! tool starts or a client is asked, `acked` when the client acknowledges,
+//! then how it ended. A row is known by its turn (the seq of the question)
+//! and its place among the turn's calls: the call's message gets its seq
+//! only when the turn ends. The turn's end writes every call again, settled,
+//! in the statement that stores its messages ([`CallColumns`]): the rows it
+//! recorded take their final state and their message's seq; a turn that
+//! recorded nothing on the way (one process alone, a voice call) gets its
+//! rows there. Settled states: `answered` (the tool ran, well or not),
+//! `denied` (it never ran: declined, timed out, or the turn ended before an
+//! answer), `cancelled` (the turn was cancelled while the call was open).
+//!
+//! Each row holds the fence of the turn lease that wrote it, and every
+//! write is fenced as the turn's appends are: a replica that lost the
+//! session writes nothing, and the first fenced append under a later lease
+//! (the interruption a replica taking the session over stores, or the next
+//! turn's) settles the rows an earlier lease left open `denied`, "turn
+//! interrupted", in its one statement. `running` is the schema's, unused.
 //!
 //! Arguments and results are user data and stay in the messages: a row holds
 //! a SHA-256 digest of the arguments and, as its outcome, the status and,
 //! for an error or a denial, the server's reason.
 
-use agentwire_core::{MessageBody, ReplyEnd, StoreError, StoredMessage, ToolOutcome, ToolSide};
+use agentwire_core::{
+    CallMove, CallState, Fence, MessageBody, ReplyEnd, StoreError, StoredMessage, TURN_INTERRUPTED,
+    ToolOutcome, ToolSide, TurnCancelled, Via,
+};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use super::PgStore;
 
 /// The rows, one array per column (`unnest`'s input).
 #[derive(Default)]
 pub(super) struct CallColumns {
-    /// The seq of the call's message: the row's key.
+    /// The seq of the call's message: what links the row to it.
     pub(super) call_seq: Vec<i64>,
+    /// The call's place among its turn's: what the rows its turn recorded
+    /// as it ran are known by. `None` for a spoken call (a voice call's
+    /// exchange records nothing on the way).
+    pub(super) call_ordinal: Vec<Option<i32>>,
     pub(super) call_id: Vec<String>,
     /// The seq of the batch's user message that began the call's turn;
     /// `None` when the question was written before (the statement looks it
@@ -52,56 +70,79 @@ impl CallColumns {
     pub(super) fn encode(messages: &[StoredMessage]) -> Result<CallColumns, StoreError> {
         let mut calls = CallColumns::default();
         let mut question_seq = None;
-        let cancelled = messages.iter().any(is_cancelled_reply);
+        let mut made: i32 = 0;
+        let cancelled = match messages.iter().any(is_cancelled_reply) {
+            true => TurnCancelled::Yes,
+            false => TurnCancelled::No,
+        };
         for message in messages {
             match &message.body {
-                MessageBody::User { .. } => question_seq = Some(seq_of(message)?),
-                MessageBody::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                    side,
-                } => {
-                    calls.call_seq.push(seq_of(message)?);
-                    calls.call_id.push(id.clone());
-                    calls.question_seq.push(question_seq);
-                    calls.side.push(match side {
-                        ToolSide::Server => "server",
-                        ToolSide::Client => "client",
-                    });
-                    calls.name.push(name.clone());
-                    calls.args_digest.push(digest(arguments)?);
-                    // Settled below by the call's result, if it has one.
-                    calls.state.push(match cancelled {
-                        true => "cancelled",
-                        false => "denied",
-                    });
-                    calls.outcome.push(None);
-                    calls.requested_at.push(message.created_at.0);
-                    calls.finished_at.push(Some(message.created_at.0));
+                MessageBody::User { .. } => {
+                    question_seq = Some(seq_of(message)?);
+                    // A text turn's calls are counted from its question.
+                    made = 0;
+                }
+                MessageBody::ToolCall { .. } => {
+                    let ordinal = (message.via == Via::Text).then_some(made);
+                    made += i32::from(ordinal.is_some());
+                    calls.push_call(message, question_seq, ordinal, cancelled)?;
                 }
                 MessageBody::ToolResult { id, outcome } => {
-                    // The latest call of that id: a result answers the call
-                    // before it.
-                    let Some(at) = calls.call_id.iter().rposition(|call| call == id) else {
-                        continue;
-                    };
-                    let (state, json) = match outcome {
-                        ToolOutcome::Ok(_) => ("answered", OutcomeJson::Ok),
-                        ToolOutcome::Error(message) => ("answered", OutcomeJson::Error { message }),
-                        ToolOutcome::Denied(reason) if cancelled => {
-                            ("cancelled", OutcomeJson::Denied { reason })
-                        }
-                        ToolOutcome::Denied(reason) => ("denied", OutcomeJson::Denied { reason }),
-                    };
-                    calls.state[at] = state;
-                    calls.outcome[at] = Some(encode(&json)?);
-                    calls.finished_at[at] = Some(message.created_at.0);
+                    calls.settle(id, outcome, message.created_at.0, cancelled)?;
                 }
                 _ => {}
             }
         }
         Ok(calls)
+    }
+
+    /// The row of a call `message`: settled by its result, if it has one,
+    /// else as one its turn never answered.
+    fn push_call(
+        &mut self,
+        message: &StoredMessage,
+        question_seq: Option<i64>,
+        ordinal: Option<i32>,
+        cancelled: TurnCancelled,
+    ) -> Result<(), StoreError> {
+        let MessageBody::ToolCall {
+            id,
+            name,
+            arguments,
+            side,
+        } = &message.body
+        else {
+            return Ok(());
+        };
+        self.call_seq.push(seq_of(message)?);
+        self.call_ordinal.push(ordinal);
+        self.call_id.push(id.clone());
+        self.question_seq.push(question_seq);
+        self.side.push(side_name(*side));
+        self.name.push(name.clone());
+        self.args_digest.push(digest(arguments)?);
+        self.state.push(state_name(CallState::never_ran(cancelled)));
+        self.outcome.push(None);
+        self.requested_at.push(message.created_at.0);
+        self.finished_at.push(Some(message.created_at.0));
+        Ok(())
+    }
+
+    /// Settles the latest call `id` (a result answers the call before it).
+    fn settle(
+        &mut self,
+        id: &str,
+        outcome: &ToolOutcome,
+        at: i64,
+        cancelled: TurnCancelled,
+    ) -> Result<(), StoreError> {
+        let Some(call) = self.call_id.iter().rposition(|call| call == id) else {
+            return Ok(());
+        };
+        self.state[call] = state_name(CallState::ended(outcome, cancelled));
+        self.outcome[call] = Some(outcome_json(outcome)?);
+        self.finished_at[call] = Some(at);
+        Ok(())
     }
 }
 
@@ -132,7 +173,111 @@ fn digest(arguments: &serde_json::Value) -> Result<String, StoreError> {
     Ok(hash.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The outcome of a call an earlier lease left open, as the append that
+/// settles it writes it.
+pub(super) fn interrupted() -> Result<String, StoreError> {
+    encode(&OutcomeJson::Denied {
+        reason: TURN_INTERRUPTED,
+    })
+}
+
+/// One move of one call: its row created, or moved on unless it has ended
+/// (a late move never takes a settled call back); only for a writable
+/// session (the fence as an append's, the session's row locked against a
+/// concurrent fence raise), which the count says.
+const RECORD: &str = "WITH s AS (
+         SELECT key FROM sessions
+         WHERE id = $1 AND turn_fence <= COALESCE($2::bigint, turn_fence)
+         FOR SHARE),
+     moved AS (
+         INSERT INTO tool_calls AS t (session_key, turn_id, call_ordinal, call_id, side, name,
+                                      args_digest, state, outcome, requested_at, acked_at,
+                                      finished_at, updated_at, fence)
+         SELECT s.key, $3::text, $4::int, $5::text, $6::text, $7::text, $8::text, $9::text,
+                $10::text::jsonb, $11::bigint,
+                CASE WHEN $9 = 'acked' THEN $11::bigint END,
+                CASE WHEN $9 IN ('answered', 'denied', 'cancelled') THEN $11::bigint END,
+                $11::bigint, $2::bigint
+         FROM s
+         ON CONFLICT (session_key, turn_id, call_ordinal) DO UPDATE
+         SET state = EXCLUDED.state, outcome = EXCLUDED.outcome,
+             acked_at = COALESCE(t.acked_at, EXCLUDED.acked_at),
+             finished_at = EXCLUDED.finished_at, updated_at = EXCLUDED.updated_at,
+             fence = EXCLUDED.fence
+         WHERE t.state IN ('requested', 'acked', 'running') AND EXCLUDED.state <> 'requested')
+     SELECT count(*) FROM s";
+
+impl PgStore {
+    /// [`agentwire_core::SessionStore::record_call`]: one statement.
+    pub(super) async fn record(
+        &self,
+        step: &CallMove<'_>,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        let fence = fence.map(super::fence_of).transpose()?;
+        let call = step.call;
+        let turn = step.turn.to_string();
+        let ordinal = i32::try_from(step.ordinal)
+            .map_err(|_| StoreError::Rejected("a tool call's place out of range".into()))?;
+        let outcome = step.outcome.map(outcome_json).transpose()?;
+        let what = format!("a tool call of session {}", step.session);
+        let rows = self
+            .query(
+                &what,
+                RECORD,
+                &[
+                    &step.session.as_str(),
+                    &fence,
+                    &turn,
+                    &ordinal,
+                    &call.id,
+                    &side_name(call.side),
+                    &call.name,
+                    &digest(&call.arguments)?,
+                    &state_name(step.state),
+                    &outcome,
+                    &step.at.0,
+                ],
+            )
+            .await?;
+        let writable: i64 = super::get(&rows[0], 0, &what)?;
+        match writable {
+            0 => Err(self.why_nothing_written(step.session, &what).await),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn side_name(side: ToolSide) -> &'static str {
+    match side {
+        ToolSide::Server => "server",
+        ToolSide::Client => "client",
+    }
+}
+
+fn state_name(state: CallState) -> &'static str {
+    match state {
+        CallState::Requested => "requested",
+        CallState::Acked => "acked",
+        CallState::Answered => "answered",
+        CallState::Denied => "denied",
+        CallState::Cancelled => "cancelled",
+    }
+}
+
+/// A settled call's outcome column.
+fn outcome_json(outcome: &ToolOutcome) -> Result<String, StoreError> {
+    encode(&match outcome {
+        ToolOutcome::Ok(_) => OutcomeJson::Ok,
+        ToolOutcome::Error(message) => OutcomeJson::Error { message },
+        ToolOutcome::Denied(reason) => OutcomeJson::Denied { reason },
+    })
+}
+
 fn encode(outcome: &OutcomeJson<'_>) -> Result<String, StoreError> {
     serde_json::to_string(outcome)
         .map_err(|_| StoreError::Rejected("cannot encode a tool call's outcome".into()))
 }
+
+#[cfg(test)]
+mod tests;

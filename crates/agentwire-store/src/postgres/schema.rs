@@ -53,6 +53,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "session_declarations",
         sql: include_str!("0008_session_declarations.sql"),
     },
+    Migration {
+        version: 9,
+        name: "tool_calls_as_they_move",
+        sql: include_str!("0009_tool_calls_as_they_move.sql"),
+    },
 ];
 
 pub(super) struct Migration {

@@ -136,12 +136,12 @@ mod engine_writes {
     engine_write_tests!(make);
 }
 
-fn sid(s: &str) -> SessionId {
+pub(super) fn sid(s: &str) -> SessionId {
     SessionId::parse(s).unwrap()
 }
 
 /// A plain connection to the test database, for looking under the store.
-async fn inspect(options: &PgOptions) -> tokio_postgres::Client {
+pub(super) async fn inspect(options: &PgOptions) -> tokio_postgres::Client {
     let (client, connection) = options.url.config.connect(NoTls).await.unwrap();
     tokio::spawn(connection);
     client
@@ -201,12 +201,12 @@ async fn a_store_that_requires_migrations_refuses_an_unmigrated_database_until_m
     let text = refused.to_string();
     assert!(matches!(refused, StoreError::Rejected(_)), "{text}");
     assert!(
-        text.contains("lacks migrations [1, 2, 3, 4, 5, 6, 7, 8]"),
+        text.contains("lacks migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]"),
         "{text}"
     );
     assert!(text.contains("agentwire migrate"), "{text}");
     let applied = PgStore::migrate(&options).await.unwrap();
-    assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8, 9]);
     assert!(PgStore::migrate(&options).await.unwrap().is_empty(), "once");
     let store = PgStore::connect(&options).await.unwrap();
     store.create_session(&record("s1", None, 1)).await.unwrap();
@@ -230,14 +230,14 @@ async fn a_schema_newer_than_the_build_is_used_not_refused() {
     store.ping().await.unwrap();
 }
 
-fn step(seq: u64, body: MessageBody) -> StoredMessage {
+pub(super) fn step(seq: u64, body: MessageBody) -> StoredMessage {
     StoredMessage {
         body,
         ..message("s1", seq, 10 + seq as i64)
     }
 }
 
-fn call(seq: u64, id: &str, side: agentwire_core::ToolSide) -> StoredMessage {
+pub(super) fn call(seq: u64, id: &str, side: agentwire_core::ToolSide) -> StoredMessage {
     step(
         seq,
         MessageBody::ToolCall {
@@ -249,7 +249,7 @@ fn call(seq: u64, id: &str, side: agentwire_core::ToolSide) -> StoredMessage {
     )
 }
 
-fn result(seq: u64, id: &str, outcome: agentwire_core::ToolOutcome) -> StoredMessage {
+pub(super) fn result(seq: u64, id: &str, outcome: agentwire_core::ToolOutcome) -> StoredMessage {
     step(
         seq,
         MessageBody::ToolResult {
@@ -259,7 +259,7 @@ fn result(seq: u64, id: &str, outcome: agentwire_core::ToolOutcome) -> StoredMes
     )
 }
 
-fn reply(seq: u64, cancelled: bool) -> StoredMessage {
+pub(super) fn reply(seq: u64, cancelled: bool) -> StoredMessage {
     step(
         seq,
         MessageBody::Reply {

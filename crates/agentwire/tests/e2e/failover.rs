@@ -17,7 +17,7 @@ use crate::turn_log::{ALICE, POSITIONED, connect_as, rejoin_query};
 
 /// Every replica's config at the lease defaults (2 s, renewed every third
 /// of it), over `redis` (a URL).
-fn defaults(postgres: &str, redis: &str, prefix: &str) -> String {
+pub(crate) fn defaults(postgres: &str, redis: &str, prefix: &str) -> String {
     format!(
         "{}storage:\n  sessions: \"{postgres}\"\nlive: \"{redis}\"\nredis:\n  key_prefix: \"{prefix}\"\n",
         owners()
@@ -36,13 +36,20 @@ fn socket_of(redis: &str) -> PathBuf {
 /// The session's stored messages as `seq|role|content` lines (a
 /// multi-line content spans several).
 pub(crate) fn stored(postgres: &str, session: &str) -> Vec<String> {
-    let output = std::process::Command::new("psql")
-        .arg(postgres)
-        .args(["-At", "-F", "|", "-c"])
-        .arg(format!(
+    psql_rows(
+        postgres,
+        &format!(
             "SELECT m.seq, m.role, m.content FROM messages m JOIN sessions s ON s.key = m.session_key \
              WHERE s.id = '{session}' ORDER BY m.seq"
-        ))
+        ),
+    )
+}
+
+/// The rows of `query` as `|`-separated lines, read with `psql`.
+pub(crate) fn psql_rows(postgres: &str, query: &str) -> Vec<String> {
+    let output = std::process::Command::new("psql")
+        .arg(postgres)
+        .args(["-At", "-F", "|", "-c", query])
         .output()
         .expect("psql runs");
     String::from_utf8_lossy(&output.stdout)
@@ -62,7 +69,7 @@ async fn wait_until_stored(postgres: &str, session: &str, row: &str) {
 }
 
 /// Starts `scenario` on a client of the child replica; its `turn_started`.
-async fn start_turn(client: &mut Client, scenario: &str) -> Value {
+pub(crate) async fn start_turn(client: &mut Client, scenario: &str) -> Value {
     assert_eq!(client.recv().await["type"], "connected");
     client.script(scenario, "go").await;
     let started = client.recv().await;

@@ -38,6 +38,7 @@ mod golden;
 mod inbound_budget;
 mod keepalive;
 mod large_messages;
+mod ledger;
 mod limits;
 mod mcp_server;
 mod media;

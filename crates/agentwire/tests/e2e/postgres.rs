@@ -249,7 +249,7 @@ fn migrate_applies_the_schema_once_and_a_server_that_does_not_migrate_needs_it()
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(64), "{stderr}");
     assert!(
-        stderr.contains("lacks migrations [1, 2, 3, 4, 5, 6, 7, 8]"),
+        stderr.contains("lacks migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]"),
         "{stderr}"
     );
     assert!(stderr.contains("agentwire migrate"), "{stderr}");
@@ -265,7 +265,7 @@ fn migrate_applies_the_schema_once_and_a_server_that_does_not_migrate_needs_it()
     let stdout = String::from_utf8_lossy(&first.stdout);
     assert_eq!(first.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8]"),
+        stdout.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]"),
         "{stdout}"
     );
     assert!(!stdout.contains("agentwire@"), "no credentials: {stdout}");
