@@ -172,14 +172,25 @@ impl SessionLease {
         LiveCounters::add(&self.inner.live_counters.leases_lost, 1);
     }
 
+    /// Fences the replica that held the session before off in the store,
+    /// then reads what it wrote. When either fails, the next turn reads the
+    /// window again: Redis names this replica the last holder now, so its
+    /// next lease will not say the session changed hands.
     pub(super) async fn take_over(
         &self,
         fence: Fence,
     ) -> Result<(), agentwire_core::store::StoreError> {
-        if self.shares_logs() {
-            self.inner.store.fence_session(self.id(), fence).await?;
+        let taken = match self.shares_logs() {
+            true => match self.inner.store.fence_session(self.id(), fence).await {
+                Ok(()) => self.reload_history().await,
+                Err(e) => Err(e),
+            },
+            false => self.reload_history().await,
+        };
+        if taken.is_err() {
+            self.session.state.lock().store_uncertain = true;
         }
-        self.reload_history().await
+        taken
     }
 
     /// Reads the session's window from the store again, under its append

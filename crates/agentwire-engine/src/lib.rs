@@ -161,6 +161,11 @@ struct LiveState {
     persisted: bool,
     last_active_at: Timestamp,
     turn_running: bool,
+    /// The turn this replica runs on the session, as its log numbers it,
+    /// from its start until it has ended here (its records stored or
+    /// refused). Where logs are shared, the log may show another replica's
+    /// turn meanwhile: this one lost its lease while it stored.
+    own_turn: Option<TurnId>,
     /// The running turn and what cancels it, once it has started.
     turn_cancel: Option<(TurnId, CancellationToken)>,
     /// The latest messages, as far back as the next turn's window reaches
@@ -182,9 +187,10 @@ struct LiveState {
     /// Whether the agent's [`SessionInit`] has prepared the session in this
     /// process.
     prepared: bool,
-    /// A write failed without saying whether it was made (the store timed
-    /// out): the store may hold messages this history does not, so the
-    /// next turn reads the window again before it writes.
+    /// The store may hold messages this history does not: a write failed
+    /// without saying whether it was made (the store timed out), or the
+    /// session was taken over from another replica and its window could not
+    /// be read. The next turn reads the window again before it writes.
     store_uncertain: bool,
 }
 
@@ -196,6 +202,7 @@ impl LiveState {
             persisted: true,
             last_active_at: record.last_active_at,
             turn_running: false,
+            own_turn: None,
             turn_cancel: None,
             history: Arc::new(history),
             next_seq,
@@ -213,6 +220,7 @@ impl LiveState {
             persisted: false,
             last_active_at: now,
             turn_running: false,
+            own_turn: None,
             turn_cancel: None,
             history: Arc::new(Vec::new()),
             next_seq: 0,
@@ -658,6 +666,7 @@ impl SessionLease {
     fn end_turn(&self) {
         let mut state = self.session.state.lock();
         state.turn_running = false;
+        state.own_turn = None;
         state.write_fence = None;
     }
 
@@ -666,6 +675,7 @@ impl SessionLease {
     fn end_turn_then(&self, finish: impl FnOnce()) {
         let mut state = self.session.state.lock();
         state.turn_running = false;
+        state.own_turn = None;
         state.turn_cancel = None;
         state.write_fence = None;
         finish();

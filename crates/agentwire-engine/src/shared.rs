@@ -154,12 +154,14 @@ impl SessionLease {
     }
 
     /// The turn the log shows running when it is not this replica's own:
-    /// mirrored from the replica that runs it.
+    /// mirrored from the replica that runs it. This replica may still be
+    /// ending a turn of its own meanwhile (it lost the lease while it
+    /// stored): the log's turn is then another's all the same.
     fn foreign_turn(&self) -> Option<TurnId> {
         self.shared_logs()?;
         let running = self.session.log.running()?;
-        let own = self.session.state.lock().turn_running;
-        (!own).then_some(running)
+        let own = self.session.state.lock().own_turn;
+        (own != Some(running)).then_some(running)
     }
 
     /// Cancels a turn that runs on another replica (when `turn` names it, or

@@ -116,7 +116,11 @@ impl Engine {
         span.record("agentwire.turn_id", writer.turn().0);
         let reader = log.reader_after(writer.turn().0 - 1);
         let cancel = self.inner.turns_cancel.child_token();
-        lease.session.state.lock().turn_cancel = Some((writer.turn(), cancel.clone()));
+        {
+            let mut state = lease.session.state.lock();
+            state.own_turn = Some(writer.turn());
+            state.turn_cancel = Some((writer.turn(), cancel.clone()));
+        }
         let (summary_tx, summary_rx) = oneshot::channel();
         let turn = TurnContext::new(TurnSetup {
             session_id: lease.id().clone(),
