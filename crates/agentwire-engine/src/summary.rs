@@ -10,7 +10,12 @@
 //!
 //! One background task owns the schedule: a queue sorted by due time, fed by
 //! an unbounded command channel, waiting on a tokio timer for the earliest
-//! entry. Due times are wall-clock [`Timestamp`]s from the [`Clock`] (they
+//! entry. A turn of a session the task has queued does not wake it: it
+//! moves the session's due time in [`LatestDue`], and the task, when the
+//! queued time comes, finds it pushed back and waits again (a turn's
+//! command and wake-up, its timer reset and queue update, were a few
+//! percent of a streamed turn's instructions, for a summary ten minutes
+//! away). Due times are wall-clock [`Timestamp`]s from the [`Clock`] (they
 //! are stored and survive restarts); only the waiting uses tokio's timers.
 //! Each due summary runs on its own task, at most [`MAX_RUNNING`] at once;
 //! [`SummaryScheduler::shutdown`] cancels the loop and aborts them (an
@@ -82,6 +87,7 @@ pub struct SummaryScheduler {
 struct Shared {
     clock: Arc<dyn Clock>,
     policies: Arc<HashMap<String, SummaryPolicy>>,
+    latest: LatestDue,
     commands: mpsc::UnboundedSender<Command>,
     cancel: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -91,6 +97,10 @@ enum Command {
     Schedule(SessionId, Timestamp),
     Forget(SessionId),
 }
+
+/// The latest due time of each session the task has queued (and not yet
+/// taken), as the session's turns store it: its queue entry may be older.
+type LatestDue = Arc<Mutex<HashMap<SessionId, Timestamp>>>;
 
 impl SummaryScheduler {
     /// Starts the background task with every summary the store has pending.
@@ -116,10 +126,12 @@ impl SummaryScheduler {
         let (commands, receiver) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let policies = Arc::new(policies);
+        let latest = LatestDue::default();
         let worker = Worker {
             store: store.clone(),
             clock: clock.clone(),
             policies: policies.clone(),
+            latest: latest.clone(),
             purge,
         };
         let task = tokio::spawn(worker.run(queue, receiver, cancel.clone()));
@@ -127,6 +139,7 @@ impl SummaryScheduler {
             shared: Arc::new(Shared {
                 clock,
                 policies,
+                latest,
                 commands,
                 cancel,
                 task: Mutex::new(Some(task)),
@@ -147,6 +160,13 @@ impl SummaryScheduler {
     /// Queues the summary of `session`, whose due time `due` is stored,
     /// replacing any earlier one.
     pub fn queue(&self, session: &SessionId, due: Timestamp) {
+        let mut latest = self.shared.latest.lock();
+        if let Some(queued) = latest.get_mut(session) {
+            *queued = due;
+            return;
+        }
+        latest.insert(session.clone(), due);
+        drop(latest);
         // A stopped task has nothing to run it; the stored due time is
         // picked up by the next start.
         let _ = self
@@ -157,6 +177,7 @@ impl SummaryScheduler {
 
     /// Drops the queued summary of `session` (it was deleted).
     pub fn forget(&self, session: &SessionId) {
+        self.shared.latest.lock().remove(session);
         let _ = self.shared.commands.send(Command::Forget(session.clone()));
     }
 
@@ -224,6 +245,7 @@ struct Worker {
     store: Arc<dyn SessionStore>,
     clock: Arc<dyn Clock>,
     policies: Arc<HashMap<String, SummaryPolicy>>,
+    latest: LatestDue,
     purge: Option<MemoryPurge>,
 }
 
@@ -256,8 +278,13 @@ impl Worker {
                 () = sleep_until(wake), if may_start => {
                     let now = self.clock.now();
                     while running.len() < MAX_RUNNING {
-                        let Some((id, due)) = queue.pop_due(now) else { break };
-                        running.spawn(self.clone().summarize(id, due));
+                        let Some((id, queued)) = queue.pop_due(now) else { break };
+                        match self.take_due(&id, queued, now) {
+                            Due::Now(due) => {
+                                running.spawn(self.clone().summarize(id, due));
+                            }
+                            Due::Later(due) => queue.insert(id, due),
+                        }
                     }
                 }
                 Some(joined) = running.join_next(), if !running.is_empty() => {
@@ -269,6 +296,22 @@ impl Worker {
         }
         running.abort_all();
         while running.join_next().await.is_some() {}
+    }
+
+    /// Whether the summary of `id`, queued for `queued`, is due at `now`:
+    /// its turns may have pushed it back since. Taken when due, so the
+    /// session's next turn queues it again.
+    fn take_due(&self, id: &SessionId, queued: Timestamp, now: Timestamp) -> Due {
+        let mut latest = self.latest.lock();
+        match latest.get(id).copied() {
+            Some(due) if due > now => Due::Later(due),
+            Some(due) => {
+                latest.remove(id);
+                Due::Now(due)
+            }
+            // Pending from before the start, not pushed back since.
+            None => Due::Now(queued),
+        }
     }
 
     /// The tokio instant at which the wall-clock `due` arrives.
@@ -329,6 +372,14 @@ impl Worker {
             }
         }
     }
+}
+
+/// What [`Worker::take_due`] found.
+enum Due {
+    /// Write it now; the due time the store holds.
+    Now(Timestamp),
+    /// Pushed back to this time.
+    Later(Timestamp),
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

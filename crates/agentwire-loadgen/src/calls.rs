@@ -11,7 +11,6 @@
 //! back: 50 frames a second in, 20 out.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::process::Command;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::compare::find_address;
+use crate::compare::{START_TIMEOUT, spawn_agentwire};
 use crate::probe;
 
 /// 20 ms of 16 kHz mono PCM16.
@@ -114,21 +113,9 @@ pub async fn run(options: &CallsOptions) -> anyhow::Result<CallsReport> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("agentwire.yaml");
     std::fs::write(&path, config(options.calls, &dir.path().join("bench.db")))?;
-    let mut child = Command::new(&options.agentwire_bin)
-        .arg("serve")
-        .arg("--config")
-        .arg(&path)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("cannot start agentwire")?;
+    let (mut child, addr) =
+        spawn_agentwire(Command::new(&options.agentwire_bin), &path, START_TIMEOUT).await?;
     let pid = child.id().context("agentwire's pid")?;
-    let stderr = child.stderr.take().context("agentwire stderr")?;
-    let addr = find_address(stderr, "agentwire listening").await?;
-    crate::options::check_loopback(addr)?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let idle = probe::sample(pid)?;
     let report = drive(options, addr, pid, idle).await;

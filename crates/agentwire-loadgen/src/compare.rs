@@ -19,7 +19,7 @@ use crate::report::{Report, format_errors, format_value, metrics, render, render
 use crate::soak;
 
 /// How long a server may take to say where it listens.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Rows of the soak's RSS table in the Markdown.
 const SOAK_TABLE_ROWS: usize = 13;
 
@@ -135,11 +135,11 @@ impl Server {
         let addr = match kind {
             Kind::Agentwire => {
                 let stderr = child.stderr.take().context("agentwire stderr")?;
-                find_address(stderr, "agentwire listening").await
+                find_address(stderr, "agentwire listening", START_TIMEOUT).await
             }
             Kind::Baseline => {
                 let stdout = child.stdout.take().context("baseline stdout")?;
-                find_address(stdout, "baseline listening").await
+                find_address(stdout, "baseline listening", START_TIMEOUT).await
             }
         }
         .with_context(|| format!("{} did not start", kind.name()))?;
@@ -157,15 +157,42 @@ impl Server {
     }
 }
 
+/// Starts `command` (agentwire, or a wrapper such as valgrind whose last
+/// argument is agentwire) serving `config` on a loopback port; returns the
+/// child, killed on drop, and the address it listens on, once it says so
+/// within `within`.
+pub(crate) async fn spawn_agentwire(
+    mut command: Command,
+    config: &Path,
+    within: Duration,
+) -> anyhow::Result<(Child, SocketAddr)> {
+    let mut child = command
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start agentwire")?;
+    let stderr = child.stderr.take().context("agentwire stderr")?;
+    let addr = find_address(stderr, "agentwire listening", within).await?;
+    check_loopback(addr)?;
+    Ok((child, addr))
+}
+
 /// Reads lines until one holding `marker`, returns its `address=`, and
 /// drains the rest of the stream in the background so the server never
 /// blocks on a full pipe.
 pub(crate) async fn find_address(
     stream: impl AsyncRead + Unpin + Send + 'static,
     marker: &str,
+    within: Duration,
 ) -> anyhow::Result<SocketAddr> {
     let mut lines = BufReader::new(stream).lines();
-    let found = tokio::time::timeout(START_TIMEOUT, async {
+    let found = tokio::time::timeout(within, async {
         while let Some(line) = lines.next_line().await? {
             let line = strip_ansi(&line);
             if line.contains(marker) {

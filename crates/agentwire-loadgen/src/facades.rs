@@ -11,7 +11,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -23,8 +22,8 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::client::source_address;
-use crate::compare::{agentwire_config, find_address};
-use crate::options::{CHUNK_AGENT, RunOptions, Scenario, check_loopback};
+use crate::compare::{START_TIMEOUT, agentwire_config, spawn_agentwire};
+use crate::options::{CHUNK_AGENT, RunOptions, Scenario};
 use crate::probe;
 use crate::report::render_markdown;
 use crate::run as load;
@@ -91,20 +90,8 @@ async fn start(options: &FacadeOptions) -> anyhow::Result<(Child, SocketAddr, te
     );
     let config = dir.path().join("agentwire.yaml");
     std::fs::write(&config, yaml)?;
-    let mut child = Command::new(&options.agentwire_bin)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("cannot start agentwire")?;
-    let stderr = child.stderr.take().context("agentwire stderr")?;
-    let addr = find_address(stderr, "agentwire listening").await?;
-    check_loopback(addr)?;
+    let (child, addr) =
+        spawn_agentwire(Command::new(&options.agentwire_bin), &config, START_TIMEOUT).await?;
     Ok((child, addr, dir))
 }
 

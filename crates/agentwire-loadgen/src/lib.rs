@@ -13,14 +13,18 @@
 //!   ratios.
 //! - [`facades`]: a streamed turn's server CPU over the WebSocket, A2A and
 //!   MCP in one sitting, and concurrent A2A streams held.
+//! - [`instructions`]: instructions per streamed turn, counted by
+//!   callgrind; [`budget`]: the committed budget they are checked against.
 //! - [`calls`]: concurrent voice calls on the mock voice provider: CPU per
 //!   call-second and RSS per call.
 
 pub mod baseline;
+pub mod budget;
 pub mod calls;
 mod client;
 pub mod compare;
 pub mod facades;
+pub mod instructions;
 pub mod options;
 pub mod probe;
 pub mod report;

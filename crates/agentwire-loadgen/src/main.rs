@@ -1,13 +1,15 @@
 //! `agentwire-loadgen run | compare | baseline-server`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use agentwire_loadgen::compare::{self, CompareOptions, Storage};
+use agentwire_loadgen::instructions::{self, InstructionOptions, Setup};
 use agentwire_loadgen::options::{check_loopback, parse_duration};
 use agentwire_loadgen::{RunOptions, Scenario, baseline};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 /// The allocator agentwire ships with, so the baseline server (which runs in
@@ -95,6 +97,24 @@ enum Command {
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
+    /// Start agentwire under callgrind and count the instructions it
+    /// executes per streamed turn over one connection: windows of N and 2N
+    /// turns, their difference (bench/instructions.sh). Prints a summary,
+    /// then the count as one JSON line.
+    Instructions(InstructionArgs),
+    /// Check a count against the committed budget: exit 1 when it is more
+    /// than 3% over, saying how to raise the budget.
+    BudgetCheck {
+        /// The budget file (bench/instruction-budget.toml).
+        #[arg(long)]
+        budget: PathBuf,
+        /// `profile.setup`, e.g. `debug.sqlite`.
+        #[arg(long)]
+        key: String,
+        /// Instructions per turn, as `instructions` measured them.
+        #[arg(long)]
+        measured: u64,
+    },
     /// Serve the bare baseline on a loopback address and print it.
     BaselineServer {
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -115,6 +135,66 @@ enum Command {
         #[command(flatten)]
         load: Load,
     },
+}
+
+#[derive(Args)]
+struct InstructionArgs {
+    #[arg(long, value_enum, default_value = "sqlite")]
+    setup: SetupArg,
+    /// With `--setup replica`: the PostgreSQL URL of the sessions.
+    #[arg(long, env = "AGENTWIRE_TEST_POSTGRES")]
+    postgres: Option<String>,
+    /// With `--setup replica`: the Redis URL of the live state.
+    #[arg(long, env = "AGENTWIRE_TEST_REDIS")]
+    redis: Option<String>,
+    /// N: turns of the shorter window.
+    #[arg(long, default_value_t = 20)]
+    turns: u64,
+    /// Rounds of both windows; the count is their median.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Turns before the first window.
+    #[arg(long, default_value_t = 10)]
+    warmup: u64,
+    /// Chunks per turn (the `bench` agent's mock model).
+    #[arg(long, default_value_t = 20)]
+    chunks: u32,
+    #[arg(long)]
+    agentwire_bin: Option<PathBuf>,
+    /// Keep callgrind's dumps (one per window) in this directory.
+    #[arg(long)]
+    keep: Option<PathBuf>,
+}
+
+impl InstructionArgs {
+    fn options(self) -> anyhow::Result<InstructionOptions> {
+        let setup = match (self.setup, self.postgres, self.redis) {
+            (SetupArg::Sqlite, _, _) => Setup::Sqlite,
+            (SetupArg::Replica, Some(postgres), Some(redis)) => Setup::Replica { postgres, redis },
+            (SetupArg::Replica, _, _) => {
+                anyhow::bail!("--setup replica needs --postgres and --redis")
+            }
+        };
+        Ok(InstructionOptions {
+            agentwire_bin: self
+                .agentwire_bin
+                .unwrap_or_else(compare::default_agentwire_bin),
+            setup,
+            turns: self.turns,
+            rounds: self.rounds,
+            warmup: self.warmup,
+            chunks: self.chunks,
+            keep: self.keep,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SetupArg {
+    /// The embedded default (SQLite).
+    Sqlite,
+    /// One replica on PostgreSQL and Redis.
+    Replica,
 }
 
 #[derive(Args)]
@@ -240,6 +320,12 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             agentwire_loadgen::facades::run(options).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Instructions(args) => count_instructions(&args.options()?).await,
+        Command::BudgetCheck {
+            budget,
+            key,
+            measured,
+        } => check_budget(&budget, &key, measured),
         Command::BaselineServer { listen, chunks } => {
             check_loopback(listen)?;
             let listener = tokio::net::TcpListener::bind(listen).await?;
@@ -316,6 +402,32 @@ async fn hold_calls(
         std::fs::write(&path, &table)?;
     }
     Ok(clean(clean_runs))
+}
+
+/// `instructions`: the count's summary, then its JSON line.
+async fn count_instructions(options: &InstructionOptions) -> anyhow::Result<ExitCode> {
+    let count = instructions::measure(options).await?;
+    println!("{}", count.summary());
+    println!("{}", serde_json::to_string(&count)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `budget-check`: exit 1, saying how to raise the budget, when `measured`
+/// is more than 3% over the budget `key` of the file `budget`.
+fn check_budget(budget: &Path, key: &str, measured: u64) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(budget)
+        .with_context(|| format!("cannot read {}", budget.display()))?;
+    let allowed = agentwire_loadgen::budget::lookup(&text, key)?;
+    match agentwire_loadgen::budget::check(key, measured, allowed) {
+        Ok(verdict) => {
+            println!("{verdict}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(verdict) => {
+            eprintln!("{verdict}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 fn clean(ok: bool) -> ExitCode {
