@@ -33,6 +33,11 @@ use agentwire_core::session::{StoredMessage, retained_start};
 use agentwire_core::store::{SessionStore, StoreError};
 use agentwire_core::time::Timestamp;
 
+/// Places a trimmed live history keeps free besides its messages: a turn
+/// adds its question and reply (and a few tool records), and a trim takes
+/// as many out again.
+const HISTORY_SPARE: usize = 8;
+
 /// The longest a turn's question waits to share the turn's write.
 pub(super) const QUESTION_WRITE_DELAY: Duration = Duration::from_millis(250);
 
@@ -255,6 +260,10 @@ fn trim(state: &mut LiveState, window: usize, give_back: Option<u64>) -> Option<
     if let Some(history) = Arc::get_mut(&mut state.history) {
         let start = retained_start(history, window);
         given = history.drain(..start).find(|m| Some(m.seq) == give_back);
+        // Growth doubles the capacity, and a full window then keeps up to
+        // twice its messages' room for good; a few spare places are enough
+        // for the next turn's question and reply.
+        history.shrink_to(history.len() + HISTORY_SPARE);
     }
     let seq = give_back?;
     given.or_else(|| state.history.iter().find(|m| m.seq == seq).cloned())
