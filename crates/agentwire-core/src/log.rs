@@ -584,13 +584,12 @@ impl LogReader {
             });
         }
         let start = (self.cursor + 1 - oldest) as usize;
-        let entry = if state.head - self.cursor > coalesce_behind
-            && packed::delta_text(&state.entries, start).is_some()
-        {
-            merge_deltas(&state.entries, start)
-        } else {
-            packed::entry_at(&state.entries, start)
-        };
+        let entry =
+            if state.head - self.cursor > coalesce_behind && state.entries[start].held.is_delta() {
+                merge_deltas(&state.entries, start)
+            } else {
+                packed::entry_at(&state.entries, start)
+            };
         state.readers[self.slot] = Some(entry.seq);
         let writer_waiting = std::mem::take(&mut state.writer_waiting);
         drop(state);
@@ -677,10 +676,16 @@ impl Drop for LogReader {
 /// the last one's seq.
 fn merge_deltas(entries: &VecDeque<Kept>, start: usize) -> LogEntry {
     let first = &entries[start];
+    // The turn's reply, which deltas held as spans read from: found once,
+    // at the first of them (a running turn has none).
+    let mut reply = None;
     let mut text = String::new();
     let mut last = start;
     for (index, kept) in entries.iter().enumerate().skip(start) {
-        let Some(delta) = packed::delta_text(entries, index) else {
+        if matches!(kept.held, Held::ReplySpan { .. }) && reply.is_none() {
+            reply = Some(packed::reply_of_turn(entries, index));
+        }
+        let Some(delta) = kept.held.delta(reply.flatten()) else {
             break;
         };
         if kept.turn != first.turn

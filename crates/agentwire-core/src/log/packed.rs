@@ -37,19 +37,34 @@ impl Held {
     pub(super) fn is_terminal(&self) -> bool {
         self.event().is_some_and(TurnEvent::is_terminal)
     }
+
+    pub(super) fn is_delta(&self) -> bool {
+        match self {
+            Held::Event(event) => matches!(**event, TurnEvent::TextDelta(_)),
+            Held::ReplySpan { .. } => true,
+        }
+    }
+
+    /// The text of a delta; `reply` is its turn's reply, which a span needs.
+    pub(super) fn delta<'a>(&'a self, reply: Option<&'a str>) -> Option<&'a str> {
+        match self {
+            Held::Event(event) => match &**event {
+                TurnEvent::TextDelta(text) => Some(text),
+                _ => None,
+            },
+            Held::ReplySpan { start, end } => reply?.get(*start as usize..*end as usize),
+        }
+    }
 }
 
 /// The text of entry `index` when it is a text delta.
-pub(super) fn delta_text(entries: &VecDeque<Kept>, index: usize) -> Option<&str> {
-    match &entries[index].held {
-        Held::Event(event) => match &**event {
-            TurnEvent::TextDelta(text) => Some(text),
-            _ => None,
-        },
-        Held::ReplySpan { start, end } => {
-            reply_of_turn(entries, index)?.get(*start as usize..*end as usize)
-        }
-    }
+fn delta_text(entries: &VecDeque<Kept>, index: usize) -> Option<&str> {
+    let held = &entries[index].held;
+    let reply = match held {
+        Held::ReplySpan { .. } => reply_of_turn(entries, index),
+        Held::Event(_) => None,
+    };
+    held.delta(reply)
 }
 
 /// Entry `index` as it was appended.
@@ -70,7 +85,7 @@ pub(super) fn entry_at(entries: &VecDeque<Kept>, index: usize) -> LogEntry {
 }
 
 /// The reply text of the turn of entry `index`, from its terminal.
-fn reply_of_turn(entries: &VecDeque<Kept>, index: usize) -> Option<&str> {
+pub(super) fn reply_of_turn(entries: &VecDeque<Kept>, index: usize) -> Option<&str> {
     let turn = entries[index].turn;
     entries
         .range(index..)
