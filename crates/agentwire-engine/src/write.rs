@@ -335,3 +335,60 @@ impl QuestionWrite {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use agentwire_core::content::Metadata;
+    use agentwire_core::ids::SessionId;
+    use agentwire_core::session::MessageBody;
+
+    use super::*;
+
+    fn message(seq: u64, body: MessageBody) -> StoredMessage {
+        let session = SessionId::parse("s").expect("a session id");
+        let mut message = crate::record(&session, body, Metadata::new(), Timestamp(0));
+        message.seq = seq;
+        message
+    }
+
+    fn turn(seq: u64) -> [StoredMessage; 2] {
+        let text = |t: &str| t.to_owned();
+        [
+            message(
+                seq,
+                MessageBody::User {
+                    text: text("q"),
+                    parts: Vec::new(),
+                    attachment: None,
+                },
+            ),
+            message(
+                seq + 1,
+                MessageBody::Reply {
+                    text: text("a"),
+                    parts: Vec::new(),
+                    end: Default::default(),
+                },
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_trimmed_window_keeps_a_few_spare_places_not_its_growth() {
+        let window = 100;
+        let mut state = LiveState::unstored(Timestamp(0));
+        for seq in (0..400).step_by(2) {
+            admit(&mut state, turn(seq).to_vec());
+            trim(&mut state, window, None);
+            let history = &state.history;
+            assert!(history.len() <= window, "{}", history.len());
+            assert!(
+                history.capacity() <= history.len() + HISTORY_SPARE,
+                "{} places for {} messages",
+                history.capacity(),
+                history.len()
+            );
+        }
+        assert!(state.history.first().is_some_and(|m| m.seq >= 300));
+    }
+}
