@@ -141,7 +141,10 @@ struct LogState {
 }
 
 struct Kept {
-    entry: LogEntry,
+    seq: u64,
+    turn: TurnId,
+    /// The event, or where a finished turn's text delta reads its text.
+    held: Held,
     appended_at: Instant,
     bytes: usize,
 }
@@ -225,10 +228,10 @@ impl SessionLog {
     /// holds the turn's `TurnStarted` and it names one.
     pub fn question_of(&self, turn: TurnId) -> Option<u64> {
         let state = self.state.lock();
-        let oldest = state.entries.front()?.entry.seq;
+        let oldest = state.entries.front()?.seq;
         let kept = state.entries.get(turn.0.checked_sub(oldest)? as usize)?;
-        match &*kept.entry.event {
-            TurnEvent::TurnStarted { question, .. } if kept.entry.seq == turn.0 => *question,
+        match kept.held.event() {
+            Some(TurnEvent::TurnStarted { question, .. }) if kept.seq == turn.0 => *question,
             _ => None,
         }
     }
@@ -263,14 +266,11 @@ impl SessionLog {
         if after > state.readable_head(Reach::Published) {
             return None;
         }
-        let oldest = state
-            .entries
-            .front()
-            .map_or(state.head + 1, |k| k.entry.seq);
+        let oldest = state.entries.front().map_or(state.head + 1, |k| k.seq);
         let start = match after.checked_sub(oldest) {
             Some(index) => {
-                let last_read = &state.entries[index as usize].entry;
-                match last_read.event.is_terminal() {
+                let last_read = &state.entries[index as usize];
+                match last_read.held.is_terminal() {
                     true => after + 1,
                     false if last_read.turn.0 >= oldest => last_read.turn.0,
                     false => return None,
@@ -342,10 +342,10 @@ impl LogState {
         while entries > MAX_ENTRIES || held > MAX_BYTES {
             let Some(kept) = dropped.next() else { break };
             (entries, held) = (entries - 1, held - kept.bytes);
-            last_dropped = Some(kept.entry.seq);
+            last_dropped = Some(kept.seq);
         }
         let last_dropped = last_dropped?;
-        let first_dropped = oldest.entry.seq;
+        let first_dropped = oldest.seq;
         let next_of_reader = |cursor: &u64| (first_dropped..=last_dropped).contains(&(cursor + 1));
         let ages_out = oldest.appended_at + SLOW_AGE;
         (self.readers.iter().flatten().any(next_of_reader) && Instant::now() < ages_out)
@@ -358,6 +358,10 @@ impl LogState {
         // Every reader has had its turn's end by now, or is a slow one.
         while self.bytes > FINISHED_MAX_BYTES && !self.entries.is_empty() {
             self.pop_oldest();
+        }
+        // The turn before has ended: its deltas can give up their copies.
+        if let Some(&finished) = self.turns.back() {
+            packed::pack_turn(&mut self.entries, finished);
         }
         self.turns.push_back(turn);
         while self.turns.len() > KEPT_TURNS + 1 {
@@ -393,7 +397,9 @@ impl LogState {
         self.head = entry.seq;
         self.bytes += bytes;
         self.entries.push_back(Kept {
-            entry,
+            seq: entry.seq,
+            turn: entry.turn,
+            held: Held::Event(entry.event),
             appended_at: Instant::now(),
             bytes,
         });
@@ -407,7 +413,7 @@ impl LogState {
     }
 
     fn drop_turn(&mut self, turn: TurnId) {
-        while self.entries.front().is_some_and(|k| k.entry.turn <= turn) {
+        while self.entries.front().is_some_and(|k| k.turn <= turn) {
             self.pop_oldest();
         }
     }
@@ -607,10 +613,7 @@ impl LogReader {
     /// `coalesce_behind` entries behind the head.
     fn read_next(&mut self, coalesce_behind: u64) -> Result<Option<LogEntry>, Lagged> {
         let mut state = self.log.state.lock();
-        let oldest = state
-            .entries
-            .front()
-            .map_or(state.head + 1, |k| k.entry.seq);
+        let oldest = state.entries.front().map_or(state.head + 1, |k| k.seq);
         if state.epoch != self.epoch {
             return Err(Lagged {
                 after: self.cursor,
@@ -628,12 +631,11 @@ impl LogReader {
             });
         }
         let start = (self.cursor + 1 - oldest) as usize;
-        let first = &state.entries[start].entry;
-        let entry = match &*first.event {
-            TurnEvent::TextDelta(_) if head - self.cursor > coalesce_behind => {
-                merge_deltas(&state.entries, start, head)
-            }
-            _ => first.clone(),
+        let entry = if head - self.cursor > coalesce_behind && state.entries[start].held.is_delta()
+        {
+            merge_deltas(&state.entries, start, head)
+        } else {
+            packed::entry_at(&state.entries, start)
         };
         state.readers[self.slot] = Some(entry.seq);
         let writer_waiting = std::mem::take(&mut state.writer_waiting);
@@ -687,10 +689,7 @@ impl LogReader {
         if state.epoch != self.epoch {
             return true;
         }
-        let oldest = state
-            .entries
-            .front()
-            .map_or(state.head + 1, |k| k.entry.seq);
+        let oldest = state.entries.front().map_or(state.head + 1, |k| k.seq);
         let next = self.cursor + 1;
         if next > state.readable_head(self.reach) {
             // Nothing to read yet: waiting is not being slow.
@@ -727,35 +726,43 @@ impl Drop for LogReader {
 /// The run of text deltas of one turn from `start` on, up to seq `head`,
 /// as one entry with the last one's seq.
 fn merge_deltas(entries: &VecDeque<Kept>, start: usize, head: u64) -> LogEntry {
-    let first = &entries[start].entry;
+    let first = &entries[start];
+    // The turn's reply, which deltas held as spans read from: found once,
+    // at the first of them (a running turn has none).
+    let mut reply = None;
     let mut text = String::new();
-    let mut last = first;
-    for kept in entries.range(start..) {
-        let TurnEvent::TextDelta(delta) = &*kept.entry.event else {
+    let mut last = start;
+    for (index, kept) in entries.iter().enumerate().skip(start) {
+        if matches!(kept.held, Held::ReplySpan { .. }) && reply.is_none() {
+            reply = Some(packed::reply_of_turn(entries, index));
+        }
+        let Some(delta) = kept.held.delta(reply.flatten()) else {
             break;
         };
-        if kept.entry.seq > head
-            || kept.entry.turn != first.turn
+        if kept.seq > head
+            || kept.turn != first.turn
             || (!text.is_empty() && text.len() + delta.len() > COALESCE_MAX_BYTES)
         {
             break;
         }
         text.push_str(delta);
-        last = &kept.entry;
+        last = index;
     }
-    if last.seq == first.seq {
-        return first.clone();
+    if last == start {
+        return packed::entry_at(entries, start);
     }
     LogEntry {
-        seq: last.seq,
+        seq: entries[last].seq,
         turn: first.turn,
         event: Arc::new(TurnEvent::TextDelta(text)),
     }
 }
 
 mod mirror;
+mod packed;
 mod publication;
 pub use mirror::MirrorGap;
+use packed::Held;
 
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,11 @@ use agentwire_core::session::{StoredMessage, retained_start};
 use agentwire_core::store::{SessionStore, StoreError};
 use agentwire_core::time::Timestamp;
 
+/// Places a trimmed live history keeps free besides its messages: a turn
+/// adds its question and reply (and a few tool records), and a trim takes
+/// as many out again.
+const HISTORY_SPARE: usize = 8;
+
 /// The longest a turn's question waits to share the turn's write.
 pub(super) const QUESTION_WRITE_DELAY: Duration = Duration::from_millis(250);
 
@@ -301,6 +306,10 @@ fn trim(state: &mut LiveState, window: usize, give_back: Option<u64>) -> Option<
     if let Some(history) = Arc::get_mut(&mut state.history) {
         let start = retained_start(history, window);
         given = history.drain(..start).find(|m| Some(m.seq) == give_back);
+        // Growth doubles the capacity, and a full window then keeps up to
+        // twice its messages' room for good; a few spare places are enough
+        // for the next turn's question and reply.
+        history.shrink_to(history.len() + HISTORY_SPARE);
     }
     let seq = give_back?;
     given.or_else(|| state.history.iter().find(|m| m.seq == seq).cloned())
@@ -413,5 +422,62 @@ impl QuestionWrite {
                 "the question's write task ended: {e}"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentwire_core::content::Metadata;
+    use agentwire_core::ids::SessionId;
+    use agentwire_core::session::MessageBody;
+
+    use super::*;
+
+    fn message(seq: u64, body: MessageBody) -> StoredMessage {
+        let session = SessionId::parse("s").expect("a session id");
+        let mut message = crate::record(&session, body, Metadata::new(), Timestamp(0));
+        message.seq = seq;
+        message
+    }
+
+    fn turn(seq: u64) -> [StoredMessage; 2] {
+        let text = |t: &str| t.to_owned();
+        [
+            message(
+                seq,
+                MessageBody::User {
+                    text: text("q"),
+                    parts: Vec::new(),
+                    attachment: None,
+                },
+            ),
+            message(
+                seq + 1,
+                MessageBody::Reply {
+                    text: text("a"),
+                    parts: Vec::new(),
+                    end: Default::default(),
+                },
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_trimmed_window_keeps_a_few_spare_places_not_its_growth() {
+        let window = 100;
+        let mut state = LiveState::unstored(Timestamp(0));
+        for seq in (0..400).step_by(2) {
+            admit(&mut state, turn(seq).to_vec());
+            trim(&mut state, window, None);
+            let history = &state.history;
+            assert!(history.len() <= window, "{}", history.len());
+            assert!(
+                history.capacity() <= history.len() + HISTORY_SPARE,
+                "{} places for {} messages",
+                history.capacity(),
+                history.len()
+            );
+        }
+        assert!(state.history.first().is_some_and(|m| m.seq >= 300));
     }
 }

@@ -260,16 +260,18 @@ async fn connection(shared: Arc<Shared>, index: usize, mut phase: watch::Receive
         _ => Instant::now(),
     };
     match shared.options.scenario {
-        Scenario::Idle => {
-            keep_reading_until(&shared, &mut ws, tokio::time::sleep_until(deadline)).await;
-        }
-        Scenario::Stream | Scenario::Soak => {
+        Scenario::Stream | Scenario::Soak if shared.options.runs_turns(index) => {
+            shared.stats.lock().counts.streamed += 1;
             if let Some(socket) = ws.as_mut()
                 && let Err(code) = stream(&shared, socket, deadline).await
             {
                 shared.error(&code);
                 ws = None;
             }
+        }
+        // Idle, and the connections `--active` leaves out.
+        Scenario::Idle | Scenario::Stream | Scenario::Soak => {
+            keep_reading_until(&shared, &mut ws, tokio::time::sleep_until(deadline)).await;
         }
         Scenario::Burst => {
             while Instant::now() < deadline && shared.take_turn() {

@@ -15,7 +15,9 @@ use tokio::process::{Child, Command};
 use crate::options::{
     CHUNK_AGENT, CHUNK_CHARS, RunOptions, SCRIPT_AGENT, Scenario, check_loopback, chunk_reply,
 };
-use crate::report::{Report, format_errors, format_value, metrics, render, render_markdown};
+use crate::report::{
+    ACTIVE_SESSION_RSS, Report, format_errors, format_value, metrics, render, render_markdown,
+};
 use crate::soak;
 
 /// How long a server may take to say where it listens.
@@ -446,6 +448,14 @@ impl Comparison {
                         1e6 / chunk
                     ));
                 }
+                if let Some(kib) = get(ACTIVE_SESSION_RSS) {
+                    lines.push(format!(
+                        "a connection streaming turns of this shape costs {kib:.1} KiB of RSS \
+                         (its socket, its session's window and log, its turn in flight): \
+                         1,000 of them about {:.0} MiB",
+                        kib * 1000.0 / 1024.0
+                    ));
+                }
                 if let (Some(p99), Some(tps)) = (get("turn p99 (ms)"), get("turns/s")) {
                     lines.push(format!(
                         "at {tps:.0} turns/s over {} connections, 99 % of turns ended within \
@@ -507,6 +517,14 @@ impl Comparison {
                 targets.push((
                     format!("agentwire CPU per 20-chunk turn {v:.0} µs ≤ 100 µs"),
                     v <= 100.0,
+                ));
+            }
+            if self.chunks_per_turn == 20
+                && let Some(v) = get(ACTIVE_SESSION_RSS).and_then(|r| r.agentwire)
+            {
+                targets.push((
+                    format!("agentwire RSS per active session {v:.1} KiB ≤ 32 KiB"),
+                    v <= 32.0,
                 ));
             }
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentwire_loadgen::compare::{self, CompareOptions, Storage};
 use agentwire_loadgen::instructions::{self, InstructionOptions, Setup};
-use agentwire_loadgen::options::{check_loopback, parse_duration};
+use agentwire_loadgen::options::{Active, check_loopback, parse_duration};
 use agentwire_loadgen::{RunOptions, Scenario, baseline};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -132,6 +132,9 @@ enum Command {
         process: usize,
         #[arg(long)]
         first_index: usize,
+        /// The whole run's connections, which `--active` counts from.
+        #[arg(long)]
+        active_of: Option<usize>,
         #[command(flatten)]
         load: Load,
     },
@@ -227,6 +230,14 @@ struct Load {
     /// Soak: how long after every socket has closed the last RSS sample waits.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     settle: Duration,
+    /// Stream and soak: only this many of the connections run turns (spread
+    /// evenly); the others hold their sockets silent, as in `idle`.
+    #[arg(long)]
+    active: Option<usize>,
+    /// Spread the connections over at least this many load-generator
+    /// processes (more when one process's file limit needs it).
+    #[arg(long, default_value_t = 1)]
+    processes: usize,
 }
 
 impl Load {
@@ -244,6 +255,11 @@ impl Load {
             sample_interval: self.sample_interval,
             warmup: self.warmup,
             settle: self.settle,
+            active: self.active.map(|count| Active {
+                count,
+                of: self.connections,
+            }),
+            processes: self.processes,
         }
     }
 }
@@ -337,9 +353,13 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             target,
             process,
             first_index,
+            active_of,
             load,
         } => {
-            let options = load.options(target, "worker");
+            let mut options = load.options(target, "worker");
+            if let (Some(active), Some(of)) = (options.active.as_mut(), active_of) {
+                active.of = of;
+            }
             agentwire_loadgen::child_worker(&options, process, first_index).await?;
             Ok(ExitCode::SUCCESS)
         }

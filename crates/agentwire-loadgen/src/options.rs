@@ -14,6 +14,8 @@ pub const CHUNK_CHARS: usize = 20;
 
 /// The most connections one run may ask for.
 pub const MAX_CONNECTIONS: usize = 200_000;
+/// The most load-generator processes one run may spread over.
+pub const MAX_PROCESSES: usize = 64;
 /// The longest run phase.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// Soak: RSS samples during the run phase, every this long by default.
@@ -81,6 +83,29 @@ pub struct RunOptions {
     pub warmup: Option<Duration>,
     /// Soak: how long after every socket has closed the last sample waits.
     pub settle: Duration,
+    /// Stream and soak: how many of the run's connections run turns, spread
+    /// evenly over them; the rest hold their sockets silent, as in `idle`.
+    /// `None`: every connection.
+    pub active: Option<Active>,
+    /// The fewest load-generator processes the connections are spread over
+    /// (more when one process's file limit needs it).
+    pub processes: usize,
+}
+
+/// `count` of a run's `of` connections run turns (`--active`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Active {
+    pub count: usize,
+    pub of: usize,
+}
+
+impl Active {
+    /// Spread evenly: connection `i` is one of them when
+    /// `⌊(i+1)·count/of⌋ > ⌊i·count/of⌋`, which picks exactly `count`.
+    pub fn includes(self, index: usize) -> bool {
+        let (i, count, of) = (index as u128, self.count as u128, self.of.max(1) as u128);
+        (i + 1) * count / of > i * count / of
+    }
 }
 
 impl RunOptions {
@@ -99,7 +124,15 @@ impl RunOptions {
             sample_interval: DEFAULT_SAMPLE_INTERVAL,
             warmup: None,
             settle: DEFAULT_SETTLE,
+            active: None,
+            processes: 1,
         }
+    }
+
+    /// Whether connection `index` (numbered across processes from 0) runs
+    /// turns: every one in a turn-running scenario, or `--active` of them.
+    pub fn runs_turns(&self, index: usize) -> bool {
+        self.scenario.runs_turns() && self.active.is_none_or(|active| active.includes(index))
     }
 
     /// The soak's warm-up: `--warmup`, else a tenth of the duration.
@@ -124,6 +157,16 @@ impl RunOptions {
             self.connect_concurrency > 0,
             "--connect-concurrency must be positive"
         );
+        anyhow::ensure!(
+            (1..=MAX_PROCESSES).contains(&self.processes),
+            "--processes must be 1..={MAX_PROCESSES}"
+        );
+        if let Some(active) = self.active {
+            anyhow::ensure!(
+                self.scenario.runs_turns() && active.count <= active.of,
+                "--active needs --scenario stream or soak and at most --connections"
+            );
+        }
         if self.scenario == Scenario::Soak {
             anyhow::ensure!(
                 !self.sample_interval.is_zero() && self.sample_interval <= self.duration,
@@ -203,6 +246,30 @@ mod tests {
         assert_eq!(reply.len(), 3 * CHUNK_CHARS);
         assert_eq!(&reply[..CHUNK_CHARS], "<000000000000000000>");
         assert_eq!(&reply[40..], "<000000000000000002>");
+    }
+
+    #[test]
+    fn active_connections_are_spread_evenly_and_counted_exactly() {
+        let mut options = RunOptions::new("127.0.0.1:9".parse().unwrap(), Scenario::Stream);
+        options.connections = 19_000;
+        options.active = Some(Active {
+            count: 190,
+            of: 19_000,
+        });
+        let active: Vec<usize> = (0..19_000).filter(|&i| options.runs_turns(i)).collect();
+        assert_eq!(active.len(), 190);
+        assert!(active.windows(2).all(|w| w[1] - w[0] == 100), "{active:?}");
+        options.active = None;
+        assert!((0..19_000).all(|i| options.runs_turns(i)));
+        options.active = Some(Active {
+            count: 0,
+            of: 19_000,
+        });
+        assert!((0..19_000).all(|i| !options.runs_turns(i)));
+        options.scenario = Scenario::Idle;
+        assert!(options.validate().is_err(), "--active with idle");
+        options.active = None;
+        assert!(!options.runs_turns(0));
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub struct Report {
     pub processes: usize,
     /// Sockets open at the end of the run phase.
     pub held: u64,
+    /// Connections that ran turns (`--active` of them, else every one).
+    pub streamed: u64,
     /// Sockets opened in the connect phase, and how fast.
     pub connects: u64,
     pub connect_secs: f64,
@@ -115,6 +117,7 @@ impl Report {
             chunks_per_turn: options.chunks,
             processes,
             held: c.held,
+            streamed: c.streamed,
             connects,
             connect_secs,
             connect_rate: connects as f64 / connect_secs.max(1e-9),
@@ -151,6 +154,9 @@ impl Report {
         render(&rows)
     }
 }
+
+/// The stream scenario's row of what one streaming connection costs.
+pub const ACTIVE_SESSION_RSS: &str = "server RSS per active session (KiB)";
 
 /// One number of a report, named for tables and medians.
 pub struct Metric {
@@ -216,8 +222,10 @@ fn soak_metrics() -> [Metric; 10] {
     ]
 }
 
-/// Stream: throughput, first-chunk and turn latency, CPU per turn and chunk.
-fn stream_metrics() -> [Metric; 10] {
+/// Stream: throughput, first-chunk and turn latency, CPU per turn and chunk,
+/// and what a streaming connection costs the server (its session's window,
+/// log and buffers besides the socket's own).
+fn stream_metrics() -> [Metric; 11] {
     [
         m("turns/s", |r| Some(r.turns_per_sec)),
         m("chunks/s", |r| Some(r.chunks_per_sec)),
@@ -234,6 +242,12 @@ fn stream_metrics() -> [Metric; 10] {
         }),
         m("server CPU per chunk (µs)", |r| {
             server(r, |s| s.cpu_us_per_chunk)
+        }),
+        m(ACTIVE_SESSION_RSS, |r| {
+            // Only when every connection streamed: with `--active`, idle
+            // sockets share the growth.
+            let per_connection = server(r, |s| s.rss_per_connection_bytes)?;
+            (r.streamed == r.held).then_some(per_connection / 1024.0)
         }),
     ]
 }

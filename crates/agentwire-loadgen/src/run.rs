@@ -1,6 +1,6 @@
 //! One run: raise the file limit, spread the connections over as many
-//! processes as the limit needs, step them through the phases together, and
-//! sample the server between phases.
+//! processes as the limit needs (at least `--processes`), step them through
+//! the phases together, and sample the server between phases.
 //!
 //! A child process is this binary's hidden `worker` subcommand. It talks to
 //! the parent in lines: it prints `connected`, waits for `run` on stdin,
@@ -33,8 +33,9 @@ pub fn raise_fd_limit() -> u64 {
     rlimit::increase_nofile_limit(u64::MAX).unwrap_or(1024)
 }
 
-/// Runs `options` and reports. Connections beyond what one process may hold
-/// run in child processes.
+/// Runs `options` and reports. Connections beyond what one process may hold,
+/// or all of them when `--processes` asks for more than one, run in child
+/// processes.
 pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     options.validate()?;
     anyhow::ensure!(
@@ -42,7 +43,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
         "--scenario soak samples the server's RSS: it needs --server-pid (or `compare`)"
     );
     let per_process = raise_fd_limit().saturating_sub(FD_RESERVE).max(1);
-    let processes = options.connections.div_ceil(per_process as usize).max(1);
+    let processes = options
+        .connections
+        .div_ceil(per_process as usize)
+        .max(options.processes)
+        .min(options.connections);
     let sample = |pid| probe::sample(pid).with_context(|| format!("--server-pid {pid}"));
     let before = options.server_pid.map(sample).transpose()?;
 
@@ -213,6 +218,14 @@ async fn spawn_children(
             ])
             .args(["--process", &process.to_string()])
             .args(["--first-index", &first_index.to_string()])
+            .args(options.active.iter().flat_map(|active| {
+                [
+                    "--active".to_owned(),
+                    active.count.to_string(),
+                    "--active-of".to_owned(),
+                    active.of.to_string(),
+                ]
+            }))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)

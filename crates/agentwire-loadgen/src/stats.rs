@@ -27,6 +27,9 @@ pub struct Counts {
     pub connects: u64,
     /// Sockets open at the end of the run phase.
     pub held: u64,
+    /// Connections that ran turns (stream, soak; `--active` of them).
+    #[serde(default)]
+    pub streamed: u64,
     /// Turns that ended in `done` (burst: reconnects).
     pub turns: u64,
     pub chunks: u64,
@@ -69,6 +72,7 @@ impl Stats {
         let (a, b) = (&mut self.counts, &other.counts);
         a.connects += b.connects;
         a.held += b.held;
+        a.streamed += b.streamed;
         a.turns += b.turns;
         a.chunks += b.chunks;
         a.lost_or_reordered += b.lost_or_reordered;

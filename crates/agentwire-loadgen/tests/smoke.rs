@@ -139,3 +139,46 @@ async fn refuses_a_target_off_loopback() {
     let error = agentwire_loadgen::run(&options).await.unwrap_err();
     assert!(error.to_string().contains("loopback"), "{error}");
 }
+
+/// `--processes` spreads a run over child processes of the built binary,
+/// whose counts the parent adds up; `--active` has only some connections
+/// stream while the rest stay open and silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_connections_stream_from_several_processes() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = listener.local_addr().unwrap();
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(baseline::serve(listener, CHUNKS, async {
+        let _ = stopped.await;
+    }));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire-loadgen"))
+        .args([
+            "run",
+            "--target",
+            &target.to_string(),
+            "--scenario",
+            "stream",
+        ])
+        .args(["--connections", "30", "--active", "4", "--processes", "3"])
+        .args(["--duration", "1s", "--chunks", "20"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["processes"], 3, "{report}");
+    assert_eq!(report["held"], 30, "{report}");
+    assert_eq!(report["streamed"], 4, "{report}");
+    assert_eq!(report["error_total"], 0, "{report}");
+    let turns = report["turns"].as_u64().unwrap();
+    assert!(turns > 0, "{report}");
+    assert_eq!(
+        report["chunks"].as_u64().unwrap(),
+        turns * u64::from(CHUNKS)
+    );
+}

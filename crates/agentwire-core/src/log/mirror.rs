@@ -71,10 +71,7 @@ impl SessionLog {
         };
         {
             let mut state = self.state.lock();
-            let oldest = state
-                .entries
-                .front()
-                .map_or(state.head + 1, |k| k.entry.seq);
+            let oldest = state.entries.front().map_or(state.head + 1, |k| k.seq);
             let contiguous = entries
                 .windows(2)
                 .all(|pair| pair[1].seq == pair[0].seq + 1);
@@ -101,7 +98,7 @@ impl SessionLog {
         state
             .entries
             .front()
-            .is_some_and(|oldest| oldest.entry.seq <= seq && seq <= state.head)
+            .is_some_and(|oldest| oldest.seq <= seq && seq <= state.head)
     }
 
     /// Whether the running turn asked the client for `call_id` and has not
@@ -112,8 +109,10 @@ impl SessionLog {
             return false;
         };
         let mut asked = false;
-        for kept in state.entries.iter().filter(|kept| kept.entry.turn == turn) {
-            match &*kept.entry.event {
+        // The running turn's entries: none of them is packed.
+        let events = state.entries.iter().filter(|kept| kept.turn == turn);
+        for event in events.filter_map(|kept| kept.held.event()) {
+            match event {
                 TurnEvent::ToolCall(call)
                     if call.id == call_id && call.side == ToolSide::Client =>
                 {

@@ -65,8 +65,8 @@ impl SessionLog {
         state.running = state
             .entries
             .back()
-            .filter(|kept| !kept.entry.event.is_terminal())
-            .map(|kept| kept.entry.turn);
+            .filter(|kept| !kept.held.is_terminal())
+            .map(|kept| kept.turn);
         let open = state.running.is_some();
         drop(state);
         // A writer waiting for room goes on, to find it may append no more.

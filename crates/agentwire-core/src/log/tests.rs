@@ -642,3 +642,91 @@ fn withdrawn_entries_go_and_their_turn_writes_no_more_until_the_shared_log_ends_
     assert!(!log.withdraw_unpublished());
     assert_eq!((log.head(), log.running()), (10, None));
 }
+
+/// A turn that streams `parts` and ends with `reply`.
+fn streamed_turn(log: &Arc<SessionLog>, parts: &[&str], reply: &str) {
+    let writer = log.start_turn("a", None);
+    for part in parts {
+        writer.append(delta(part));
+    }
+    writer.finish(completed(reply));
+}
+
+/// Text deltas the log holds as spans of their turn's reply.
+fn packed_deltas(log: &SessionLog) -> usize {
+    let state = log.state.lock();
+    let spans = state.entries.iter();
+    spans
+        .filter(|kept| matches!(kept.held, Held::ReplySpan { .. }))
+        .count()
+}
+
+/// What every kind of reader reads after each position: plain, exact,
+/// and a rejoin.
+fn every_read(log: &Arc<SessionLog>, last: u64) -> Vec<[Vec<LogEntry>; 3]> {
+    let rejoin = |after| {
+        let mut reader = log.rejoin_reader(after).expect("the log reaches back");
+        std::iter::from_fn(|| reader.try_next().expect("not lagged")).collect()
+    };
+    (0..=last)
+        .map(|after| [drain(log, after), exact(log, after), rejoin(after)])
+        .collect()
+}
+
+#[test]
+fn a_finished_turn_reads_the_same_once_its_deltas_are_held_as_spans() {
+    let log = SessionLog::new(Epoch(3));
+    streamed_turn(&log, &["Hel", "lo ", "wörld", "!"], "Hello wörld!");
+    let last = log.head();
+    let before = every_read(&log, last);
+    let writer = log.start_turn("a", None);
+    assert_eq!(packed_deltas(&log), 4);
+    let after = every_read(&log, last);
+    for (position, (old, new)) in before.iter().zip(&after).enumerate() {
+        for (old, new) in old.iter().zip(new) {
+            // The new turn's TurnStarted follows what was there before.
+            assert_eq!(&new[..old.len()], &old[..], "after {position}");
+            assert_eq!(new.len(), old.len() + 1, "after {position}");
+        }
+    }
+    writer.finish(completed(""));
+}
+
+#[test]
+fn a_turn_whose_deltas_do_not_spell_its_reply_keeps_them_as_appended() {
+    let log = SessionLog::new(Epoch(3));
+    // Text before a tool call, then another answer.
+    streamed_turn(&log, &["Let me look. "], "It is sunny.");
+    let writer = log.start_turn("a", None);
+    assert_eq!(packed_deltas(&log), 0);
+    writer.append(delta("cut "));
+    writer.finish(TurnEvent::Failed(TurnFailure::internal()));
+    // A reply longer than its deltas.
+    streamed_turn(&log, &["It is"], "It is sunny.");
+    assert_eq!(packed_deltas(&log), 0);
+    log.start_turn("a", None).finish(completed(""));
+    assert_eq!(packed_deltas(&log), 0);
+    let texts: Vec<String> = drain(&log, 3)
+        .iter()
+        .filter_map(|entry| match &*entry.event {
+            TurnEvent::TextDelta(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["cut ", "It is"]);
+}
+
+#[test]
+fn a_reader_far_behind_merges_spans_as_it_merged_the_deltas() {
+    let log = SessionLog::new(Epoch(3));
+    let parts: Vec<String> = (0..300).map(|i| format!("<{i}>")).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    streamed_turn(&log, &parts, &parts.concat());
+    let merged_before = drain(&log, 0);
+    log.start_turn("a", None);
+    assert_eq!(packed_deltas(&log), 300);
+    let merged_after = drain(&log, 0);
+    assert_eq!(&merged_after[..merged_before.len()], &merged_before[..]);
+    // The start, the 300 deltas as one, the terminal.
+    assert_eq!(seqs(&merged_before), [1, 301, 302]);
+}
