@@ -67,6 +67,10 @@ enum Published {
 /// expire (they always do where logs are shared; a bound all the same).
 const DEFAULT_WAIT: Duration = Duration::from_secs(2);
 
+/// How long a control is tried while the shared state cannot be reached:
+/// as long as the session's mailbox keeps one.
+const CONTROL_LIFE: Duration = Duration::from_secs(60);
+
 /// How long after a failed shared-log call the next is tried.
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 
@@ -192,20 +196,23 @@ impl SessionLease {
         true
     }
 
-    /// Sends `control` to the turn's replica, trying again for one lease's
-    /// life while the shared state cannot be reached from here: once sent,
-    /// the control waits in the session's mailbox until the turn's replica
-    /// takes it (the adapter's promise), so only a cut on this side could
-    /// lose it.
+    /// Sends `control` to the turn's replica, trying again while the shared
+    /// state cannot be reached from here, for as long as the turn runs (up
+    /// to [`CONTROL_LIFE`]): once sent, the control waits in the session's
+    /// mailbox until the turn's replica takes it (the adapter's promise), so
+    /// only a cut on this side could lose it, and a cut shorter than that
+    /// does not.
     fn forward(&self, control: Control) {
         let Some(logs) = self.shared_logs().cloned() else {
             return;
         };
         let id = self.id().clone();
         let inner = self.inner.clone();
+        let log = self.session.log.clone();
+        let turn = log.running();
         tokio::spawn(async move {
             let counters = &inner.live_counters;
-            let deadline = tokio::time::Instant::now() + inner.leases.ttl();
+            let deadline = tokio::time::Instant::now() + CONTROL_LIFE;
             loop {
                 match logs.send(&id, &control).await {
                     Ok(_) => return LiveCounters::add(&counters.controls_sent, 1),
@@ -218,6 +225,11 @@ impl SessionLease {
                     }
                 }
                 tokio::time::sleep(RETRY_AFTER).await;
+                if log.running() != turn {
+                    // The turn ended (as far as this replica has seen):
+                    // the control has nothing left to reach.
+                    return;
+                }
             }
         });
     }

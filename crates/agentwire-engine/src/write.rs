@@ -43,7 +43,8 @@ pub(super) const QUESTION_WRITE_DELAY: Duration = Duration::from_millis(250);
 
 /// How long a write whose outcome is unknown (the store timed out, perhaps
 /// after committing) is looked for in the store before it counts as failed.
-const READ_BACK_FOR: Duration = Duration::from_secs(10);
+/// Short: a store that is down fails every turn this much later too.
+const READ_BACK_FOR: Duration = Duration::from_millis(2500);
 
 /// How long after a failed read-back the next is tried.
 const READ_BACK_RETRY: Duration = Duration::from_millis(250);
