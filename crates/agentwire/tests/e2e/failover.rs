@@ -268,6 +268,86 @@ async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_oth
     survivor.stop().await;
 }
 
+/// [`defaults`] with leases of 1.5 s, so a lease runs out within a test.
+fn short_leases(postgres: &str, redis: &str, prefix: &str) -> String {
+    format!(
+        "{}  lease_ttl: 1500ms\n  timeout: 300ms\n",
+        defaults(postgres, redis, prefix)
+    )
+}
+
+/// `postgres` (a URL with `host=<socket directory>`) through `link`: a
+/// directory of its own whose `.s.PGSQL.5432` is the link's socket.
+fn postgres_through(postgres: &str, link: &CutLink) -> (String, tempfile::TempDir) {
+    let query = postgres.split_once('?').expect("a URL with a query").1;
+    let host = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("host="))
+        .expect("scripts/postgres.sh serves PostgreSQL on a Unix socket");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(link.socket(), dir.path().join(".s.PGSQL.5432")).unwrap();
+    let url = postgres.replace(
+        &format!("host={host}"),
+        &format!("host={}", dir.path().display()),
+    );
+    (url, dir)
+}
+
+#[tokio::test]
+async fn a_cancel_through_a_replica_still_storing_a_turn_it_lost_reaches_the_turn_running_elsewhere()
+ {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("zombie-cancel");
+    let socket = PathBuf::from(
+        postgres
+            .split("host=")
+            .nth(1)
+            .unwrap()
+            .split('&')
+            .next()
+            .unwrap(),
+    )
+    .join(".s.PGSQL.5432");
+    let link = CutLink::to(&socket).await;
+    let (through_link, _link_dir) = postgres_through(&postgres, &link);
+    let (mut child, address, _dir) =
+        child_replica(&short_leases(&through_link, &redis, &prefix)).await;
+    let survivor = TestServer::with_top_level(&short_leases(&postgres, &redis, &prefix)).await;
+    let mut runner = connect_child(&address).await;
+    let started = start_turn(&mut runner, "hold").await;
+    assert_eq!(runner.recv().await["type"], "chunk");
+    let session = started["session_id"].as_str().unwrap();
+    wait_until_stored(&postgres, session, "|user|go").await;
+    // The child's store goes silent: its turn, cancelled, waits to store
+    // its end (up to the statement timeout, 30 s) while its lease, no
+    // longer renewed, runs out.
+    link.stall();
+    runner.send_json(json!({"type": "cancel"})).await;
+    // The other replica ends that turn and runs the session's next one.
+    let (mut other, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
+    let ended = other.recv_turn().await.pop().unwrap();
+    assert_eq!(ended["type"], "error", "{ended}");
+    other.script("hold", "again").await;
+    let again = other.recv().await;
+    assert_eq!(again["type"], "turn_started", "{again}");
+    let held = other.recv().await;
+    assert_eq!(held["type"], "chunk", "{held}");
+    // A cancel sent through the child, still storing its own lost turn,
+    // reaches the turn the other replica runs.
+    let mut via = connect_child_at(&address, &rejoin_query(&again, &held)).await;
+    assert_eq!(via.recv().await["type"], "connected");
+    via.send_json(json!({"type": "cancel"})).await;
+    let done = other.recv_turn().await.pop().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["cancelled"], true, "{done}");
+    link.heal();
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    survivor.stop().await;
+}
+
 /// Alice's positioned socket on a child replica, on `session`.
 async fn connect_as_child(address: &str, session: &str) -> (Client, Value) {
     let mut client = connect_child_at(address, &format!("{POSITIONED}&resume={session}")).await;
