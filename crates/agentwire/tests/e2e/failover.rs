@@ -348,6 +348,63 @@ async fn a_cancel_through_a_replica_still_storing_a_turn_it_lost_reaches_the_tur
     survivor.stop().await;
 }
 
+#[tokio::test]
+async fn a_takeover_that_could_not_read_the_store_is_read_again_at_the_next_turn() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("failed-takeover");
+    let socket = PathBuf::from(
+        postgres
+            .split("host=")
+            .nth(1)
+            .unwrap()
+            .split('&')
+            .next()
+            .unwrap(),
+    )
+    .join(".s.PGSQL.5432");
+    let link = CutLink::to(&socket).await;
+    let (through_link, _link_dir) = postgres_through(&postgres, &link);
+    let (mut child, address, _dir) = child_replica(&defaults(&through_link, &redis, &prefix)).await;
+    let other = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let (mut there, connected) = connect_as(&other, POSITIONED, ALICE).await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    there.script("echo", "first").await;
+    assert_eq!(there.recv_turn().await.pop().unwrap()["type"], "done");
+    let (mut here, _) = connect_as_child(&address, &session).await;
+    here.script("echo", "second").await;
+    assert_eq!(here.recv_turn().await.pop().unwrap()["type"], "done");
+    there.script("echo", "third").await;
+    assert_eq!(there.recv_turn().await.pop().unwrap()["type"], "done");
+    // The child takes the session back while its database is gone: the
+    // takeover cannot read what the other replica wrote, and the turn is
+    // refused; Redis now names the child the session's last holder.
+    link.take_down();
+    here.script("echo", "refused").await;
+    let refused = here.recv_turn().await.pop().unwrap();
+    assert_eq!(refused["type"], "error", "{refused}");
+    link.heal();
+    // Its next turn reads the window first: it sees the other replica's
+    // turn and writes after it.
+    here.script("history", "what is stored?").await;
+    let done = here.recv_turn().await.pop().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    let seen = done["content"].as_str().unwrap();
+    assert!(seen.contains("user: third\n"), "{done}");
+    // Every seq once, in order (a multi-line reply's later lines start
+    // with no seq).
+    let rows = stored(&postgres, &session);
+    let seqs: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r.split('|').next().unwrap().parse().ok())
+        .collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{rows:?}");
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    other.stop().await;
+}
+
 /// Alice's positioned socket on a child replica, on `session`.
 async fn connect_as_child(address: &str, session: &str) -> (Client, Value) {
     let mut client = connect_child_at(address, &format!("{POSITIONED}&resume={session}")).await;

@@ -16,6 +16,9 @@ enum State {
     /// Holds every byte (a partition that drops packets: nothing is closed,
     /// and what was sent arrives once it heals, as TCP retransmits it).
     Stalled,
+    /// Closes every connection and refuses new ones (a server that went
+    /// away: the client gets an error at once).
+    Down,
 }
 
 /// A proxy between one client process and a server that can stall: a
@@ -64,6 +67,12 @@ impl CutLink {
     pub fn heal(&self) {
         self.state.send_replace(State::Up);
     }
+
+    /// The server gone: connections closed, new ones refused, until
+    /// [`CutLink::heal`].
+    pub fn take_down(&self) {
+        self.state.send_replace(State::Down);
+    }
 }
 
 impl Drop for CutLink {
@@ -74,6 +83,9 @@ impl Drop for CutLink {
 
 /// Carries one connection both ways until either side closes it.
 async fn carry(client: UnixStream, upstream: PathBuf, state: watch::Receiver<State>) {
+    if *state.borrow() == State::Down {
+        return;
+    }
     let Ok(server) = UnixStream::connect(&upstream).await else {
         return;
     };
@@ -96,7 +108,11 @@ async fn pump(
     let mut chunk = vec![0; 16 * 1024];
     let mut held = Vec::new();
     loop {
-        let up = *state.borrow_and_update() == State::Up;
+        let now = *state.borrow_and_update();
+        if now == State::Down {
+            return;
+        }
+        let up = now == State::Up;
         if up && !held.is_empty() {
             if to.write_all(&held).await.is_err() {
                 return;
