@@ -71,19 +71,24 @@ fn types(frames: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// Two streamed turns on one socket to `url`, compression offered.
+async fn two_streamed_turns(python: &PathBuf, url: &str) -> Value {
+    deflate_client(
+        python,
+        url,
+        "deflate",
+        1,
+        json!([streamed("one"), streamed("two")]),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_streamed_omnia_turn_is_compressed_both_ways() {
     let Some(python) = python() else { return };
     let server = TestServer::start().await;
     let url = server.url("/ws?agent=test-agent");
-    let out = deflate_client(
-        &python,
-        &url,
-        "deflate",
-        1,
-        json!([streamed("one"), streamed("two")]),
-    )
-    .await;
+    let out = two_streamed_turns(&python, &url).await;
     assert_eq!(
         out["extensions"],
         "permessage-deflate; server_max_window_bits=12"
@@ -153,14 +158,7 @@ async fn without_context_takeover_the_answer_says_so_and_turns_still_stream() {
     )
     .await;
     let url = server.url("/ws?agent=test-agent");
-    let out = deflate_client(
-        &python,
-        &url,
-        "deflate",
-        1,
-        json!([streamed("one"), streamed("two")]),
-    )
-    .await;
+    let out = two_streamed_turns(&python, &url).await;
     assert_eq!(
         out["extensions"],
         "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=10"
