@@ -276,21 +276,36 @@ fn short_leases(postgres: &str, redis: &str, prefix: &str) -> String {
     )
 }
 
-/// `postgres` (a URL with `host=<socket directory>`) through `link`: a
-/// directory of its own whose `.s.PGSQL.5432` is the link's socket.
-fn postgres_through(postgres: &str, link: &CutLink) -> (String, tempfile::TempDir) {
-    let query = postgres.split_once('?').expect("a URL with a query").1;
-    let host = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("host="))
-        .expect("scripts/postgres.sh serves PostgreSQL on a Unix socket");
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(link.socket(), dir.path().join(".s.PGSQL.5432")).unwrap();
-    let url = postgres.replace(
-        &format!("host={host}"),
-        &format!("host={}", dir.path().display()),
-    );
-    (url, dir)
+/// A cuttable link to the test PostgreSQL for one replica: its URL
+/// (`host=` a socket directory of its own, whose `.s.PGSQL.5432` is the
+/// link's socket).
+struct PostgresLink {
+    link: CutLink,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl PostgresLink {
+    /// A link to the server `postgres` (a URL with `host=<socket directory>`).
+    async fn to(postgres: &str) -> PostgresLink {
+        let query = postgres.split_once('?').expect("a URL with a query").1;
+        let host = query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("host="))
+            .expect("scripts/postgres.sh serves PostgreSQL on a Unix socket");
+        let link = CutLink::to(&PathBuf::from(host).join(".s.PGSQL.5432")).await;
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(link.socket(), dir.path().join(".s.PGSQL.5432")).unwrap();
+        let url = postgres.replace(
+            &format!("host={host}"),
+            &format!("host={}", dir.path().display()),
+        );
+        PostgresLink {
+            link,
+            url,
+            _dir: dir,
+        }
+    }
 }
 
 #[tokio::test]
@@ -300,20 +315,8 @@ async fn a_cancel_through_a_replica_still_storing_a_turn_it_lost_reaches_the_tur
         return;
     };
     let prefix = unique_prefix("zombie-cancel");
-    let socket = PathBuf::from(
-        postgres
-            .split("host=")
-            .nth(1)
-            .unwrap()
-            .split('&')
-            .next()
-            .unwrap(),
-    )
-    .join(".s.PGSQL.5432");
-    let link = CutLink::to(&socket).await;
-    let (through_link, _link_dir) = postgres_through(&postgres, &link);
-    let (mut child, address, _dir) =
-        child_replica(&short_leases(&through_link, &redis, &prefix)).await;
+    let pg = PostgresLink::to(&postgres).await;
+    let (mut child, address, _dir) = child_replica(&short_leases(&pg.url, &redis, &prefix)).await;
     let survivor = TestServer::with_top_level(&short_leases(&postgres, &redis, &prefix)).await;
     let mut runner = connect_child(&address).await;
     let started = start_turn(&mut runner, "hold").await;
@@ -323,7 +326,7 @@ async fn a_cancel_through_a_replica_still_storing_a_turn_it_lost_reaches_the_tur
     // The child's store goes silent: its turn, cancelled, waits to store
     // its end (up to the statement timeout, 30 s) while its lease, no
     // longer renewed, runs out.
-    link.stall();
+    pg.link.stall();
     runner.send_json(json!({"type": "cancel"})).await;
     // The other replica ends that turn and runs the session's next one.
     let (mut other, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
@@ -342,7 +345,7 @@ async fn a_cancel_through_a_replica_still_storing_a_turn_it_lost_reaches_the_tur
     let done = other.recv_turn().await.pop().unwrap();
     assert_eq!(done["type"], "done", "{done}");
     assert_eq!(done["cancelled"], true, "{done}");
-    link.heal();
+    pg.link.heal();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     survivor.stop().await;
@@ -354,19 +357,8 @@ async fn a_takeover_that_could_not_read_the_store_is_read_again_at_the_next_turn
         return;
     };
     let prefix = unique_prefix("failed-takeover");
-    let socket = PathBuf::from(
-        postgres
-            .split("host=")
-            .nth(1)
-            .unwrap()
-            .split('&')
-            .next()
-            .unwrap(),
-    )
-    .join(".s.PGSQL.5432");
-    let link = CutLink::to(&socket).await;
-    let (through_link, _link_dir) = postgres_through(&postgres, &link);
-    let (mut child, address, _dir) = child_replica(&defaults(&through_link, &redis, &prefix)).await;
+    let pg = PostgresLink::to(&postgres).await;
+    let (mut child, address, _dir) = child_replica(&defaults(&pg.url, &redis, &prefix)).await;
     let other = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
     let (mut there, connected) = connect_as(&other, POSITIONED, ALICE).await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
@@ -380,11 +372,11 @@ async fn a_takeover_that_could_not_read_the_store_is_read_again_at_the_next_turn
     // The child takes the session back while its database is gone: the
     // takeover cannot read what the other replica wrote, and the turn is
     // refused; Redis now names the child the session's last holder.
-    link.take_down();
+    pg.link.take_down();
     here.script("echo", "refused").await;
     let refused = here.recv_turn().await.pop().unwrap();
     assert_eq!(refused["type"], "error", "{refused}");
-    link.heal();
+    pg.link.heal();
     // Its next turn reads the window first: it sees the other replica's
     // turn and writes after it.
     here.script("history", "what is stored?").await;
