@@ -209,7 +209,7 @@ impl SessionLease {
         let id = self.id().clone();
         let inner = self.inner.clone();
         let log = self.session.log.clone();
-        let turn = log.running();
+        let (epoch, turn) = (log.epoch(), log.running());
         tokio::spawn(async move {
             let counters = &inner.live_counters;
             let deadline = tokio::time::Instant::now() + CONTROL_LIFE;
@@ -225,9 +225,10 @@ impl SessionLease {
                     }
                 }
                 tokio::time::sleep(RETRY_AFTER).await;
-                if log.running() != turn {
+                if log.epoch() == epoch && log.running() != turn {
                     // The turn ended (as far as this replica has seen):
-                    // the control has nothing left to reach.
+                    // the control has nothing left to reach. A log that
+                    // started again (lost track) says nothing of it.
                     return;
                 }
             }
