@@ -248,3 +248,17 @@ fn split_outside_quotes(separator: char) -> impl Fn(&str) -> std::vec::IntoIter<
 
 #[cfg(test)]
 mod tests;
+
+/// `len` bytes that do not compress (xorshift from `seed`): what the
+/// codec tests feed a window or a frame limit.
+#[cfg(test)]
+pub(crate) fn incompressible(mut seed: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed.to_le_bytes()[0]
+        })
+        .collect()
+}

@@ -116,15 +116,7 @@ fn a_stream_ended_with_bfinal_starts_over_at_the_next_message() {
 fn the_servers_window_bits_bound_how_far_back_it_refers() {
     // 600 pseudo-random bytes twice: the repeat is 600 bytes back, past
     // what a 9-bit (512-byte) window holds, within a 15-bit one.
-    let mut seed = 0x2545_f491_u32;
-    let block: Vec<u8> = (0..600)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed.to_le_bytes()[0]
-        })
-        .collect();
+    let block = crate::websocket::deflate::incompressible(0x2545_f491, 600);
     let message = [block.clone(), block].concat();
     let narrow = Deflater::new(9, Takeover::Keep).compress(&message).unwrap();
     let wide = Deflater::new(15, Takeover::Keep)

@@ -241,15 +241,7 @@ async fn a_zip_bomb_is_stopped_at_the_limit_not_inflated_whole() {
 #[tokio::test]
 async fn a_compressed_frame_over_the_frame_limit_is_refused_unread() {
     let (mut server, mut client) = agreed(1024).await;
-    let mut seed = 0x9e37_79b9_u32;
-    let noise: Vec<u8> = (0..4096)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed.to_le_bytes()[0]
-        })
-        .collect();
+    let noise = crate::websocket::deflate::incompressible(0x9e37_79b9, 4096);
     let compressed = client_deflater().compress(&noise).unwrap();
     assert!(compressed.len() > 1024);
     client
