@@ -46,7 +46,7 @@ impl SessionLease {
         // what this replica may have written.
         let reread = if granted.changed_hands {
             self.take_over(granted.fence).await
-        } else if self.session.state.lock().store_uncertain {
+        } else if self.session.state.lock().reread_window {
             self.reload_history().await
         } else {
             Ok(())
@@ -188,7 +188,7 @@ impl SessionLease {
             false => self.reload_history().await,
         };
         if taken.is_err() {
-            self.session.state.lock().store_uncertain = true;
+            self.session.state.lock().reread_window = true;
         }
         taken
     }
@@ -203,14 +203,14 @@ impl SessionLease {
         let mut history = store.load_recent_messages(self.id(), window.max(1)).await?;
         let Some(last) = history.last() else {
             // Not stored yet (or deleted): nothing newer than what is here.
-            self.session.state.lock().store_uncertain = false;
+            self.session.state.lock().reread_window = false;
             return Ok(());
         };
         let next_seq = last.seq + 1;
         let last_active_at = last.created_at;
         history.drain(..retained_start(&history, window));
         let mut state = self.session.state.lock();
-        state.store_uncertain = false;
+        state.reread_window = false;
         state.persisted = true;
         state.next_seq = next_seq;
         state.last_active_at = state.last_active_at.max(last_active_at);

@@ -54,6 +54,7 @@ use agentwire_core::turn::Handler;
 
 mod cancel;
 mod counters;
+mod idle_windows;
 mod leases;
 mod ledger;
 mod local_leases;
@@ -129,6 +130,8 @@ struct Inner {
     /// Handed to each turn to resolve stored media per model call; `None`:
     /// media is off.
     media: Option<MediaResolver>,
+    /// Idle sessions' windows let go so far (`idle_windows`).
+    windows_released: std::sync::atomic::AtomicU64,
 }
 
 struct LiveSession {
@@ -187,11 +190,12 @@ struct LiveState {
     /// Whether the agent's [`SessionInit`] has prepared the session in this
     /// process.
     prepared: bool,
-    /// The store may hold messages this history does not: a write failed
-    /// without saying whether it was made (the store timed out), or the
-    /// session was taken over from another replica and its window could not
-    /// be read. The next turn reads the window again before it writes.
-    store_uncertain: bool,
+    /// The next turn reads the window from the store before it writes: the
+    /// store may hold messages this history does not. A write failed without
+    /// saying whether it was made (the store timed out), the session was
+    /// taken over from another replica and its window could not be read, or
+    /// the window left memory while the session was idle (`idle_windows`).
+    reread_window: bool,
 }
 
 impl LiveState {
@@ -210,7 +214,7 @@ impl LiveState {
             write_fence: None,
             opened_with: Some(Arc::new(OpenedWith::stored(record))),
             prepared: false,
-            store_uncertain: false,
+            reread_window: false,
         }
     }
 
@@ -228,7 +232,7 @@ impl LiveState {
             write_fence: None,
             opened_with: None,
             prepared: false,
-            store_uncertain: false,
+            reread_window: false,
         }
     }
 }
@@ -388,6 +392,7 @@ impl Engine {
                 turns_cancel: CancellationToken::new(),
                 summaries,
                 media: None,
+                windows_released: Default::default(),
             }),
         }
     }

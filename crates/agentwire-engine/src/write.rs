@@ -255,7 +255,7 @@ impl PendingWrite {
                     state.persisted = was_persisted;
                     // A timeout may have come after the commit.
                     if matches!(e, StoreError::Unavailable(_)) {
-                        state.store_uncertain = true;
+                        state.reread_window = true;
                     }
                     Err(e)
                 }

@@ -238,6 +238,11 @@ struct Load {
     /// processes (more when one process's file limit needs it).
     #[arg(long, default_value_t = 1)]
     processes: usize,
+    /// Stream: after the run phase, hold every socket open and silent this
+    /// long, then sample the server's RSS again (with --server-pid): what
+    /// sessions with a conversation behind them cost once idle.
+    #[arg(long, value_parser = parse_duration)]
+    idle_after: Option<Duration>,
 }
 
 impl Load {
@@ -260,6 +265,7 @@ impl Load {
                 of: self.connections,
             }),
             processes: self.processes,
+            idle_after: self.idle_after,
         }
     }
 }

@@ -90,6 +90,10 @@ pub struct RunOptions {
     /// The fewest load-generator processes the connections are spread over
     /// (more when one process's file limit needs it).
     pub processes: usize,
+    /// Stream: how long every socket then stays open and silent before the
+    /// server's RSS is sampled again: what sessions with a conversation
+    /// behind them cost once idle. `None`: no such wait.
+    pub idle_after: Option<Duration>,
 }
 
 /// `count` of a run's `of` connections run turns (`--active`).
@@ -126,6 +130,7 @@ impl RunOptions {
             settle: DEFAULT_SETTLE,
             active: None,
             processes: 1,
+            idle_after: None,
         }
     }
 

@@ -63,6 +63,9 @@ pub struct ServerUsage {
     pub cpu_cores: f64,
     pub cpu_us_per_turn: Option<f64>,
     pub cpu_us_per_chunk: Option<f64>,
+    /// RSS growth over the sockets held, after `--idle-after` with every
+    /// socket open and silent.
+    pub rss_per_connection_idle_bytes: Option<f64>,
 }
 
 /// The server samples taken around the phases.
@@ -72,6 +75,8 @@ pub struct Samples {
     pub before: Sample,
     pub connected: Sample,
     pub ran: Sample,
+    /// After `--idle-after`, when given.
+    pub idled: Option<Sample>,
 }
 
 impl Report {
@@ -107,6 +112,12 @@ impl Report {
                 cpu_cores: cpu_run_us as f64 / 1e6 / run_secs.max(1e-9),
                 cpu_us_per_turn: per(cpu_run_us, c.turns),
                 cpu_us_per_chunk: per(cpu_run_us, c.chunks),
+                rss_per_connection_idle_bytes: s.idled.and_then(|idled| {
+                    per(
+                        idled.rss_kib.saturating_sub(s.before.rss_kib) * 1024,
+                        c.held,
+                    )
+                }),
             }
         });
         Report {
@@ -149,6 +160,12 @@ impl Report {
         ]];
         for metric in metrics(self.scenario) {
             rows.push([metric.name.to_owned(), format_value((metric.value)(self))]);
+        }
+        if let Some(idle) = server(self, |s| s.rss_per_connection_idle_bytes) {
+            rows.push([
+                "server RSS per connection after --idle-after (KiB)".to_owned(),
+                format_value(Some(idle / 1024.0)),
+            ]);
         }
         rows.push(["errors by code".to_owned(), format_errors(&self.errors)]);
         render(&rows)

@@ -73,6 +73,13 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     };
     let run_time = started.elapsed();
     let ran = options.server_pid.map(sample).transpose()?;
+    let idled = match (options.server_pid, options.idle_after) {
+        (Some(pid), Some(wait)) => {
+            tokio::time::sleep(wait).await;
+            Some(sample(pid)?)
+        }
+        _ => None,
+    };
 
     let stats = workers.close(options).await?;
     let samples = match (options.server_pid, before, connected, ran) {
@@ -81,6 +88,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
             before,
             connected,
             ran,
+            idled,
         }),
         _ => None,
     };

@@ -235,7 +235,7 @@ impl Metric {
 }
 
 /// Every metric `/metrics` shows, in the order it shows them.
-static METRICS: [Metric; 26] = [
+static METRICS: [Metric; 27] = [
     Metric::gauge(
         "agentwire_connections_active",
         "Open WebSocket connections.",
@@ -245,6 +245,11 @@ static METRICS: [Metric; 26] = [
         "agentwire_sessions_live",
         "Sessions held in memory.",
         Read::Sampled(|g| g.sessions_live),
+    ),
+    Metric::counter(
+        "agentwire_session_windows_released_total",
+        "Idle live sessions whose window left memory, to be read again at their next turn (server.limits.idle_window_ttl).",
+        Read::Sampled(|g| g.windows_released),
     ),
     Metric::gauge(
         "agentwire_draining",
@@ -420,6 +425,8 @@ pub struct Gauges {
     pub inbound_bytes_in_flight: u64,
     pub calls_active: u64,
     pub calls_parked: u64,
+    /// Idle sessions' windows let go so far: a counter, read from the engine.
+    pub windows_released: u64,
 }
 
 #[cfg(test)]
@@ -442,6 +449,7 @@ mod tests {
             inbound_bytes_in_flight: 0,
             calls_active: 0,
             calls_parked: 5,
+            windows_released: 4,
         };
         let out = metrics.render(&gauges);
         let types: Vec<&str> = out
@@ -457,6 +465,7 @@ mod tests {
             "agentwire_connections_active 3\n",
             "agentwire_draining 1\n",
             "agentwire_calls_parked 5\n",
+            "agentwire_session_windows_released_total 4\n",
             "agentwire_cancels_total{outcome=\"cancelled\"} 0\nagentwire_cancels_total{outcome=\"nothing_running\"} 0\nagentwire_cancels_total{outcome=\"not_yours\"} 1\n",
             "agentwire_call_failures_total{code=\"input_overflow\"} 0\n",
             "agentwire_errors_total{code=\"OTHER\"} 0\n",

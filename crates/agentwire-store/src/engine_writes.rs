@@ -52,6 +52,7 @@ macro_rules! engine_write_tests {
             a_write_made_but_reported_failed_is_read_back_before_the_next_turn,
             a_write_that_cannot_be_read_back_fails_and_the_next_turn_reads_the_window_again,
             thousands_of_turns_keep_only_the_window_live,
+            an_idle_sessions_window_leaves_memory_and_its_next_turn_reads_it,
             resuming_a_long_session_reads_what_resuming_a_short_one_does,
             a_declaration_is_stored_and_prepared_again_after_a_restart,
         );
@@ -499,6 +500,50 @@ pub(crate) async fn thousands_of_turns_keep_only_the_window_live(make: MakeStore
     let stored = fixture.store.load_messages(&fixture.session).await.unwrap();
     assert_eq!(stored.len(), 2 * TURNS);
     assert!(stored.iter().enumerate().all(|(i, m)| m.seq == i as u64));
+}
+
+pub(crate) async fn an_idle_sessions_window_leaves_memory_and_its_next_turn_reads_it(
+    make: MakeStore,
+) {
+    const WINDOW: usize = 9;
+    let handler = Arc::new(HistoryEcho {
+        window: WINDOW,
+        answer: seqs,
+    });
+    let Some(fixture) = Fixture::with_handler(make, handler).await else {
+        return;
+    };
+    for turn in 0..8 {
+        fixture.turn(&format!("q{turn}")).await;
+    }
+    let engine = &fixture.engine;
+    let held = engine.live_history_len(&fixture.session).unwrap();
+    assert!(held > 0, "a talking session holds its window");
+    // Not idle long enough (the fixture's clock stands still): kept.
+    assert_eq!(engine.release_idle_windows(Duration::from_secs(1)), 0);
+    assert_eq!(engine.live_history_len(&fixture.session), Some(held));
+    assert_eq!(engine.release_idle_windows(Duration::ZERO), 1);
+    assert_eq!(engine.live_history_len(&fixture.session), Some(0));
+    assert_eq!(engine.windows_released(), 1);
+    // Nothing left to let go.
+    assert_eq!(engine.release_idle_windows(Duration::ZERO), 0);
+
+    let before = fixture.store.messages_read.load(Ordering::SeqCst);
+    let TurnEvent::Completed(reply) = fixture.turn("back").await else {
+        panic!("the turn after the release completes");
+    };
+    let read = fixture.store.messages_read.load(Ordering::SeqCst) - before;
+    assert!(
+        (1..=WINDOW).contains(&read),
+        "the next turn read its window once: {read} messages"
+    );
+    // It saw the window a session that had kept it would have.
+    let mut stored = fixture.store.load_messages(&fixture.session).await.unwrap();
+    assert_eq!(stored.len(), 18);
+    assert!(stored.iter().enumerate().all(|(i, m)| m.seq == i as u64));
+    stored.pop();
+    assert_eq!(reply.text, seqs(context_window(&stored, WINDOW)));
+    assert!(engine.live_history_len(&fixture.session).unwrap() > 0);
 }
 
 pub(crate) async fn resuming_a_long_session_reads_what_resuming_a_short_one_does(make: MakeStore) {

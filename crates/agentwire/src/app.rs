@@ -186,6 +186,8 @@ pub async fn build_with(config: Config, wrappers: Wrappers) -> anyhow::Result<Ap
         Some(media) => engine.with_media(media.store.clone()),
         None => engine,
     };
+    // Last: the sweep's task holds the engine weakly from here on.
+    let engine = engine.releasing_idle_windows(config.limits.idle_window_ttl);
     let settings = server_settings(&config);
     let state = AppState::new(engine, agents, settings, media, identity)
         .with_teams(teams)

@@ -114,6 +114,8 @@ pub struct LimitsConfig {
     pub max_calls: usize,
     /// How long a dropped call waits for its `resume=`.
     pub call_park_window: Duration,
+    /// How long an idle live session keeps its window in memory.
+    pub idle_window_ttl: Duration,
 }
 
 /// The inbound budget without `server.limits.inbound_bytes_in_flight`:
@@ -459,6 +461,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         ("pong_timeout", raw.pong_timeout),
         ("drain_timeout", raw.drain_timeout),
         ("call_park_window", raw.call_park_window),
+        ("idle_window_ttl", raw.idle_window_ttl),
     ] {
         positive(key, value.0.as_nanos() as u64)?;
     }
@@ -502,6 +505,7 @@ fn validate_limits(raw: raw::Limits) -> Result<LimitsConfig, ConfigError> {
         drain_timeout: raw.drain_timeout.0,
         max_calls: raw.max_calls,
         call_park_window: raw.call_park_window.0,
+        idle_window_ttl: raw.idle_window_ttl.0,
     })
 }
 

@@ -70,6 +70,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         inbound_bytes_in_flight: state.inbound().in_flight() as u64,
         calls_active: state.calls().active() as u64,
         calls_parked: state.calls().parked() as u64,
+        windows_released: state.engine().windows_released(),
     };
     let mut body = state.metrics().render(&gauges);
     crate::metrics::render_live(&mut body, state.engine().live_counters());

@@ -168,6 +168,12 @@ pub(super) struct Limits {
     /// `resume=SESSION` by the same owner. Anonymous calls are never
     /// parked.
     pub(super) call_park_window: ConfigDuration,
+    /// How long a session with a connection open on it keeps its window
+    /// (the messages its next turn shows the model) in memory without a
+    /// message; then the window leaves memory and the next turn reads it
+    /// from the store. An idle connection then costs what a fresh one
+    /// does, however long its conversation.
+    pub(super) idle_window_ttl: ConfigDuration,
 }
 
 impl Default for Limits {
@@ -189,6 +195,7 @@ impl Default for Limits {
             turns_per_minute_per_caller: None,
             max_calls: 8,
             call_park_window: ConfigDuration::secs(15),
+            idle_window_ttl: ConfigDuration::secs(30),
         }
     }
 }

@@ -182,3 +182,30 @@ async fn over_the_memory_cap_the_least_recently_active_idle_session_goes() {
     assert_eq!(done["session_id"], idle[0].as_str());
     assert!(done.get("content").is_none(), "no history: {done}");
 }
+
+/// An idle session's window leaves memory after `idle_window_ttl` (the
+/// metric counts it), and its next turn shows the model the whole window
+/// again, read from the store.
+#[tokio::test]
+async fn an_idle_sessions_window_leaves_memory_and_comes_back_whole() {
+    let server = TestServer::with_server_yaml("  limits:\n    idle_window_ttl: 1s\n").await;
+    let (mut client, _) = server.connect("agent=test-agent").await;
+    ask(&mut client, None, "echo", "first").await;
+    ask(&mut client, None, "echo", "second").await;
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = http_get(server.addr, "/metrics").await;
+        if crate::support::metric(&body, "agentwire_session_windows_released_total") >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the idle window was not let go");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let done = ask(&mut client, None, "history", "what came before?").await;
+    let seen = done["content"].as_str().unwrap();
+    for line in ["user: first\n", "user: second\n"] {
+        assert!(seen.contains(line), "{line:?} missing from {done}");
+    }
+}
