@@ -35,6 +35,14 @@ def turn_start(frame: dict) -> tuple[str, int] | None:
     return None
 
 
+def rejoined(first: dict) -> bool:
+    """Whether a rejoin's first frame puts the socket on the session:
+    Omnia's `connected` with `resumed: true`, Gnosari's `stream_info`."""
+    if first.get("type") == "connected":
+        return first.get("connected", {}).get("resumed") is True
+    return first.get("type") == "stream_info"
+
+
 def event_log(frame: dict) -> dict | None:
     """A rejoin's answer: Omnia's connected.capabilities.event_log, or
     Gnosari's first stream_info (the one with `replayed`)."""
@@ -88,6 +96,12 @@ class Conn:
             if first is None:
                 return False
             self.connected = first
+            if rejoin and not rejoined(first):
+                # Not on the session (a fresh one, or an error): a client
+                # that sent its cancel here would cancel nothing.
+                self.rec.emit("rejoin_refused", conn=self.id)
+                await self.ws.close()
+                return False
         return True
 
     async def send(self, frame: dict) -> bool:

@@ -28,6 +28,12 @@ pub(crate) const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
 /// A reader that fell too far behind its session's log (or whose writes
 /// stalled while a turn ran): it may reconnect and catch up.
 pub(crate) const CLOSE_SLOW_CONSUMER: u16 = 4008;
+/// RFC 6455's "Try Again Later": a rejoin that could not reach the
+/// session's store or shared live state; the same request may succeed on
+/// another replica or a moment later, and must not be answered as if the
+/// session were gone.
+pub(crate) const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
+pub(crate) const SESSION_UNAVAILABLE: &str = "session unavailable, try again";
 
 /// How long before its expiry a token stops being used, at most.
 const CREDENTIAL_MARGIN: Duration = Duration::from_secs(30);

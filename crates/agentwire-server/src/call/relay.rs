@@ -111,7 +111,7 @@ impl Dialect for Relay {
     }
 
     /// The holder's `connected` comes through the hop.
-    async fn greet<T: Transport>(&mut self, _link: &mut Link<T>) -> Result<(), SendFailed> {
+    async fn greet<T: Transport>(&mut self, _link: &mut Link<T>) -> Result<(), Exit> {
         Ok(())
     }
 

@@ -65,8 +65,9 @@ pub(crate) trait Dialect: Send {
         Ok(())
     }
 
-    /// Frames sent before the first client frame is read.
-    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed>;
+    /// Frames sent before the first client frame is read; an `Err` ends the
+    /// connection before it starts.
+    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), Exit>;
 
     /// A text or binary frame, already counted.
     async fn on_frame<T: Transport>(
@@ -162,9 +163,10 @@ pub(crate) fn run<T: Transport, D: Dialect>(
 async fn serve<T: Transport, D: Dialect>(link: &mut Link<T>, dialect: &mut D) -> Exit {
     // Boxed like the loop's handlers: a rejoin's greeting (a store load)
     // would otherwise size every idle connection's task.
-    if Box::pin(dialect.greet(link)).await.is_err()
-        || socket::flush(&mut link.socket).await.is_err()
-    {
+    if let Err(exit) = Box::pin(dialect.greet(link)).await {
+        return exit;
+    }
+    if socket::flush(&mut link.socket).await.is_err() {
         return Exit::Gone;
     }
     let lifecycle = &link.state.lifecycle();

@@ -33,7 +33,7 @@ impl Dialect for Echo {
         None
     }
 
-    async fn greet<T: Transport>(&mut self, _link: &mut Link<T>) -> Result<(), SendFailed> {
+    async fn greet<T: Transport>(&mut self, _link: &mut Link<T>) -> Result<(), Exit> {
         Ok(())
     }
 

@@ -172,7 +172,7 @@ impl Dialect for Gnosari {
 
     /// A rejoin attaches to its session and says where its log stands; a
     /// connection without one says nothing first, as the contract has it.
-    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
+    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), Exit> {
         match self.params.rejoin.take() {
             Some(at) => self.rejoin(link, at).await,
             None => Ok(()),
@@ -397,11 +397,11 @@ impl Gnosari {
     /// `replayed`, then what the client missed (when replayed) and the live
     /// rest. A refused rejoin is an `error` event, as for a message naming
     /// an unknown session; the socket stays open.
-    async fn rejoin<T: Transport>(
-        &mut self,
-        link: &mut Link<T>,
-        at: RejoinAt,
-    ) -> Result<(), SendFailed> {
+    /// Follows the session `at` names again. A refusal (another owner's,
+    /// unknown or expired) is an error event and the socket stays open; a
+    /// session that could not be reached just now closes it, telling the
+    /// client to try again rather than that the session is gone.
+    async fn rejoin<T: Transport>(&mut self, link: &mut Link<T>, at: RejoinAt) -> Result<(), Exit> {
         let request = RejoinRequest {
             agent: &self.params.agent,
             namespace: NAMESPACE,
@@ -413,8 +413,12 @@ impl Gnosari {
         let rejoined = match link.state.engine().rejoin(request).await {
             Ok(rejoined) => rejoined,
             Err(e) => {
+                crate::connection::rejoin_refused(&e)?;
                 let reply = self.refusal_reply(&Refusal::of_engine(e), None, None);
-                return self.send_reply(link, reply).await;
+                return self
+                    .send_reply(link, reply)
+                    .await
+                    .map_err(|SendFailed| Exit::Gone);
             }
         };
         link.state.metrics().count_replay(rejoined.replayed);
@@ -444,7 +448,7 @@ impl Gnosari {
         }
         self.current = session;
         self.lease = Some(rejoined.session);
-        link.send(info).await
+        link.send(info).await.map_err(|SendFailed| Exit::Gone)
     }
 
     /// Everything decided about a frame when it arrives, in the behaviour

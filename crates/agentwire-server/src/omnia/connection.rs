@@ -157,14 +157,14 @@ impl Dialect for Omnia {
         }
     }
 
-    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), SendFailed> {
+    async fn greet<T: Transport>(&mut self, link: &mut Link<T>) -> Result<(), Exit> {
         let call_resumed = self.resume_call(link);
         let rejoined = match self.params.rejoin.take() {
-            Some(at) => self.rejoin(link, at).await,
+            Some(at) => self.rejoin(link, at).await?,
             None => None,
         };
         let connected = self.connected_frame(link, rejoined, call_resumed);
-        link.send(connected).await
+        link.send(connected).await.map_err(|SendFailed| Exit::Gone)
     }
 
     async fn on_frame<T: Transport>(
@@ -354,7 +354,15 @@ impl Omnia {
     /// Attaches to the session a rejoin names, if the engine lets this
     /// caller (same owner, not expired; never anonymous), and starts its
     /// replay. `None`: a fresh session, as on any connection.
-    async fn rejoin<T: Transport>(&mut self, link: &mut Link<T>, at: RejoinAt) -> Option<Position> {
+    /// Follows the session `at` names again; `Ok(None)`: refused (another
+    /// owner's, unknown or expired: the connection goes on with a fresh
+    /// session); `Err`: the session could not be reached just now, and the
+    /// client is told to try again rather than that it is gone.
+    async fn rejoin<T: Transport>(
+        &mut self,
+        link: &mut Link<T>,
+        at: RejoinAt,
+    ) -> Result<Option<Position>, Exit> {
         let request = RejoinRequest {
             agent: &self.params.agent.agent,
             namespace: &self.params.namespace,
@@ -365,11 +373,10 @@ impl Omnia {
         };
         let rejoined = match link.state.engine().rejoin(request).await {
             Ok(rejoined) => rejoined,
-            Err(SubmitError::Store(e)) => {
-                tracing::error!(error = %e, "a rejoin failed");
-                return None;
+            Err(e) => {
+                crate::connection::rejoin_refused(&e)?;
+                return Ok(None);
             }
-            Err(_) => return None,
         };
         link.state.metrics().count_replay(rejoined.replayed);
         self.current = rejoined.session.id().clone();
@@ -380,11 +387,11 @@ impl Omnia {
                 self.send_after = after;
             }
         }
-        Some(Position {
+        Ok(Some(Position {
             epoch: rejoined.epoch,
             head: rejoined.head,
             replayed: rejoined.replayed,
-        })
+        }))
     }
 
     fn connected_frame<T: Transport>(

@@ -153,6 +153,52 @@ async fn a_cancel_sent_while_the_turns_replica_is_cut_off_from_redis_reaches_it_
     survivor.stop().await;
 }
 
+/// A rejoin through a replica that cannot reach Redis is closed 1013 "try
+/// again later": not answered with a fresh session, which would tell the
+/// client its conversation was gone (and take the cancel it sends next to
+/// a session it is not on). Once the link is back the same rejoin works,
+/// and its cancel reaches the turn running on the other replica.
+#[tokio::test]
+async fn a_rejoin_through_a_replica_cut_off_from_redis_is_closed_try_again_later() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("cut-rejoin");
+    let link = CutLink::to(&socket_of(&redis)).await;
+    let through_link = format!("redis+unix://{}", link.socket().display());
+    let (mut child, address, _dir) =
+        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
+    let runner_side = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let (mut runner, _) = connect_as(&runner_side, POSITIONED, ALICE).await;
+    runner.script("hold", "go").await;
+    let started = runner.recv().await;
+    assert_eq!(started["type"], "turn_started", "{started}");
+    let held = runner.recv().await;
+    assert_eq!(held["type"], "chunk", "{held}");
+
+    link.take_down();
+    let mut refused = connect_child_at(&address, &rejoin_query(&started, &held)).await;
+    let close = refused.expect_close(Duration::from_secs(15)).await;
+    let close = close.expect("a close frame, before any connected");
+    assert_eq!(u16::from(close.code), 1013, "{close:?}");
+    assert_eq!(close.reason.as_str(), "session unavailable, try again");
+
+    link.heal();
+    let mut side = connect_child_at(&address, &rejoin_query(&started, &held)).await;
+    let connected = side.recv().await;
+    assert_eq!(connected["type"], "connected", "{connected}");
+    assert_eq!(connected["connected"]["resumed"], true, "{connected}");
+    side.send_json(json!({"type": "cancel"})).await;
+    for frames in [runner.recv_turn().await, side.recv_turn().await] {
+        let done = frames.last().unwrap();
+        assert_eq!(done["type"], "done", "{frames:?}");
+        assert_eq!(done["cancelled"], true, "{done}");
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    runner_side.stop().await;
+}
+
 /// Sessions per killed replica in [`a_killed_replicas_turns_end_for_their_clients_within_3s`].
 const TURNS_PER_KILL: usize = 4;
 
