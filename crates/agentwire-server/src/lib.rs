@@ -123,6 +123,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(routes::sessions::routes())
         .merge(routes::memories::routes())
         .merge(routes::agents::routes())
+        .merge(routes::asyncapi::routes())
         .merge(a2a::routes())
         .merge(functions::routes())
         .merge(mcp::routes())

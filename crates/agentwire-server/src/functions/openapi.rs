@@ -47,7 +47,8 @@ fn document(state: &AppState) -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "The HTTP APIs of an agentwire server: its REST functions, the \
                 caller's sessions and memories, and its agents. The WebSocket protocols \
-                (/ws, /ws/agent/{agent}) are described in the book."
+                (/ws, /ws/agent/{agent}) are described by AsyncAPI documents at \
+                /api/asyncapi/omnia.yaml and /api/asyncapi/gnosari.yaml."
         },
         "paths": paths,
         "components": {

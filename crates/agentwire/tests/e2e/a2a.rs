@@ -295,7 +295,7 @@ async fn a_session_opened_over_a2a_is_listed_and_continues_on_the_websocket() {
         .headers_mut()
         .insert("Authorization", alice.parse().unwrap());
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut client = crate::support::Client { ws };
+    let mut client = crate::support::Client::new(ws, crate::support::Dialect::Omnia);
     assert_eq!(client.recv().await["type"], "connected");
     client
         .send_json(json!({"type": "message", "content": "again", "session_id": context}))

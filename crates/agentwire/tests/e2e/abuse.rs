@@ -15,7 +15,7 @@ use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::credentials::{ALICE_KEY, BOB_KEY, auth_yaml};
-use crate::support::{Client, TestServer, http_request_from, metric};
+use crate::support::{Client, Dialect, TestServer, http_request_from, metric};
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -61,7 +61,7 @@ async fn upgrade_from(
         );
     }
     match tokio_tungstenite::client_async_tls_with_config(request, stream, None, None).await {
-        Ok((ws, _)) => Ok(Client { ws }),
+        Ok((ws, _)) => Ok(Client::new(ws, Dialect::of_path(path))),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(Refused {
             status: response.status().as_u16(),
             retry_after: response

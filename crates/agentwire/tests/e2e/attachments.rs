@@ -238,7 +238,8 @@ async fn bad_attachments_are_error_events_and_nothing_runs() {
     let other_session_asset = uploaded(&server, &[("X-AUTH-TOKEN", ALICE)], "s-other").await;
     let bob_asset = uploaded(&server, &[("X-AUTH-TOKEN", BOB)], "s-a2").await;
     let mut client = connect(&server, "test-agent", ALICE).await;
-    let cases = [
+    // Frames the contract does not allow, sent as they are.
+    let malformed = [
         (
             json!({"message": "m", "client_message_id": "c", "attachments": [alice_asset]}),
             "attachments require a session_id",
@@ -251,6 +252,13 @@ async fn bad_attachments_are_error_events_and_nothing_runs() {
             json!({"message": "m", "client_message_id": "c", "session_id": "s-a", "attachments": ["not-a-uuid"]}),
             "attachment is not a valid asset id",
         ),
+    ];
+    for (frame, error) in malformed {
+        client.send_invalid_json(frame.clone()).await;
+        assert_refused(&mut client, &frame, error).await;
+    }
+    // Well-formed frames naming assets this caller and session cannot use.
+    let unusable = [
         (
             json!({"message": "m", "client_message_id": "c", "session_id": "s-a", "attachments": ["00000000-0000-4000-8000-000000000000"]}),
             "attachment not found",
@@ -264,12 +272,9 @@ async fn bad_attachments_are_error_events_and_nothing_runs() {
             "attachment not found",
         ),
     ];
-    for (frame, error) in cases {
+    for (frame, error) in unusable {
         client.send_json(frame.clone()).await;
-        let event = client.recv_event().await;
-        assert_eq!(event["type"], "error", "{frame}: {event}");
-        assert_eq!(event["error"], error, "{frame}");
-        assert_eq!(event["client_message_id"], "c", "{frame}");
+        assert_refused(&mut client, &frame, error).await;
     }
     assert!(
         stored_messages(&server.db_path).is_empty(),
@@ -281,6 +286,14 @@ async fn bad_attachments_are_error_events_and_nothing_runs() {
         .await;
     let events = client.recv_gnosari_turn().await;
     assert_eq!(events.last().unwrap()["full_response"], "echo: still here");
+}
+
+/// The next event is the `error` refusing `frame` with `error`.
+async fn assert_refused(client: &mut Client, frame: &Value, error: &str) {
+    let event = client.recv_event().await;
+    assert_eq!(event["type"], "error", "{frame}: {event}");
+    assert_eq!(event["error"], error, "{frame}");
+    assert_eq!(event["client_message_id"], "c", "{frame}");
 }
 
 /// A runtime agent with an OpenAI-compatible provider and the HTTP tool

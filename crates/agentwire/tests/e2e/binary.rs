@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -15,7 +14,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::config_errors::{ONE_AGENT, agentwire, check_config, write_config};
 use crate::credentials::base64url;
-use crate::support::Client;
+use crate::support::{Client, Dialect};
 
 #[tokio::test]
 async fn serve_with_bad_config_exits_64_before_listening() {
@@ -185,7 +184,7 @@ async fn binary_serves_and_drains_on_sigterm() {
     let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?agent=echo"))
         .await
         .expect("upgrade accepted");
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     let connected = client.recv().await;
     assert_eq!(connected["type"], "connected", "{connected}");
     client
@@ -222,7 +221,7 @@ async fn serve_without_config_uses_data_dir_under_cwd() {
     let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?agent=echo"))
         .await
         .expect("upgrade accepted");
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     assert_eq!(client.recv().await["type"], "connected");
     client.say("hello").await;
     let done = client.recv().await;
@@ -364,7 +363,7 @@ async fn present_omnia_bearers(addr: SocketAddr, tokens: &LogTokens) {
             .headers_mut()
             .insert("Authorization", format!("Bearer {bearer}").parse().unwrap());
         if let Ok((ws, _)) = tokio_tungstenite::connect_async(request).await {
-            let mut client = Client { ws };
+            let mut client = Client::new(ws, Dialect::Omnia);
             client.recv().await;
             client
                 .send_json(json!({"type": "credential_refresh", "token": tokens.refresh}))
@@ -429,9 +428,9 @@ async fn present_gnosari_credentials(addr: SocketAddr, tokens: &LogTokens) {
         let connected = tokio_tungstenite::connect_async(request).await;
         assert_eq!(connected.is_ok(), admitted, "{path} {header:?}");
         if let Ok((ws, _)) = connected {
-            let mut client = Client { ws };
+            let mut client = Client::new(ws, Dialect::Gnosari);
             client.send_json(json!({"message": "hello"})).await;
-            let _ = tokio::time::timeout(Duration::from_secs(5), client.ws.next()).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), client.next_message()).await;
         }
     }
 }
@@ -500,12 +499,12 @@ async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
     for agent in ["caller", "failing"] {
         let url = format!("ws://{addr}/ws?agent={agent}&binary=true");
         let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-        let mut client = Client { ws };
+        let mut client = Client::new(ws, Dialect::Omnia);
         let connected = client.recv().await;
         let session = connected["session_id"].as_str().unwrap().to_owned();
         for (sequence, chunk) in WEATHER_16K.chunks(640).enumerate() {
             let frame = audio_frame(&session, sequence as u32, 16_000, 0, chunk);
-            if client.ws.send(Message::binary(frame)).await.is_err() {
+            if client.send_message(Message::binary(frame)).await.is_err() {
                 break;
             }
             // Twice real time, as a client catching up would.
@@ -515,7 +514,7 @@ async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
         }
         // Until the reply's done, or the failure.
         loop {
-            match tokio::time::timeout(Duration::from_secs(10), client.ws.next()).await {
+            match tokio::time::timeout(Duration::from_secs(10), client.next_message()).await {
                 Ok(Some(Ok(Message::Text(text)))) => {
                     let frame: serde_json::Value = serde_json::from_str(&text).unwrap();
                     if frame["type"] == "done" || frame["type"] == "error" {
@@ -530,7 +529,7 @@ async fn no_call_transcript_instruction_or_audio_reaches_the_log() {
     // On OpenAI Realtime (the fake): its format, then its transcripts.
     let url = format!("ws://{addr}/ws?agent=realtime-caller&binary=true");
     let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     let session = client.recv().await["session_id"]
         .as_str()
         .unwrap()

@@ -8,7 +8,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -225,14 +224,13 @@ async fn a_library_client_that_closes_sees_a_clean_close() {
     let gnosari = server.connect_gnosari("echo").await;
     for (dialect, mut client) in [("omnia", omnia), ("gnosari", gnosari)] {
         client
-            .ws
             .close(Some(CloseFrame {
                 code: CloseCode::Normal,
                 reason: "".into(),
             }))
             .await
             .expect("close sent");
-        let answer = tokio::time::timeout(Duration::from_secs(2), client.ws.next())
+        let answer = tokio::time::timeout(Duration::from_secs(2), client.next_message())
             .await
             .expect("an answer in time");
         match answer {
@@ -242,7 +240,7 @@ async fn a_library_client_that_closes_sees_a_clean_close() {
             other => panic!("{dialect}: expected the server's close frame, got {other:?}"),
         }
         // The handshake is complete: the stream ends without an error.
-        let end = tokio::time::timeout(Duration::from_secs(2), client.ws.next())
+        let end = tokio::time::timeout(Duration::from_secs(2), client.next_message())
             .await
             .expect("the stream ends in time");
         assert!(end.is_none(), "{dialect}: a clean end, got {end:?}");

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::credentials::{ALICE_KEY, auth_yaml};
-use crate::support::{TestServer, http_get, install_tls_provider, metric};
+use crate::support::{Client, Dialect, TestServer, http_get, install_tls_provider, metric};
 use crate::voice::WEATHER_16K;
 
 /// How long the browser script may take, all scenarios together.
@@ -141,14 +141,10 @@ async fn console_ws_takes_the_credential_from_access_token() {
         Ok(_) => 101,
     };
     let bridged = format!("/console/ws?agent=echo&access_token={ALICE_KEY}");
-    let (mut ws, _) = tokio_tungstenite::connect_async(url(&bridged))
+    let (ws, _) = tokio_tungstenite::connect_async(url(&bridged))
         .await
         .unwrap();
-    use futures_util::StreamExt;
-    let connected: Value = match ws.next().await.unwrap().unwrap() {
-        tokio_tungstenite::tungstenite::Message::Text(text) => serde_json::from_str(&text).unwrap(),
-        other => panic!("{other:?}"),
-    };
+    let connected = Client::new(ws, Dialect::of_path(&bridged)).recv().await;
     assert_eq!(connected["type"], "connected");
     assert_eq!(
         refused(tokio_tungstenite::connect_async(url("/console/ws?agent=echo")).await),

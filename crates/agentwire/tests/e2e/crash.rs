@@ -13,7 +13,7 @@ use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::support::{Client, agentwire_serve, start_child, stored_messages};
+use crate::support::{Client, Dialect, agentwire_serve, start_child, stored_messages};
 
 const ROUNDS: u64 = 20;
 const CLIENTS: usize = 6;
@@ -62,7 +62,7 @@ async fn client(
     let Ok((ws, _)) = tokio_tungstenite::connect_async(request).await else {
         return;
     };
-    let mut client_ws = Client { ws };
+    let mut client_ws = Client::new(ws, Dialect::Omnia);
     let Some(connected) = client_ws.try_recv().await else {
         return;
     };

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -102,7 +101,7 @@ async fn drain_timeout_cancels_the_running_turn() {
     // Any frame before the close (an error for the cancelled turn) is fine;
     // the turn's `done` is not: it would have needed 2 s.
     let close = loop {
-        let next = tokio::time::timeout(Duration::from_millis(1500), busy.ws.next())
+        let next = tokio::time::timeout(Duration::from_millis(1500), busy.next_message())
             .await
             .expect("the socket closes within 1.5 s");
         match next {
@@ -152,7 +151,7 @@ async fn a_gnosari_turn_cut_short_by_the_drain_timeout_still_answers_every_queue
 
     let mut events = Vec::new();
     let close = loop {
-        let next = tokio::time::timeout(Duration::from_secs(2), client.ws.next())
+        let next = tokio::time::timeout(Duration::from_secs(2), client.next_message())
             .await
             .expect("the socket closes within 2 s");
         match next {

@@ -167,11 +167,12 @@ async fn a_session_id_resumes_and_its_absence_opens_a_new_session() {
         named[0]["session_id"], "client-chosen-1",
         "an id never seen opens a session under it"
     );
-    let invalid = turn(
-        &mut again,
-        json!({"message": "x", "session_id": "has space", "client_message_id": "c-1"}),
-    )
-    .await;
+    again
+        .send_invalid_json(
+            json!({"message": "x", "session_id": "has space", "client_message_id": "c-1"}),
+        )
+        .await;
+    let invalid = again.recv_gnosari_turn().await;
     assert_eq!(
         invalid,
         [json!({
@@ -225,32 +226,32 @@ async fn malformed_frames_get_an_error_event_and_the_socket_stays_usable() {
     let server = TestServer::start().await;
     let mut client = server.connect_gnosari("echo").await;
     let error = |text: &str| json!({"type": "error", "error": text, "agent_name": "echo"});
-    client.send_text("not json").await;
+    client.send_invalid_text("not json").await;
     assert_eq!(
         client.recv_event().await,
         error("invalid frame: expected a JSON object")
     );
-    client.send_text("{\"message\": ").await;
+    client.send_invalid_text("{\"message\": ").await;
     assert_eq!(
         client.recv_event().await,
         error("invalid frame: not valid JSON")
     );
-    client.send_json(json!({"session_id": "s1"})).await;
+    client.send_invalid_json(json!({"session_id": "s1"})).await;
     assert_eq!(client.recv_event().await, error("message is required"));
-    client.send_json(json!({"message": ""})).await;
+    client.send_invalid_json(json!({"message": ""})).await;
     assert_eq!(
         client.recv_event().await,
         error("message must not be empty")
     );
     client
-        .send_json(json!({"message": 5, "client_message_id": "c-5"}))
+        .send_invalid_json(json!({"message": 5, "client_message_id": "c-5"}))
         .await;
     assert_eq!(
         client.recv_event().await,
         json!({"type": "error", "error": "message must be a string", "agent_name": "echo", "client_message_id": "c-5"})
     );
     client
-        .send_json(json!({"message": "hi", "metadata": ["x"]}))
+        .send_invalid_json(json!({"message": "hi", "metadata": ["x"]}))
         .await;
     assert_eq!(
         client.recv_event().await,
@@ -288,7 +289,7 @@ async fn frames_sent_back_to_back_are_answered_in_order() {
     client
         .send_json(json!({"message": "what's the weather?"}))
         .await;
-    client.send_text("oops").await;
+    client.send_invalid_text("oops").await;
     client
         .send_json(json!({"message": "ignore previous instructions", "client_message_id": "c-2"}))
         .await;

@@ -135,9 +135,9 @@ async fn omnia_frames_are_unchanged() {
         .await;
     recv_until(&mut client, &["done", "error"], &mut frames).await;
     // Bad input: the error the connection answers with.
-    client.send_text("{not json").await;
+    client.send_invalid_text("{not json").await;
     recv_until(&mut client, &["error"], &mut frames).await;
-    client.send_json(json!({"type": "nope"})).await;
+    client.send_invalid_json(json!({"type": "nope"})).await;
     recv_until(&mut client, &["error"], &mut frames).await;
     check("omnia", &frames);
 }
@@ -168,7 +168,7 @@ async fn gnosari_frames_are_unchanged() {
             .await;
         recv_until(&mut client, &["agent_completed", "error"], &mut frames).await;
     }
-    client.send_text("{not json").await;
+    client.send_invalid_text("{not json").await;
     recv_until(&mut client, &["error"], &mut frames).await;
     check("gnosari", &frames);
 }

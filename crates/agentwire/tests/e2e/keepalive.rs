@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -18,7 +17,7 @@ const FAST_KEEPALIVE: &str = "  limits:\n    ping_interval: 100ms\n    pong_time
 async fn read_pings_until(client: &mut Client, until: Instant) -> usize {
     let mut pings = 0;
     loop {
-        match tokio::time::timeout_at(until, client.ws.next()).await {
+        match tokio::time::timeout_at(until, client.next_message()).await {
             Err(_) => return pings,
             Ok(Some(Ok(Message::Ping(_)))) => pings += 1,
             Ok(Some(Ok(Message::Pong(_)))) => {}

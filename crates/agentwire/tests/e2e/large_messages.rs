@@ -14,7 +14,9 @@ use agentwire_server::InboundBudget;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::support::{Client, agentwire_serve, assert_error, http_get, metric, start_child};
+use crate::support::{
+    Client, Dialect, agentwire_serve, assert_error, http_get, metric, start_child,
+};
 
 const MIB: usize = 1024 * 1024;
 const SIZE: usize = 15 * MIB;
@@ -46,7 +48,7 @@ async fn omnia(address: &str) -> Client {
         .into_client_request()
         .unwrap();
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     let connected = client.recv().await;
     assert_eq!(connected["type"], "connected", "{connected}");
     client
@@ -57,7 +59,7 @@ async fn gnosari(address: &str) -> Client {
         .into_client_request()
         .unwrap();
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    Client { ws }
+    Client::new(ws, Dialect::Gnosari)
 }
 
 async fn in_flight(address: SocketAddr) -> usize {

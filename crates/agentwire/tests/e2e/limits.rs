@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -28,10 +27,10 @@ async fn connection_limit_refuses_then_frees_a_slot() {
         Some((503, "connection limit reached\n".to_owned()))
     );
 
-    first.ws.close(None).await.expect("close sent");
+    first.close(None).await.expect("close sent");
     // Read the server's close reply so the close handshake completes.
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Some(Ok(_)) = first.ws.next().await {}
+        while let Some(Ok(_)) = first.next_message().await {}
     })
     .await;
     drop(first);

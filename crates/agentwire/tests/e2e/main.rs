@@ -10,6 +10,7 @@ mod a2a;
 mod a2a_tools;
 mod abuse;
 mod agent_memory;
+mod asyncapi;
 mod attachments;
 mod auth;
 mod binary;

@@ -114,11 +114,13 @@ async fn without_media_storage_uploads_are_not_enabled() {
     let (mut client, connected) = server.connect("agent=test-agent").await;
     // Storage is checked before the fields, so even a frame without them
     // gets MEDIA_NOT_ENABLED.
-    for frame in [
-        upload_request("a.png", "image/png", 10),
-        json!({"type": "upload_request"}),
-    ] {
-        client.send_json(frame).await;
+    client
+        .send_json(upload_request("a.png", "image/png", 10))
+        .await;
+    client
+        .send_invalid_json(json!({"type": "upload_request"}))
+        .await;
+    for _ in 0..2 {
         let reply = client.recv().await;
         assert_error(&reply, "MEDIA_NOT_ENABLED", "media storage is not enabled");
         assert_eq!(reply["session_id"], connected["session_id"]);
@@ -138,7 +140,8 @@ async fn upload_request_is_validated_in_the_reference_order() {
     let media = MediaServer::start("", "    max_bytes: 1000\n").await;
     let (mut client, connected) = media.server.connect("agent=test-agent").await;
     let session = connected["session_id"].clone();
-    let cases = [
+    // Frames the contract does not allow, sent as they are.
+    let malformed = [
         (
             json!({"type": "upload_request"}),
             "INVALID_MESSAGE",
@@ -169,6 +172,13 @@ async fn upload_request_is_validated_in_the_reference_order() {
             "INVALID_MESSAGE",
             "size_bytes must be positive",
         ),
+    ];
+    for (frame, code, message) in malformed {
+        client.send_invalid_json(frame.clone()).await;
+        assert_upload_refused(&mut client, &frame, code, message, &session).await;
+    }
+    // Well-formed requests the media store refuses.
+    let refused = [
         (
             upload_request("a.png", "image/png", 1001),
             "UPLOAD_FAILED",
@@ -180,14 +190,26 @@ async fn upload_request_is_validated_in_the_reference_order() {
             "failed to prepare upload",
         ),
     ];
-    for (frame, code, message) in cases {
+    for (frame, code, message) in refused {
         client.send_json(frame.clone()).await;
-        let reply = client.recv().await;
-        assert_error(&reply, code, message);
-        assert_eq!(reply["session_id"], session, "{frame}");
+        assert_upload_refused(&mut client, &frame, code, message, &session).await;
     }
     // Exactly the limit is fine.
     request_upload(&mut client, "a.png", "image/png", 1000).await;
+}
+
+/// The next frame is the `error` refusing the upload request `frame`, on
+/// the connection's `session`.
+async fn assert_upload_refused(
+    client: &mut Client,
+    frame: &Value,
+    code: &str,
+    message: &str,
+    session: &Value,
+) {
+    let reply = client.recv().await;
+    assert_error(&reply, code, message);
+    assert_eq!(reply["session_id"], *session, "{frame}");
 }
 
 #[tokio::test]

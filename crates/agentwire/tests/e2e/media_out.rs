@@ -1,7 +1,6 @@
 //! Media a turn sends: binary OMNI frames with `binary=true`, JSON
 //! `media_chunk` otherwise; chunking around the 1 MiB threshold.
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -45,7 +44,7 @@ fn parse(frame: &[u8]) -> Omni {
 async fn binary_turn(client: &mut Client) -> Vec<Omni> {
     let mut frames = Vec::new();
     loop {
-        let message = tokio::time::timeout(FRAME_TIMEOUT, client.ws.next())
+        let message = tokio::time::timeout(FRAME_TIMEOUT, client.next_message())
             .await
             .unwrap()
             .unwrap()

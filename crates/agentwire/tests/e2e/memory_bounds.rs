@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, TestServer, http_get};
+use crate::support::{Client, Dialect, TestServer, http_get};
 
 /// One turn of `scenario` on the test agent, optionally on `session_id`;
 /// the terminal frame.
@@ -123,7 +123,7 @@ async fn memory_server(max_sessions: usize) -> SocketAddr {
 async fn connect(addr: SocketAddr) -> (Client, String) {
     let url = format!("ws://{addr}/ws?agent=test-agent");
     let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     let connected = client.recv().await;
     (client, connected["session_id"].as_str().unwrap().to_owned())
 }

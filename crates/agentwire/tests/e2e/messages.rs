@@ -178,7 +178,7 @@ async fn malformed_frames_get_invalid_message_and_nothing_is_stored() {
     let (mut client, _) = server.connect("agent=test-agent").await;
     let cases = malformed_frames();
     for (frame, message) in &cases {
-        client.send_text(frame).await;
+        client.send_invalid_text(frame).await;
         let error = client.recv().await;
         assert_error(&error, "INVALID_MESSAGE", message);
         assert!(
@@ -301,7 +301,7 @@ async fn an_empty_session_id_is_refused_like_every_malformed_id() {
     let (mut client, _) = server.connect("agent=test-agent").await;
     for id in ["", "bad id!", &"x".repeat(129)] {
         client
-            .send_json(json!({"type": "message", "content": "hi", "session_id": id}))
+            .send_invalid_json(json!({"type": "message", "content": "hi", "session_id": id}))
             .await;
         let error = client.recv().await;
         assert_error(

@@ -27,7 +27,7 @@ async fn metrics_count_connections_turns_and_errors() {
     let done = client.recv().await;
     assert_eq!(done["type"], "done", "{done}");
     assert_eq!(done["content"], "Echo: count me", "{done}");
-    client.send_text("this is not json").await;
+    client.send_invalid_text("this is not json").await;
     let error = client.recv().await;
     assert_eq!(error["type"], "error", "{error}");
     assert_eq!(error["error"]["code"], "INVALID_MESSAGE", "{error}");

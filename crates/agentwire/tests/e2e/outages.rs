@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -29,7 +28,7 @@ use crate::postgres::{OwnPostgres, stdout_of};
 use crate::replicas::{
     deployment, own_redis, redis_server, required, unique_prefix, wait_for_socket,
 };
-use crate::support::{Client, TestServer};
+use crate::support::{Client, Dialect, TestServer};
 
 /// Clients per server.
 const CLIENTS: usize = 4;
@@ -108,7 +107,7 @@ fn run_client(
 async fn terminal_or_closed(client: &mut Client) -> Option<Value> {
     let mut frames = Vec::new();
     loop {
-        let message = tokio::time::timeout(Duration::from_secs(15), client.ws.next())
+        let message = tokio::time::timeout(Duration::from_secs(15), client.next_message())
             .await
             .expect("a frame within the timeout");
         match message {
@@ -137,7 +136,7 @@ async fn terminal_or_closed(client: &mut Client) -> Option<Value> {
 /// again while the outage refuses it).
 async fn new_session(url: &str) -> (Client, String) {
     let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::of_path(url));
     let connected = client.recv().await;
     assert_eq!(connected["type"], "connected", "{connected}");
     loop {

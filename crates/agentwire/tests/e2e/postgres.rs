@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Client, TestServer, install_tls_provider, repo_root};
+use crate::support::{Client, Dialect, TestServer, install_tls_provider, repo_root};
 
 fn postgres_url() -> Option<String> {
     match std::env::var("AGENTWIRE_TEST_POSTGRES") {
@@ -111,7 +111,7 @@ pub(crate) async fn startup_error_of(top_level: &str) -> Option<String> {
         let error = run.await.unwrap().expect_err("the start failed");
         return Some(format!("{error:#}"));
     };
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     assert_eq!(client.recv().await["type"], "connected");
     let done = ask(&mut client, None, "echo", "over TLS").await;
     assert_eq!(done["content"], "echo: over TLS", "{done}");

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -15,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use crate::replicas::{
     deployment, own_redis, redis_server, servers, unique_prefix, wait_for_socket,
 };
-use crate::support::{Client, TestServer, agentwire_serve, http_get, metric, start_child};
+use crate::support::{Client, Dialect, TestServer, agentwire_serve, http_get, metric, start_child};
 use crate::turn_log::{
     ALICE, BOB, POSITIONED, connect_as, connect_gnosari_as, digest, paced_message, rejoin_query,
     shape,
@@ -76,7 +75,7 @@ pub(crate) async fn connect_child_at(address: &str, query: &str) -> Client {
         .headers_mut()
         .insert("Authorization", format!("Bearer {ALICE}").parse().unwrap());
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    Client { ws }
+    Client::new(ws, Dialect::Omnia)
 }
 
 #[tokio::test]
@@ -482,7 +481,7 @@ async fn a_client_following_a_turn_on_another_replica_is_told_to_reload_when_red
 async fn closed_within(client: &mut Client, wait: Duration) -> u16 {
     let closed = tokio::time::timeout(wait, async {
         loop {
-            match client.ws.next().await {
+            match client.next_message().await {
                 Some(Ok(Message::Close(frame))) => return frame,
                 Some(Ok(_)) => continue,
                 other => panic!("expected a close frame: {other:?}"),

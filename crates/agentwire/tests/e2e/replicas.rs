@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-use crate::support::{Client, TestServer, agentwire_serve, http_get, start_child};
+use crate::support::{Client, Dialect, TestServer, agentwire_serve, http_get, start_child};
 
 pub(crate) fn required(var: &str, what: &str) -> Option<String> {
     match std::env::var(var) {
@@ -260,7 +260,7 @@ async fn a_killed_replicas_session_is_taken_at_once_its_orphan_ended_first() {
         .into_client_request()
         .unwrap();
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut doomed = Client { ws };
+    let mut doomed = Client::new(ws, Dialect::Omnia);
     let connected = doomed.recv().await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
     ask(&mut doomed, &session, "echo", "stored").await;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Client, TestServer, assert_error, stored_messages};
+use crate::support::{Client, Dialect, TestServer, assert_error, stored_messages};
 
 async fn ask(
     client: &mut Client,
@@ -105,7 +105,7 @@ async fn a_malformed_session_id_is_invalid() {
     let server = TestServer::start().await;
     let (mut client, _) = server.connect("agent=test-agent").await;
     client
-        .send_json(json!({"type": "message", "content": "x", "session_id": "has spaces"}))
+        .send_invalid_json(json!({"type": "message", "content": "x", "session_id": "has spaces"}))
         .await;
     let error = client.recv().await;
     assert_eq!(error["error"]["code"], "INVALID_MESSAGE");
@@ -214,7 +214,7 @@ async fn memory_storage_keeps_sessions_for_the_process_lifetime() {
     tokio::spawn(agentwire::run(listener, config, std::future::pending()));
     let url = format!("ws://{addr}/ws?agent=test-agent");
     let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    let mut first = Client { ws };
+    let mut first = Client::new(ws, Dialect::Omnia);
     let session = first.recv().await["session_id"]
         .as_str()
         .unwrap()
@@ -222,7 +222,7 @@ async fn memory_storage_keeps_sessions_for_the_process_lifetime() {
     ask(&mut first, None, "echo", "in memory").await;
     drop(first);
     let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    let mut second = Client { ws };
+    let mut second = Client::new(ws, Dialect::Omnia);
     second.recv().await;
     let done = ask(&mut second, Some(&session), "history", "?").await;
     assert_eq!(

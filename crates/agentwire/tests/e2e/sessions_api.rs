@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::credentials::{ALICE_KEY, BOB_KEY, auth_yaml, now_secs};
-use crate::support::{Client, HttpResponse, TestServer, stored_messages};
+use crate::support::{Client, Dialect, HttpResponse, TestServer, stored_messages};
 
 /// Providers and agents with short summary idle times.
 const PROVIDERS: &str = r#"
@@ -711,7 +711,7 @@ async fn connect_path(server: &TestServer, path: &str) -> Client {
     let (ws, _) = tokio_tungstenite::connect_async(server.url(path))
         .await
         .unwrap_or_else(|e| panic!("{path}: {e}"));
-    Client { ws }
+    Client::new(ws, Dialect::of_path(path))
 }
 
 #[tokio::test]

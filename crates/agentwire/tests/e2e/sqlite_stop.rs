@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::support::{Client, agentwire_serve, start_child, stored_messages};
+use crate::support::{Client, Dialect, agentwire_serve, start_child, stored_messages};
 
 /// The length of the file at `path`, 0 when there is none.
 fn length(path: &Path) -> u64 {
@@ -36,7 +36,7 @@ async fn after_sigterm_the_database_file_alone_holds_every_row() {
         .into_client_request()
         .unwrap();
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     let connected = client.recv().await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
     client.say("keep this").await;

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -23,8 +24,10 @@ pub fn install_tls_provider() {
 }
 
 mod child;
+mod contract;
 mod cut;
 pub use child::{agentwire_serve, start_child};
+pub use contract::{Dialect, Direction};
 pub use cut::CutLink;
 
 /// How long a test waits for any one frame before failing.
@@ -279,7 +282,7 @@ impl TestServer {
             );
         }
         match tokio_tungstenite::connect_async(request).await {
-            Ok((ws, _)) => Ok(Client { ws }),
+            Ok((ws, _)) => Ok(Client::new(ws, Dialect::of_path(path_and_query))),
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
                 let status = response.status().as_u16();
                 let body = response
@@ -332,34 +335,86 @@ impl TestServer {
     }
 }
 
+/// The suite's WebSocket client. Every text frame it sends or receives is
+/// held to its dialect's AsyncAPI document ([`contract::Contract`]; the
+/// dialect is fixed when it connects): a frame the document does not
+/// describe fails the test at once. A frame a test breaks on purpose, to
+/// see the server refuse it, is sent with [`Client::send_invalid_text`] or
+/// [`Client::send_invalid_json`].
 pub struct Client {
-    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    dialect: Dialect,
 }
 
 impl Client {
+    /// A client on the open socket `ws`, which speaks `dialect`.
+    pub fn new(ws: WebSocketStream<MaybeTlsStream<TcpStream>>, dialect: Dialect) -> Client {
+        Client { ws, dialect }
+    }
+
     pub async fn send_json(&mut self, value: Value) {
         self.send_text(&value.to_string()).await;
     }
 
     pub async fn send_text(&mut self, text: &str) {
+        self.send_message(Message::text(text)).await.expect("send");
+    }
+
+    /// Sends `text` without checking it against the document: a frame that
+    /// is malformed on purpose (not JSON, an unknown type, a field missing
+    /// or of the wrong type, a limit broken).
+    pub async fn send_invalid_text(&mut self, text: &str) {
         self.ws.send(Message::text(text)).await.expect("send");
     }
 
-    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
-        self.ws.send(Message::binary(bytes)).await.expect("send");
+    /// [`Client::send_invalid_text`] of `value`.
+    pub async fn send_invalid_json(&mut self, value: Value) {
+        self.send_invalid_text(&value.to_string()).await;
     }
 
-    /// Sends a text message to the agent.
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
+        self.send_message(Message::binary(bytes))
+            .await
+            .expect("send");
+    }
+
+    /// Sends `message`; a text frame must be one the document describes.
+    pub async fn send_message(&mut self, message: Message) -> Result<(), WsError> {
+        if let Message::Text(text) = &message {
+            self.dialect
+                .contract()
+                .assert_described(Direction::ClientToServer, text.as_str());
+        }
+        self.ws.send(message).await
+    }
+
+    /// Starts the closing handshake (`None`: a Close without a code).
+    pub async fn close(&mut self, frame: Option<CloseFrame>) -> Result<(), WsError> {
+        self.ws.close(frame).await
+    }
+
+    /// The next message off the socket, as the stream gives it (`None` once
+    /// it has ended); a text frame must be one the document describes.
+    pub async fn next_message(&mut self) -> Option<Result<Message, WsError>> {
+        let next = self.ws.next().await;
+        if let Some(Ok(Message::Text(text))) = &next {
+            self.dialect
+                .contract()
+                .assert_described(Direction::ServerToClient, text.as_str());
+        }
+        next
+    }
+
     /// Sends `value`; `false` once the connection is gone.
     pub async fn try_send(&mut self, value: Value) -> bool {
         let text = serde_json::to_string(&value).unwrap();
-        self.ws.send(Message::Text(text.into())).await.is_ok()
+        self.send_message(Message::Text(text.into())).await.is_ok()
     }
 
     /// The next JSON text frame, or `None` once the connection is gone.
     pub async fn try_recv(&mut self) -> Option<Value> {
         loop {
-            match tokio::time::timeout(FRAME_TIMEOUT, self.ws.next()).await {
+            match tokio::time::timeout(FRAME_TIMEOUT, self.next_message()).await {
                 Ok(Some(Ok(Message::Text(text)))) => {
                     return Some(
                         serde_json::from_str(text.as_str()).expect("server frames are JSON"),
@@ -410,7 +465,7 @@ impl Client {
 
     async fn recv_text_within(&mut self, wait: Duration) -> String {
         loop {
-            let message = tokio::time::timeout(wait, self.ws.next())
+            let message = tokio::time::timeout(wait, self.next_message())
                 .await
                 .expect("a frame within the timeout")
                 .expect("socket open")
@@ -439,7 +494,7 @@ impl Client {
     /// The next JSON text frame, skipping pings and pongs, whatever it is.
     pub async fn recv_any_event(&mut self) -> Value {
         loop {
-            let message = tokio::time::timeout(FRAME_TIMEOUT, self.ws.next())
+            let message = tokio::time::timeout(FRAME_TIMEOUT, self.next_message())
                 .await
                 .expect("a frame within the timeout")
                 .expect("socket open")
@@ -485,7 +540,7 @@ impl Client {
     pub async fn expect_silence(&mut self, wait: Duration) {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            match tokio::time::timeout_at(deadline, self.ws.next()).await {
+            match tokio::time::timeout_at(deadline, self.next_message()).await {
                 Err(_) => return,
                 Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
                 Ok(other) => panic!("expected silence, got {other:?}"),
@@ -497,7 +552,7 @@ impl Client {
     pub async fn expect_close(&mut self, within: Duration) -> Option<CloseFrame> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            match tokio::time::timeout_at(deadline, self.ws.next()).await {
+            match tokio::time::timeout_at(deadline, self.next_message()).await {
                 Err(_) => panic!("socket still open after {within:?}"),
                 Ok(None) | Ok(Some(Err(_))) => return None,
                 Ok(Some(Ok(Message::Close(frame)))) => return frame,

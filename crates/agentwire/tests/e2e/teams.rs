@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::credentials::{ALICE_KEY, BOB_KEY, SECRET, sha256_hex};
-use crate::support::{Client, TestServer, stored_messages};
+use crate::support::{Client, Dialect, TestServer, stored_messages};
 
 /// Opens a WebSocket on `path_and_query` with extra request headers; a
 /// refused upgrade gives its status and body.
@@ -27,7 +27,7 @@ pub(crate) async fn try_connect(
         );
     }
     match tokio_tungstenite::connect_async(request).await {
-        Ok((ws, _)) => Ok(Client { ws }),
+        Ok((ws, _)) => Ok(Client::new(ws, Dialect::of_path(path_and_query))),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             let body = response
                 .body()

@@ -7,7 +7,6 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
-use futures_util::SinkExt;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -21,7 +20,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::credentials::{ALICE_KEY, sha256_hex};
 use crate::fake_http::{Answer, FakeHttp, openai_model, openai_text, openai_tool_call};
-use crate::support::{Client, agentwire_serve, start_child};
+use crate::support::{Client, Dialect, agentwire_serve, start_child};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID: &str = "00f067aa0ba902b7";
@@ -211,14 +210,14 @@ async fn one_turn(address: &str) {
         format!("Bearer {ALICE_KEY}").parse().unwrap(),
     );
     let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     assert_eq!(client.recv().await["type"], "connected");
     client.say(PROMPT).await;
     let frames = client.recv_turn().await;
     let done = frames.last().unwrap();
     assert_eq!(done["type"], "done", "{frames:?}");
     assert_eq!(done["content"], REPLY);
-    let _ = client.ws.send(Message::Close(None)).await;
+    let _ = client.send_message(Message::Close(None)).await;
 }
 
 /// SIGTERM, then the exit: the drain ends and the batched spans go out.

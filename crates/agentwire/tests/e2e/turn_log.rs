@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -40,7 +39,7 @@ async fn a_client_that_stops_reading_is_closed_4008_while_others_stay_fast() {
     tokio::time::sleep_until(flood_sent + Duration::from_secs(12)).await;
     let mut chunk_bytes = 0;
     let close = loop {
-        match tokio::time::timeout(Duration::from_secs(15), flooded.ws.next()).await {
+        match tokio::time::timeout(Duration::from_secs(15), flooded.next_message()).await {
             Ok(Some(Ok(Message::Text(text)))) => chunk_bytes += text.len(),
             Ok(Some(Ok(Message::Close(frame)))) => break frame,
             Ok(Some(Ok(_))) => {}
@@ -118,7 +117,7 @@ async fn a_gnosari_client_that_stops_reading_is_closed_4008_too() {
 
     tokio::time::sleep_until(flood_sent + Duration::from_secs(12)).await;
     let close = loop {
-        match tokio::time::timeout(Duration::from_secs(15), flooded.ws.next()).await {
+        match tokio::time::timeout(Duration::from_secs(15), flooded.next_message()).await {
             Ok(Some(Ok(Message::Close(frame)))) => break frame,
             Ok(Some(Ok(_))) => {}
             other => panic!("expected events, then a close frame: {other:?}"),

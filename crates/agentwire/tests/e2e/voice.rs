@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -101,7 +100,7 @@ pub(crate) enum Frame {
 
 pub(crate) async fn next_frame(client: &mut Client) -> Frame {
     loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), client.ws.next())
+        let message = tokio::time::timeout(Duration::from_secs(10), client.next_message())
             .await
             .expect("a frame within 10 s")
             .expect("socket open")
@@ -172,7 +171,7 @@ async fn speak_and_listen(
             .await;
         sequence += 1;
         let until = tokio::time::Instant::now() + Duration::from_millis(20);
-        while let Ok(message) = tokio::time::timeout_at(until, client.ws.next()).await {
+        while let Ok(message) = tokio::time::timeout_at(until, client.next_message()).await {
             match message.expect("socket open").expect("frame readable") {
                 Message::Text(text) => {
                     heard.push(Frame::Text(serde_json::from_str(&text).unwrap()))

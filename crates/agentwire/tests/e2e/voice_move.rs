@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
 use crate::credentials::sha256_hex;
 use crate::replicas::{deployment, servers, unique_prefix};
-use crate::support::{Client, TestServer, agentwire_serve, http_get, metric, start_child};
+use crate::support::{Client, Dialect, TestServer, agentwire_serve, http_get, metric, start_child};
 use crate::voice::{
     AudioOut, Frame, HELLO_16K, VOICE_AGENTS, VOICE_PROVIDERS, WEATHER_16K, joined, next_frame,
     next_text, speak, until_done,
@@ -53,7 +53,7 @@ async fn connect_at(address: &str, query: &str, key: Option<&str>) -> (Client, V
     let (ws, _) = tokio_tungstenite::connect_async(request)
         .await
         .expect("upgrade");
-    let mut client = Client { ws };
+    let mut client = Client::new(ws, Dialect::Omnia);
     let connected = next_text(&mut client).await;
     assert_eq!(connected["type"], "connected", "{connected}");
     (client, connected)

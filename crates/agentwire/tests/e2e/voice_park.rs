@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -90,10 +89,10 @@ pub(crate) async fn wait_metric(server: &TestServer, series: &str, value: f64) {
 /// frame, then whatever the server had sent already, until the socket
 /// ends. Returns the highest audio `sequence` it still got.
 pub(crate) async fn blip(mut client: Client) -> Option<u32> {
-    client.ws.close(None).await.unwrap();
+    client.close(None).await.unwrap();
     let mut last = None;
     loop {
-        let next = tokio::time::timeout(Duration::from_secs(2), client.ws.next()).await;
+        let next = tokio::time::timeout(Duration::from_secs(2), client.next_message()).await;
         match next.expect("the server ends the socket") {
             Some(Ok(Message::Binary(frame))) => {
                 last = Some(u32::from_be_bytes(frame[16..20].try_into().unwrap()));

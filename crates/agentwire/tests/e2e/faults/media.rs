@@ -195,10 +195,9 @@ async fn a_media_store_that_does_not_answer_holds_the_upload_not_the_conversatio
 
 /// The next JSON text frame, waiting up to `wait`.
 async fn recv_within(client: &mut Client, wait: Duration) -> Value {
-    use futures_util::StreamExt as _;
     use tokio_tungstenite::tungstenite::Message;
     loop {
-        match tokio::time::timeout(wait, client.ws.next()).await {
+        match tokio::time::timeout(wait, client.next_message()).await {
             Ok(Some(Ok(Message::Text(text)))) => {
                 return serde_json::from_str(text.as_str()).unwrap();
             }
