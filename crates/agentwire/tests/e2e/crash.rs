@@ -128,14 +128,24 @@ async fn kill_round(
         })
         .collect();
     drop(acks);
-    tokio::time::sleep(Duration::from_millis(moments.next_ms(50..400))).await;
+    // The kill's moment counts from the round's first acknowledged turn:
+    // on a loaded machine the clients may take longer than the moment to
+    // connect, and a round that kills before any turn tests nothing.
+    let mut first = tokio::time::timeout(Duration::from_secs(20), received.recv())
+        .await
+        .ok()
+        .flatten();
+    tokio::time::sleep(Duration::from_millis(moments.next_ms(0..350))).await;
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     for task in clients {
         task.await.expect("a client saw only well-formed frames");
     }
     let mut this_round = 0;
-    while let Some(ack) = received.recv().await {
+    while let Some(ack) = match first.take() {
+        Some(ack) => Some(ack),
+        None => received.recv().await,
+    } {
         let index = ack.text[1..]
             .split(' ')
             .next()
