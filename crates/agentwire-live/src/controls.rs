@@ -5,15 +5,21 @@
 //! A control is pushed onto the session's mailbox (`{…}:ctl`, a short list
 //! beside the lease, in its Cluster slot) and the holder is woken on its
 //! channel (`{prefix}ctl:<replica>`, one subscription per replica, whatever
-//! the number of sessions). Whoever empties the mailbox delivers what it
+//! the number of sessions). Whoever reads the mailbox delivers what it
 //! held: the woken listener, or the holder's next lease renewal, which
-//! empties it in the same script. So a control sent while the holder is cut
+//! reads it in the same script. So a control sent while the holder is cut
 //! off from Redis waits in the mailbox and reaches the turn with the first
 //! renewal after the link heals; if the link stays down for a whole lease,
-//! the turn stops anyway (its lease is lost). Each control is taken out of
-//! the mailbox exactly once; both kinds are idempotent where they land (a
-//! cancel names its turn, an answer its call), so a control left from an
-//! earlier turn is harmless.
+//! the turn stops anyway (its lease is lost).
+//!
+//! A control leaves the mailbox only once delivered: the read does not
+//! remove it, an acknowledgement after the delivery does. A read whose
+//! reply is lost (Redis ran it, the link timed out before the answer came
+//! back: a slow link, not a cut) leaves it for the next read, where a
+//! destructive read lost it. Delivery is so at least once; both kinds are
+//! idempotent where they land (a cancel names its turn, an answer its
+//! call), so a control delivered twice, or left from an earlier turn, is
+//! harmless.
 
 use std::time::Duration;
 
@@ -56,28 +62,25 @@ redis.call('PUBLISH', ARGV[1] .. 'ctl:' .. replica, ARGV[5])
 return 1
 ";
 
-/// Empties the mailbox KEYS[1]; returns what it held, oldest first.
-const TAKE: &str = r"
-local controls = redis.call('LRANGE', KEYS[1], 0, -1)
-if #controls > 0 then
-  redis.call('DEL', KEYS[1])
-end
-return controls
-";
-
 /// Extends the lease if it is still the one named (`replica:fence`), and
-/// empties the session's mailbox for its holder: `{1, controls}`, or
-/// `{0, {}}` when the lease is not held with that fence.
+/// reads the session's mailbox for its holder: `{1, controls}`, or
+/// `{0, {}}` when the lease is not held with that fence. The controls stay
+/// until [`ACK`].
 pub(crate) const RENEW: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0, {}}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local controls = redis.call('LRANGE', KEYS[2], 0, -1)
-if #controls > 0 then
-  redis.call('DEL', KEYS[2])
+return {1, redis.call('LRANGE', KEYS[2], 0, -1)}
+";
+
+/// Takes the delivered controls ARGV out of the mailbox KEYS[1], one
+/// occurrence each: what was sent since the read stays.
+const ACK: &str = r"
+for _, control in ipairs(ARGV) do
+  redis.call('LREM', KEYS[1], 1, control)
 end
-return {1, controls}
+return 0
 ";
 
 /// The scripts and the engine's queue, shared by the listener and the
@@ -85,7 +88,7 @@ return {1, controls}
 #[derive(Clone)]
 pub(crate) struct Mailboxes {
     send: Script,
-    take: Script,
+    ack: Script,
     engine: mpsc::Sender<(SessionId, Control)>,
 }
 
@@ -93,7 +96,7 @@ impl Mailboxes {
     pub(crate) fn new(engine: mpsc::Sender<(SessionId, Control)>) -> Mailboxes {
         Mailboxes {
             send: Script::new(SEND),
-            take: Script::new(TAKE),
+            ack: Script::new(ACK),
             engine,
         }
     }
@@ -112,19 +115,39 @@ impl Mailboxes {
         }
     }
 
+    /// Reads the mailbox, delivers what it holds and acknowledges it.
     async fn take(
         &self,
         connection: &mut ConnectionManager,
         mailbox: String,
     ) -> Result<(), LiveError> {
-        let taken: Vec<Vec<u8>> = self
-            .take
-            .key(mailbox)
-            .invoke_async(connection)
+        let taken: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(&mailbox)
+            .arg(0)
+            .arg(-1)
+            .query_async(connection)
             .await
             .map_err(unavailable)?;
         self.deliver(&taken);
-        Ok(())
+        self.acknowledge(connection, mailbox, &taken).await
+    }
+
+    /// Takes `delivered` out of `mailbox`. A failure leaves them for the
+    /// next read, which delivers them again.
+    pub(crate) async fn acknowledge(
+        &self,
+        connection: &mut ConnectionManager,
+        mailbox: String,
+        delivered: &[Vec<u8>],
+    ) -> Result<(), LiveError> {
+        if delivered.is_empty() {
+            return Ok(());
+        }
+        let mut ack = self.ack.key(mailbox);
+        for control in delivered {
+            ack.arg(control.as_slice());
+        }
+        ack.invoke_async(connection).await.map_err(unavailable)
     }
 }
 
@@ -228,9 +251,10 @@ async fn listen(
             continue;
         };
         let mailbox = session_key(&woken.prefix, &session, "ctl");
-        // A failed take leaves the controls for the lease's next renewal.
+        // A failed read or acknowledgement leaves the controls for the
+        // lease's next renewal.
         if let Err(e) = woken.mailboxes.take(&mut woken.connection, mailbox).await {
-            tracing::warn!(error = %e, "emptying a control mailbox failed");
+            tracing::warn!(error = %e, "reading a control mailbox failed");
         }
     }
 }

@@ -320,16 +320,24 @@ impl TurnLeases for RedisLive {
     /// Also hands the engine what waits in the session's control mailbox
     /// (`controls`): what was sent while this replica was cut off.
     async fn renew(&self, session: &SessionId, fence: Fence) -> Result<bool, LiveError> {
+        let mut connection = self.connection.clone();
+        let mailbox = self.mailbox(session);
         let (renewed, taken): (u8, Vec<Vec<u8>>) = self
             .renew
             .key(self.key(session, "turn"))
-            .key(self.mailbox(session))
+            .key(&mailbox)
             .arg(self.holder(fence))
             .arg(Self::millis(self.settings.lease_ttl))
-            .invoke_async(&mut self.connection.clone())
+            .invoke_async(&mut connection)
             .await
             .map_err(unavailable)?;
         self.mailboxes.deliver(&taken);
+        // Renewed either way: a failed acknowledgement only means the
+        // controls come again with the next renewal.
+        let acked = self.mailboxes.acknowledge(&mut connection, mailbox, &taken);
+        if let Err(e) = acked.await {
+            tracing::warn!(error = %e, "acknowledging delivered controls failed");
+        }
         Ok(renewed == 1)
     }
 

@@ -198,7 +198,7 @@ async fn redis_logs_pass_the_shared_log_conformance_suite_across_two_replicas() 
 }
 
 #[tokio::test]
-async fn a_control_the_holder_missed_reaches_it_with_its_next_renewal_once() {
+async fn a_control_the_holder_missed_or_never_heard_of_reaches_it_with_its_next_renewal() {
     let Some((one, two)) = two_replicas(Duration::from_secs(5)).await else {
         return;
     };
@@ -234,5 +234,30 @@ async fn a_control_the_holder_missed_reaches_it_with_its_next_renewal_once() {
     // Taken once: the next renewal finds the mailbox empty.
     assert!(one.renew(&id, held.fence).await.unwrap());
     assert!(controls.try_recv().is_err(), "delivered twice");
+    // A renewal whose reply was lost (Redis ran it, the link timed out
+    // before the answer came back) leaves the control for the next one.
+    let unanswered = agentwire_core::live::Control::Cancel {
+        turn: agentwire_core::TurnId(5),
+    };
+    let _: () = redis::cmd("RPUSH")
+        .arg(one.mailbox(&id))
+        .arg(crate::codec::encode_control(&id, &unanswered))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _lost_reply: (u8, Vec<Vec<u8>>) = one
+        .renew
+        .key(one.key(&id, "turn"))
+        .key(one.mailbox(&id))
+        .arg(one.holder(held.fence))
+        .arg(RedisLive::millis(one.settings.lease_ttl))
+        .invoke_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(controls.try_recv().is_err(), "nothing delivered it");
+    assert!(one.renew(&id, held.fence).await.unwrap());
+    assert_eq!(controls.try_recv().unwrap(), (id.clone(), unanswered));
+    assert!(one.renew(&id, held.fence).await.unwrap());
+    assert!(controls.try_recv().is_err(), "acknowledged once delivered");
     one.release(&id, held.fence).await.unwrap();
 }
