@@ -396,11 +396,9 @@ impl Gnosari {
     /// caller (same owner, not expired; never anonymous): `stream_info` with
     /// `replayed`, then what the client missed (when replayed) and the live
     /// rest. A refused rejoin is an `error` event, as for a message naming
-    /// an unknown session; the socket stays open.
-    /// Follows the session `at` names again. A refusal (another owner's,
-    /// unknown or expired) is an error event and the socket stays open; a
-    /// session that could not be reached just now closes it, telling the
-    /// client to try again rather than that the session is gone.
+    /// an unknown session; the socket stays open. A session that could not
+    /// be reached just now closes it instead, telling the client to try
+    /// again rather than that the session is gone.
     async fn rejoin<T: Transport>(&mut self, link: &mut Link<T>, at: RejoinAt) -> Result<(), Exit> {
         let request = RejoinRequest {
             agent: &self.params.agent,

@@ -353,11 +353,10 @@ impl Omnia {
 
     /// Attaches to the session a rejoin names, if the engine lets this
     /// caller (same owner, not expired; never anonymous), and starts its
-    /// replay. `None`: a fresh session, as on any connection.
-    /// Follows the session `at` names again; `Ok(None)`: refused (another
-    /// owner's, unknown or expired: the connection goes on with a fresh
-    /// session); `Err`: the session could not be reached just now, and the
-    /// client is told to try again rather than that it is gone.
+    /// replay. `Ok(None)`: refused, and the connection goes on with a fresh
+    /// session, as any connection; `Err`: the session could not be reached
+    /// just now, and the client is told to try again rather than that it
+    /// is gone.
     async fn rejoin<T: Transport>(
         &mut self,
         link: &mut Link<T>,
