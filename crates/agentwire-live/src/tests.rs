@@ -221,13 +221,7 @@ async fn a_control_the_holder_missed_or_never_heard_of_reaches_it_with_its_next_
     let missed = agentwire_core::live::Control::Cancel {
         turn: agentwire_core::TurnId(4),
     };
-    let mut raw = one.connection.clone();
-    let _: () = redis::cmd("RPUSH")
-        .arg(one.mailbox(&id))
-        .arg(crate::codec::encode_control(&id, &missed))
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    put_in_mailbox(&one, &id, &missed).await;
     assert!(controls.try_recv().is_err(), "nothing delivers it yet");
     assert!(one.renew(&id, held.fence).await.unwrap());
     assert_eq!(controls.try_recv().unwrap(), (id.clone(), missed));
@@ -239,19 +233,14 @@ async fn a_control_the_holder_missed_or_never_heard_of_reaches_it_with_its_next_
     let unanswered = agentwire_core::live::Control::Cancel {
         turn: agentwire_core::TurnId(5),
     };
-    let _: () = redis::cmd("RPUSH")
-        .arg(one.mailbox(&id))
-        .arg(crate::codec::encode_control(&id, &unanswered))
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    put_in_mailbox(&one, &id, &unanswered).await;
     let _lost_reply: (u8, Vec<Vec<u8>>) = one
         .renew
         .key(one.key(&id, "turn"))
         .key(one.mailbox(&id))
         .arg(one.holder(held.fence))
         .arg(RedisLive::millis(one.settings.lease_ttl))
-        .invoke_async(&mut raw)
+        .invoke_async(&mut one.connection.clone())
         .await
         .unwrap();
     assert!(controls.try_recv().is_err(), "nothing delivered it");
@@ -260,4 +249,15 @@ async fn a_control_the_holder_missed_or_never_heard_of_reaches_it_with_its_next_
     assert!(one.renew(&id, held.fence).await.unwrap());
     assert!(controls.try_recv().is_err(), "acknowledged once delivered");
     one.release(&id, held.fence).await.unwrap();
+}
+
+/// Puts `control` in the session's mailbox as a sender would, without the
+/// wake-up: what a holder cut off from Redis when it was sent missed.
+async fn put_in_mailbox(live: &RedisLive, id: &SessionId, control: &agentwire_core::live::Control) {
+    let _: () = redis::cmd("RPUSH")
+        .arg(live.mailbox(id))
+        .arg(crate::codec::encode_control(id, control))
+        .query_async(&mut live.connection.clone())
+        .await
+        .unwrap();
 }
