@@ -1,7 +1,7 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 document of the HTTP APIs a client
-//! calls with JSON: each function (`/functions/{name}`, its input and
-//! output schemas inlined as configured), the sessions API, the memories
-//! API and the agents listing. It lives beside the functions because it is
+//! calls: each function (`/functions/{name}`, its input and output schemas
+//! inlined as configured), the sessions API, the memories API, the media
+//! routes and the agents listing. It lives beside the functions because it is
 //! built from their schemas; the rest is written by hand here, and the
 //! end-to-end suite holds it to what the server answers (every route
 //! listed, answers matching their schemas).
@@ -34,9 +34,14 @@ pub(super) fn method_not_allowed() -> Response {
 /// The whole document for the agents `state` serves.
 fn document(state: &AppState) -> Value {
     let mut paths = function_paths(state);
-    for (path, item) in [sessions_paths(), memories_paths(), other_paths()]
-        .into_iter()
-        .flat_map(|p| p.into_iter())
+    for (path, item) in [
+        sessions_paths(),
+        memories_paths(),
+        media_paths(),
+        other_paths(),
+    ]
+    .into_iter()
+    .flat_map(|p| p.into_iter())
     {
         paths.insert(path, item);
     }
@@ -251,6 +256,96 @@ fn memories_paths() -> Map<String, Value> {
     ])
 }
 
+/// The media routes (`docs/src/http-api.md`). Their refusals are plain
+/// text, as Go's `http.Error` writes them (the Omnia reference's), not the
+/// JSON APIs' `{"error": …}`.
+fn media_paths() -> Map<String, Value> {
+    let refused = |description: &str| {
+        json!({"description": description,
+            "content": {"text/plain": {"schema": {"type": "string"}}}})
+    };
+    let refusals = |statuses: &[(&str, &str)]| -> Map<String, Value> {
+        statuses
+            .iter()
+            .map(|(status, what)| ((*status).to_owned(), refused(what)))
+            .collect()
+    };
+    let common = [
+        ("401", "A refused credential."),
+        (
+            "404",
+            "No such media or session of the caller's, or media storage is not enabled.",
+        ),
+        ("405", "Another method."),
+        (
+            "429",
+            "Too many failed authentication attempts (Retry-After).",
+        ),
+        ("500", "The media backend failed."),
+    ];
+    let with = |extra: &[(&str, &str)], ok: (&str, Value)| {
+        let mut responses = refusals(&common);
+        responses.extend(refusals(extra));
+        responses.insert(ok.0.to_owned(), ok.1);
+        Value::Object(responses)
+    };
+    let media_path = [
+        json!({"name": "session_id", "in": "path", "required": true,
+            "schema": {"type": "string"}}),
+        json!({"name": "media_id", "in": "path", "required": true,
+            "schema": {"type": "string"}}),
+    ];
+    let upload_id = json!({"name": "upload_id", "in": "path", "required": true,
+        "description": "The upload_id of the ticket.", "schema": {"type": "string"}});
+    let request = json!({"post": {"operationId": "requestUpload",
+        "summary": "A ticket to upload one file into a session", "security": api_security(),
+        "requestBody": {"required": true, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/UploadRequest"}}}},
+        "responses": with(&[("400", "An invalid body or session id."),
+            ("413", "Larger than the media max_bytes."),
+            ("415", "A missing or malformed MIME type.")],
+            ("200", ok("Where and how to upload.", "UploadTicket")))}});
+    let upload = json!({"put": {"operationId": "upload",
+        "summary": "The file's bytes (the local backend; each ticket once)",
+        "parameters": [upload_id],
+        "requestBody": {"required": true, "content": {"*/*": {
+            "schema": {"type": "string", "format": "binary"}}}},
+        "responses": with(&[("400", "An invalid, unknown, used or expired upload id, or \
+                an empty body."),
+            ("413", "More bytes than the ticket's size_bytes or the media max_bytes.")],
+            ("204", json!({"description": "Stored."})))}});
+    let confirm = json!({"post": {"operationId": "confirmUpload",
+        "summary": "After a presigned PUT (the s3 backend)", "security": api_security(),
+        "parameters": [upload_id],
+        "responses": with(&[("400", "An invalid, unknown or expired upload id, or no \\
+                object uploaded.")],
+            ("200", ok("The stored file.", "MediaInfo")))}});
+    let info = json!({"get": {"operationId": "getMediaInfo", "summary": "A stored file's facts",
+        "security": api_security(), "parameters": media_path,
+        "responses": with(&[("400", "An invalid path."), ("410", "The file expired.")],
+            ("200", ok("The stored file.", "MediaInfo")))}});
+    let download = json!({"get": {"operationId": "downloadMedia",
+        "summary": "A stored file's bytes", "security": api_security(),
+        "parameters": media_path,
+        "responses": with(&[("400", "An invalid path."), ("410", "The file expired.")],
+            ("200", json!({"description": "The bytes, with the file's Content-Type and \
+                Content-Disposition: inline (the local backend).",
+                "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}})))}});
+    let mut paths = Map::from_iter([
+        ("/media/request-upload".to_owned(), request),
+        ("/media/upload/{upload_id}".to_owned(), upload),
+        ("/media/confirm-upload/{upload_id}".to_owned(), confirm),
+        ("/media/info/{session_id}/{media_id}".to_owned(), info),
+        (
+            "/media/download/{session_id}/{media_id}".to_owned(),
+            download,
+        ),
+    ]);
+    paths["/media/download/{session_id}/{media_id}"]["get"]["responses"]["307"] =
+        json!({"description": "A presigned URL for the bytes, valid 1 h (the s3 backend)."});
+    paths
+}
+
 fn other_paths() -> Map<String, Value> {
     let agents = json!({"get": {"operationId": "listAgents",
         "summary": "The agents the WebSocket serves", "security": [{}],
@@ -272,6 +367,7 @@ fn schemas() -> Value {
     let mut all = session_schemas();
     all.extend(memory_schemas());
     all.extend(error_schemas());
+    all.extend(media_schemas());
     all.insert("AgentListing".to_owned(), agent_listing());
     Value::Object(all)
 }
@@ -341,6 +437,31 @@ fn memory_schemas() -> Map<String, Value> {
         ("MemoryPage".to_owned(), page),
         ("Deleted".to_owned(), count("deleted")),
         ("Imported".to_owned(), count("imported")),
+    ])
+}
+
+fn media_schemas() -> Map<String, Value> {
+    let time = json!({"type": "string", "format": "date-time"});
+    let request = json!({"type": "object",
+        "required": ["session_id", "filename", "mime_type", "size_bytes"],
+        "properties": {"session_id": {"type": "string"}, "filename": {"type": "string"},
+            "mime_type": {"type": "string"}, "size_bytes": {"type": "integer", "minimum": 1}}});
+    let ticket = json!({"type": "object", "additionalProperties": false,
+        "required": ["upload_id", "upload_url", "storage_ref", "expires_at"],
+        "properties": {"upload_id": {"type": "string"}, "upload_url": {"type": "string"},
+            "storage_ref": {"type": "string"}, "expires_at": time,
+            "method": {"type": "string", "description": "PUT; omitted means PUT."},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                "description": "Headers the upload must carry (a presigned PUT's)."}}});
+    let info = json!({"type": "object", "additionalProperties": false,
+        "required": ["storage_ref", "filename", "mime_type", "size_bytes", "created_at"],
+        "properties": {"storage_ref": {"type": "string"}, "filename": {"type": "string"},
+            "mime_type": {"type": "string"}, "size_bytes": {"type": "integer", "minimum": 0},
+            "created_at": time, "expires_at": time}});
+    Map::from_iter([
+        ("UploadRequest".to_owned(), request),
+        ("UploadTicket".to_owned(), ticket),
+        ("MediaInfo".to_owned(), info),
     ])
 }
 

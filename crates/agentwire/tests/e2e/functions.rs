@@ -370,14 +370,18 @@ async fn function_calls_and_websocket_turns_share_the_callers_turn_limit() {
     server.stop().await;
 }
 
-/// The OpenAPI document's paths under `/functions` and `/api/v1`.
+/// The OpenAPI document's paths under `/functions`, `/api/v1` and `/media`.
 fn documented_paths(document: &Value) -> Vec<&str> {
     let mut paths: Vec<&str> = document["paths"]
         .as_object()
         .unwrap()
         .keys()
         .map(String::as_str)
-        .filter(|p| p.starts_with("/functions/") || p.starts_with("/api/v1/"))
+        .filter(|p| {
+            ["/functions/", "/api/v1/", "/media/"]
+                .iter()
+                .any(|s| p.starts_with(s))
+        })
         .collect();
     paths.sort_unstable();
     paths
@@ -385,7 +389,7 @@ fn documented_paths(document: &Value) -> Vec<&str> {
 
 /// Validates `value` against the schema at `pointer` in `document`, its
 /// `$ref`s resolved in the document.
-fn assert_matches(document: &Value, pointer: &str, value: &Value) {
+pub(crate) fn assert_matches(document: &Value, pointer: &str, value: &Value) {
     if let Err(why) = schema_at(document, pointer).validate(value) {
         panic!("{value} does not match {pointer}: {why}");
     }
@@ -420,6 +424,11 @@ async fn the_openapi_document_lists_every_route_and_the_answers_match_it() {
             "/functions/private-fn",
             "/functions/shout",
             "/functions/typed",
+            "/media/confirm-upload/{upload_id}",
+            "/media/download/{session_id}/{media_id}",
+            "/media/info/{session_id}/{media_id}",
+            "/media/request-upload",
+            "/media/upload/{upload_id}",
         ]
     );
     let typed = &document["paths"]["/functions/typed"]["post"];
@@ -438,7 +447,7 @@ async fn assert_every_documented_route_is_served(server: &TestServer, document: 
     let alice = format!("Bearer {ALICE_KEY}");
     for (path, item) in document["paths"].as_object().unwrap() {
         for method in item.as_object().unwrap().keys() {
-            let concrete = path.replace("{id}", "no-such-id");
+            let concrete = concrete_path(path);
             let method = method.to_ascii_uppercase();
             let headers = [
                 ("Authorization", alice.as_str()),
@@ -452,6 +461,20 @@ async fn assert_every_documented_route_is_served(server: &TestServer, document: 
             );
         }
     }
+}
+
+/// `path` with each `{parameter}` as `no-such-id`.
+fn concrete_path(path: &str) -> String {
+    let mut concrete = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find('{') {
+        let close = open + rest[open..].find('}').expect("a closed parameter");
+        concrete.push_str(&rest[..open]);
+        concrete.push_str("no-such-id");
+        rest = &rest[close + 1..];
+    }
+    concrete.push_str(rest);
+    concrete
 }
 
 /// A function's answer, an error, a session and the agents listing match

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::functions::assert_matches;
 use crate::media::{
     MID, MediaServer, assert_refused, files, path_of, put_upload, request_upload, sample,
 };
@@ -102,6 +103,17 @@ async fn request_upload_over_http_and_its_refusals() {
         .http("GET", &format!("/media/info/sess-http/{id}"), &[], b"")
         .await;
     assert_eq!(info.json()["size_bytes"], 3);
+    // The answers are the ones `/openapi.json` documents.
+    let (_, document) = media.server.get("/openapi.json").await;
+    let document: serde_json::Value = serde_json::from_str(&document).unwrap();
+    assert_matches(&document, "/components/schemas/UploadTicket", &credentials);
+    assert_matches(&document, "/components/schemas/MediaInfo", &info.json());
+    let refusals = "/paths/~1media~1request-upload/post/responses";
+    assert!(
+        document
+            .pointer(&format!("{refusals}/415/content/text~1plain"))
+            .is_some()
+    );
 
     assert_request_upload_refusals(&media.server).await;
 }
