@@ -1,0 +1,102 @@
+"""The Gnosari dialect: its events, its sessions, and its reconnection."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, List
+
+from agentwire_client import (
+    AgentCompleted,
+    AgentStarted,
+    ReconnectPolicy,
+    SessionSummaryScheduled,
+    StreamInfo,
+    Token,
+    ToolCallEvent,
+    ToolResultEvent,
+    connect_gnosari,
+)
+from conftest import ALICE_KEY, Server
+from proxy import CutProxy
+
+
+def shape(event: Any) -> tuple:
+    if isinstance(event, Token):
+        return ("token", event.content)
+    if isinstance(event, AgentCompleted):
+        return ("agent_completed", event.full_response)
+    if isinstance(event, ToolCallEvent):
+        return ("tool_call", event.tool_name)
+    return (type(event).__name__,)
+
+
+async def test_a_turn_streams_tokens_and_completes_and_the_session_carries_on(
+    server: Server,
+) -> None:
+    later: List[Any] = []
+    async with connect_gnosari(
+        server.url, agent="test-agent", api_key=ALICE_KEY, on_event=later.append
+    ) as conn:
+        events = [e async for e in conn.send("hi", metadata={"mock_scenario": "stream"})]
+        assert [type(e) for e in events] == [StreamInfo, AgentStarted, Token, Token, Token, AgentCompleted]
+        assert "".join(e.content for e in events if isinstance(e, Token)) == "Hello world"
+        started, completed = events[1], events[-1]
+        assert isinstance(started, AgentStarted) and started.agent_name == "test-agent"
+        assert isinstance(completed, AgentCompleted) and completed.full_response == "Hello world"
+        assert conn.session_id == started.session_id
+
+        tools = [e async for e in conn.send("t", metadata={"mock_scenario": "server-tool"})]
+        assert [shape(e) for e in tools if isinstance(e, (ToolCallEvent, ToolResultEvent))] == [
+            ("tool_call", "search"), ("ToolResultEvent",)
+        ]
+        history = await conn.send("and?", metadata={"mock_scenario": "history"}).result()
+        assert isinstance(history, AgentCompleted) and "hi" in history.full_response
+        for _ in range(40):
+            if any(isinstance(e, SessionSummaryScheduled) for e in later):
+                break
+            await asyncio.sleep(0.05)
+        summaries = [e for e in later if isinstance(e, SessionSummaryScheduled)]
+        assert summaries and summaries[0].session_id == conn.session_id
+
+
+async def test_a_dropped_gnosari_socket_rejoins_and_each_event_arrives_once(
+    server: Server, proxy: CutProxy
+) -> None:
+    async with connect_gnosari(server.url, agent="test-agent", api_key=ALICE_KEY) as whole:
+        expected = [shape(e) async for e in whole.send("go", metadata={"mock_scenario": "paced"})]
+    assert expected[-1] == ("agent_completed", "one two three four five")
+    policy = ReconnectPolicy(initial_delay=0.05, max_delay=0.5, max_attempts=5)
+    for cut_after in (1, 3, 6):
+        async with connect_gnosari(
+            proxy.url, agent="test-agent", api_key=ALICE_KEY, reconnect=policy
+        ) as conn:
+            seen: List[Any] = []
+            async for event in conn.send("go", metadata={"mock_scenario": "paced"}):
+                seen.append(event)
+                if len(seen) == cut_after:
+                    proxy.cut()
+            assert [shape(e) for e in seen] == expected, f"cut after {cut_after} events"
+            assert conn.reconnects == 1
+
+
+async def test_a_gnosari_cancel_ends_the_turn_cancelled(server: Server) -> None:
+    async with connect_gnosari(server.url, agent="test-agent", api_key=ALICE_KEY) as conn:
+        turn = conn.send("wait", metadata={"mock_scenario": "hold"})
+        async for event in turn:
+            if isinstance(event, Token):
+                await turn.cancel()
+        last = turn.events[-1]
+        assert isinstance(last, AgentCompleted) and last.cancelled
+        assert last.full_response == "held"
+
+
+def test_the_default_reconnect_policy_is_the_contracts() -> None:
+    from agentwire_client import gnosari_policy
+
+    policy = gnosari_policy()
+    ceilings = list(ReconnectPolicy(
+        initial_delay=policy.initial_delay, max_delay=policy.max_delay,
+        max_attempts=policy.max_attempts, jitter=False,
+    ).delays())
+    assert ceilings == [2.0, 4.0, 8.0, 16.0, 30.0]
+    assert all(0 <= d <= c for d, c in zip(policy.delays(), ceilings))
