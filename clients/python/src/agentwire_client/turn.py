@@ -52,6 +52,8 @@ class Turn(Generic[E]):
         self.started = False
         self.finished = False
         self.events: List[E] = []
+        self._drained = False
+        self._error: Optional[BaseException] = None
 
     def begin(self) -> None:
         """Sends the message now (iteration or ``result()`` does it otherwise)."""
@@ -90,15 +92,25 @@ class Turn(Generic[E]):
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[E]:
+        if self._drained:  # read before: the same events again, from memory
+            for event in self.events:
+                yield event
+            if self._error is not None:
+                raise self._error
+            return
         self.begin()
         while True:
             item = await self._queue.get()
             if isinstance(item, BaseException):
+                self._drained, self._error = True, item
                 raise item
             if isinstance(item, _End):
+                self._drained = True
                 return
+            terminal = self._rules.is_terminal(item)
+            self._drained = terminal
             yield item
-            if self._rules.is_terminal(item):
+            if terminal:
                 return
 
     async def result(self) -> E:
