@@ -130,3 +130,24 @@ async def test_an_expired_gnosari_session_raises_session_expired(server: Server)
         # The next message starts a new session.
         done = await conn.send("start over").result()
         assert isinstance(done, AgentCompleted) and conn.session_id not in (None, old)
+
+
+async def test_a_message_sent_as_the_socket_dies_is_delivered_once(
+    server: Server, proxy: CutProxy
+) -> None:
+    policy = ReconnectPolicy(initial_delay=0.05, max_delay=0.5, max_attempts=5)
+    async with connect_gnosari(
+        proxy.url, agent="test-agent", api_key=ALICE_KEY, reconnect=policy
+    ) as conn:
+        await conn.send("first").result()
+        session = conn.session_id
+        proxy.cut()  # the next message is written before the client sees the drop
+        events = [e async for e in conn.send("second", metadata={"mock_scenario": "history"})]
+        completed = events[-1]
+        assert isinstance(completed, AgentCompleted)
+        assert conn.session_id == session and conn.reconnects == 1
+        assert completed.full_response == "user: first\nassistant: echo: first\n"
+        # "second" ran once: the session's history holds it once.
+        later = await conn.send("third", metadata={"mock_scenario": "history"}).result()
+        assert isinstance(later, AgentCompleted)
+        assert later.full_response.count("user: second\n") == 1, later.full_response

@@ -106,3 +106,15 @@ async def test_a_rejoin_the_server_cannot_replay_is_surfaced_as_history_lost(
             assert "remember me" in (history.content or "")
     finally:
         await proxy.stop()
+
+
+async def test_an_idle_socket_dropped_before_any_turn_comes_back_on_its_session(
+    server: Server, proxy: CutProxy
+) -> None:
+    async with connect(proxy.url, agent="test-agent", token=ALICE_KEY, reconnect=FAST) as conn:
+        session = conn.session_id
+        proxy.cut()
+        done = await conn.send("still mine?").result()
+        assert isinstance(done, Done) and done.content == "echo: still mine?"
+        assert done.session_id == session
+        assert conn.reconnects == 1

@@ -121,6 +121,9 @@ class GnosariConnection(Link):
         return headers
 
     async def _opened(self, ws: ClientConnection, rejoin: bool) -> None:
+        # Without a log to rejoin nothing says whether a message got through;
+        # a first message's session (if it opened one) is out of reach anyway.
+        self._rejoin_head = self.last_seq
         if not (rejoin and self.session_id and self.epoch is not None):
             return  # nothing to rejoin: the socket starts silent
         try:
@@ -133,6 +136,7 @@ class GnosariConnection(Link):
             return
         if first.get("type") != "stream_info":
             raise Retry(f"first event was {first.get('type')!r}")
+        self._rejoin_head = int(first.get("head", 0) or 0)
         if first.get("replayed") is False:
             turn_lost = first.get("epoch") != self.epoch
             self.epoch = first.get("epoch")
@@ -141,6 +145,10 @@ class GnosariConnection(Link):
             self._deliver(
                 HistoryLost(str(self.session_id), self.epoch, self.last_seq, turn_lost and self._turn is not None)
             )
+
+    def _reopened(self) -> None:
+        if self._turn is not None and not self._turn.started:
+            self._resend_unstarted(self._rejoin_head)
 
     def _fail_turn(self, error: BaseException) -> None:
         turn, self._turn = self._turn, None
@@ -165,10 +173,12 @@ class GnosariConnection(Link):
                 self.session_id = event.session_id
             if self._turn is not None:
                 self._turn.started = True
+                self._unstarted = None
         elif isinstance(event, AgentStarted):
             self.session_id = event.session_id or self.session_id
             if self._turn is not None:
                 self._turn.started = True
+                self._unstarted = None
         elif isinstance(event, GnosariGoingAway):
             self._retry_after = event.retry_after_ms / 1000
         elif isinstance(event, GnosariError) and event.seq is None and self._refused(event):
@@ -192,7 +202,7 @@ class GnosariConnection(Link):
         if turn is not None and not turn.finished:
             turn.push(event)
             if turn.finished:
-                self._turn = None
+                self._turn, self._unstarted = None, None
         else:
             self._on_event(event)
 
@@ -233,6 +243,7 @@ class GnosariConnection(Link):
             if self.session_id:
                 frame["session_id"] = self.session_id
             self._turn = turn
+            self._unstarted = (frame, self.last_seq)
             await self._send(frame)
 
         return Turn(start, RULES, self.cancel)

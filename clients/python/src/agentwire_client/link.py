@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from websockets.asyncio.client import ClientConnection, connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -43,6 +43,10 @@ class Link:
         self._failure: Optional[BaseException] = None
         self._runner: Optional["asyncio.Task[None]"] = None
         self._retry_after: Optional[float] = None
+        # The message of a turn not started yet, and the last seq when it was sent.
+        self._unstarted: Optional[Tuple[Dict[str, Any], int]] = None
+        self._resent: Optional[Dict[str, Any]] = None
+        self._rejoin_head: Optional[int] = None
         self.reconnects = 0
 
     # Hooks for the dialects.
@@ -63,6 +67,27 @@ class Link:
 
     def _dropped(self) -> None:
         """The socket is gone (a reconnect may follow)."""
+
+    def _reopened(self) -> None:
+        """A rejoin succeeded and the socket is live (frames can be sent)."""
+
+    def _resend_unstarted(self, head: Optional[int]) -> None:
+        """A message written just before the socket died may never have
+        arrived: when the log the server reports holds nothing past what the
+        client had when it sent it, the turn never started, so send it again.
+        (When it did arrive, its frames come through the rejoin instead.)"""
+        pending = self._unstarted
+        if pending is None or head is None or head > pending[1]:
+            return
+        self._unstarted = None
+        self._resent = pending[0]
+        asyncio.get_running_loop().create_task(self._resend(pending[0]))
+
+    async def _resend(self, frame: Dict[str, Any]) -> None:
+        try:
+            await self._send(frame)
+        except Exception as error:  # the turn learns of it through _failed
+            log.info("resending the message failed: %s", type(error).__name__)
 
     def _failed(self, error: BaseException) -> None:
         """No socket will come back: fail whatever waits."""
@@ -127,6 +152,7 @@ class Link:
             except BaseException as error:
                 self._fail(error)
                 return
+            self._reopened()
 
     async def _read(self, ws: ClientConnection) -> None:
         try:

@@ -136,15 +136,11 @@ class Connection(Link):
             query.append(("binary", "true"))
         if self._memory_facet:
             query.append(("memory_facet", self._memory_facet))
-        if self._rejoining(rejoin):
-            assert self.session_id is not None and self.epoch is not None
-            query += [("resume", self.session_id), ("after", str(self.last_seq)), ("epoch", self.epoch)]
+        if rejoin and self.session_id is not None:
+            query.append(("resume", self.session_id))
+            if self.epoch is not None:
+                query += [("after", str(self.last_seq)), ("epoch", self.epoch)]
         return urlunsplit((scheme, parts.netloc, path, urlencode(query), ""))
-
-    def _rejoining(self, rejoin: bool) -> bool:
-        """A new socket rejoins the session's log once a turn gave its epoch;
-        before that the session holds nothing to miss, and a fresh one will do."""
-        return rejoin and self.session_id is not None and self.epoch is not None
 
     async def _headers(self) -> Dict[str, str]:
         token = await self._credential.ensure()
@@ -161,8 +157,14 @@ class Connection(Link):
             raise Retry(f"first frame was {frame.get('type')!r}")
         connected = parse_connected(frame)
         self.connected = connected
-        if self._rejoining(rejoin):
+        head = connected.event_log.get("head")
+        self._rejoin_head = int(head) if isinstance(head, int) else None
+        if rejoin and self.session_id is not None and self.epoch is not None:
             self._rejoined(connected)
+        elif rejoin and self.session_id is not None:
+            # No turn yet, so nothing to miss: the same session back, or
+            # (gone meanwhile) the fresh one the server opened instead.
+            self._reset_position(connected)
         else:
             self.session_id = connected.session_id
             self.last_seq = int(connected.event_log.get("head", 0) or 0)
@@ -198,6 +200,10 @@ class Connection(Link):
         self.session_id = connected.session_id
         self.epoch = None
         self.last_seq = int(connected.event_log.get("head", 0) or 0)
+
+    def _reopened(self) -> None:
+        if self._turn is not None and not self._turn.started:
+            self._resend_unstarted(self._rejoin_head)
 
     def _lost_session(self, error: SessionExpired) -> None:
         turn = self._turn
@@ -235,6 +241,7 @@ class Connection(Link):
                 self.session_id = event.session_id
             if self._turn is not None:
                 self._turn.started = True
+                self._unstarted = None
         elif isinstance(event, ToolCall) and event.name in self._tools:
             self._tools.on_call(event, self._send)
         elif isinstance(event, ToolResult):
@@ -261,7 +268,11 @@ class Connection(Link):
             self._uploads.popleft().set_exception(UploadFailed(f"{error.code}: {error.message}"))
             return True
         turn = self._turn
+        if error.code == "TURN_IN_PROGRESS" and self._resent is not None:
+            self._resent = None  # the first copy did arrive: its frames are coming
+            return True
         if turn is not None and not turn.started and not turn.finished:
+            self._unstarted = None
             failure = refusal(error)
             if isinstance(failure, SessionExpired):
                 self._resume_id = None
@@ -279,7 +290,7 @@ class Connection(Link):
         if turn is not None and not turn.finished:
             turn.push(event)
             if turn.finished:
-                self._turn = None
+                self._turn, self._unstarted, self._resent = None, None, None
         else:
             self._on_event(event)
 
@@ -357,6 +368,7 @@ class Connection(Link):
             if self._resume_id is not None:
                 message["session_id"] = self._resume_id
             self._turn = turn
+            self._unstarted, self._resent = (message, self.last_seq), None
             await self._send(message)
 
         turn: Turn[Event] = Turn(start, RULES, self.cancel)

@@ -100,7 +100,9 @@ class ToolRegistry:
             )
             answer["result"] = result
         except ToolRejected as rejected:
-            answer["error"] = rejected.reason
+            # A decline, not a failure: the session records the call as denied.
+            await _nack(send, call.id, rejected.reason)
+            return
         except asyncio.TimeoutError:
             answer["error"] = f"tool {call.name} timed out on the client"
         except asyncio.CancelledError:
