@@ -151,3 +151,21 @@ async def test_a_message_sent_as_the_socket_dies_is_delivered_once(
         later = await conn.send("third", metadata={"mock_scenario": "history"}).result()
         assert isinstance(later, AgentCompleted)
         assert later.full_response.count("user: second\n") == 1, later.full_response
+
+
+async def test_a_gnosari_rejoin_into_an_expired_session_raises_session_expired(
+    server: Server, proxy: CutProxy
+) -> None:
+    slow = ReconnectPolicy(initial_delay=0.8, max_delay=1, max_attempts=3, jitter=False)
+    async with connect_gnosari(
+        proxy.url, agent="short-lived", api_key=ALICE_KEY, reconnect=slow
+    ) as conn:
+        await conn.send("hello").result()
+        old = conn.session_id
+        proxy.cut()  # back after 0.8 s; short-lived keeps a session 300 ms
+        await asyncio.sleep(1.2)
+        with pytest.raises(SessionExpired) as expired:
+            await conn.send("are you there?").result()
+        assert expired.value.session_id == old
+        done = await conn.send("starting over").result()
+        assert isinstance(done, AgentCompleted) and conn.session_id not in (None, old)

@@ -6,6 +6,7 @@ import pytest
 
 from agentwire_client import (
     Chunk,
+    ConnectError,
     Done,
     Error,
     TurnFailed,
@@ -41,3 +42,12 @@ async def test_a_failed_turn_ends_with_its_error_and_result_raises(server: Serve
         assert failed.value.code == "INTERNAL_ERROR"
         # The socket is still good for the next turn.
         assert (await conn.send("ok").result()).content == "echo: ok"  # type: ignore[union-attr]
+
+
+async def test_a_refused_credential_is_reported_without_the_credential(server: Server) -> None:
+    secret = "ak_not_a_key_anyone_issued_0123456789"
+    with pytest.raises(ConnectError) as refused:
+        await connect(server.url, agent="test-agent", token=secret)
+    assert refused.value.status == 401
+    assert secret not in str(refused.value) and secret not in repr(refused.value)
+    assert not any(secret in line for line in server.log)

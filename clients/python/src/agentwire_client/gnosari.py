@@ -94,6 +94,7 @@ class GnosariConnection(Link):
         self.epoch: Optional[str] = None
         self.last_seq = 0
         self._at_last: Set[str] = set()
+        self._expired: Optional[SessionExpired] = None
         self._turn: Optional[Turn[GnosariEvent]] = None
         self._on_event = on_event or (lambda e: log.debug("event outside a turn: %r", e))
 
@@ -132,7 +133,11 @@ class GnosariConnection(Link):
             raise Retry(f"closed before stream_info: {closed.rcvd.code if closed.rcvd else None}")
         if first.get("type") == "error" and first.get("error") == SESSION_NOT_FOUND:
             lost, self.session_id, self.epoch, self.last_seq = self.session_id, None, None, 0
-            self._fail_turn(SessionExpired(lost, "the session could not be rejoined: session not found"))
+            expired = SessionExpired(lost, "the session could not be rejoined: session not found")
+            if self._turn is not None and not self._turn.finished:
+                self._fail_turn(expired)
+            else:
+                self._expired = expired  # told on the next send
             return
         if first.get("type") != "stream_info":
             raise Retry(f"first event was {first.get('type')!r}")
@@ -238,6 +243,9 @@ class GnosariConnection(Link):
             frame["attachments"] = attachments
 
         async def start(turn: Turn[GnosariEvent]) -> None:
+            if self._expired is not None:
+                error, self._expired = self._expired, None
+                raise error
             if self._turn is not None and not self._turn.finished:
                 raise TurnInProgress(None, "this connection's turn is still running")
             if self.session_id:
