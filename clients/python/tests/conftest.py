@@ -39,6 +39,10 @@ agents:
     handler: test
     ack_timeout: 300ms
     client_tool_timeout: 600ms
+teams:
+  - name: desk
+    orchestrator: test-agent
+    agents: [quick-tools]
 """
 
 

@@ -169,3 +169,16 @@ async def test_a_gnosari_rejoin_into_an_expired_session_raises_session_expired(
         assert expired.value.session_id == old
         done = await conn.send("starting over").result()
         assert isinstance(done, AgentCompleted) and conn.session_id not in (None, old)
+
+
+async def test_a_team_answers_through_its_orchestrator_or_a_named_member(server: Server) -> None:
+    async with connect_gnosari(server.url, team="desk", api_key=ALICE_KEY) as team:
+        events = [e async for e in team.send("hi team")]
+        started = next(e for e in events if isinstance(e, AgentStarted))
+        assert started.agent_name == "test-agent"
+        assert isinstance(events[-1], AgentCompleted) and events[-1].full_response == "echo: hi team"
+    async with connect_gnosari(
+        server.url, team="desk", member="quick-tools", api_key=ALICE_KEY
+    ) as member:
+        done = await member.send("hi member").result()
+        assert isinstance(done, AgentCompleted) and done.agent_name == "quick-tools"

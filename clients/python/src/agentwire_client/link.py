@@ -180,10 +180,8 @@ class Link:
                 raise ConnectionLost("the connection was closed")
             try:
                 ws = await self._open(rejoin=True)
-            except ConnectError:
-                raise
             except AgentwireError:
-                raise
+                raise  # a refusal (ConnectError) or a session verdict: retrying will not help
             except (OSError, InvalidHandshake, ConnectionClosed, Retry, asyncio.TimeoutError) as error:
                 last = error
                 log.info("rejoin attempt %d failed: %s", attempt, type(error).__name__)

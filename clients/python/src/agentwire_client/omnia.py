@@ -21,7 +21,9 @@ from . import binary
 from .backoff import ReconnectPolicy
 from .credentials import Credential, TokenProvider, refresh_delay
 from .errors import (
+    AgentwireError,
     ConnectionLost,
+    CredentialExpired,
     ServerError,
     SessionExpired,
     TurnInProgress,
@@ -79,14 +81,14 @@ RULES: TurnRules[Event] = TurnRules(
 )
 
 
-def refusal(error: Error) -> ServerError:
+def refusal(error: Error) -> AgentwireError:
     """The exception for a message the server refused before its turn began."""
     if error.code == "SESSION_EXPIRED":
         return SessionExpired(error.session_id, error.message)
     if error.code == "TURN_IN_PROGRESS":
         return TurnInProgress(error.code, error.message)
     if error.code == "CREDENTIAL_EXPIRED":
-        return ServerError(error.code, error.message)
+        return CredentialExpired(error.message)
     return ServerError(error.code, error.message, error.details)
 
 
