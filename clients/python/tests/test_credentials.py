@@ -41,3 +41,28 @@ async def test_without_a_provider_the_expired_credential_is_surfaced(server: Ser
         with pytest.raises(CredentialExpired) as expired:
             await conn.send("too late").result()
         assert "4401" in str(expired.value)
+
+
+async def test_a_gnosari_socket_closed_for_its_credential_comes_back_with_a_fresh_one(
+    server: Server,
+) -> None:
+    from agentwire_client import AgentCompleted, ReconnectPolicy, connect_gnosari
+
+    issued: List[str] = []
+
+    def provider() -> str:
+        issued.append(mint_jwt("erin", ttl=60))
+        return issued[-1]
+
+    fast = ReconnectPolicy(initial_delay=0.05, max_delay=0.5, max_attempts=5)
+    async with connect_gnosari(
+        server.url, agent="test-agent", token=mint_jwt("erin", ttl=4),
+        token_provider=provider, reconnect=fast,
+    ) as conn:
+        await conn.send("before").result()
+        session = conn.session_id
+        await asyncio.sleep(3.0)  # the server closes with 1008 at the deadline (2 s in)
+        done = await conn.send("after").result()
+        assert isinstance(done, AgentCompleted) and done.full_response == "echo: after"
+        assert len(issued) == 1 and conn.reconnects == 1
+        assert conn.session_id == session, "the same owner rejoined the same session"
