@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ALICE_KEY, Server
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "quickstart.py"
@@ -27,6 +29,8 @@ def test_the_quickstart_example_runs_against_the_server(server: Server) -> None:
 
 def test_the_book_shows_the_example_the_tests_run() -> None:
     chapter = Path(__file__).resolve().parents[3] / "docs" / "src" / "client-python.md"
+    if not (chapter.parents[2] / "Cargo.toml").exists():
+        pytest.skip("outside the agentwire repository (an unpacked sdist)")
     text = chapter.read_text()
     start = text.index("```python\n") + len("```python\n")
     block = text[start : text.index("```\n", start)]

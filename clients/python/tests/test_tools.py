@@ -69,3 +69,38 @@ async def test_a_handler_slower_than_the_agents_timeout_is_ended_by_the_server(
         assert ended and ended[0].error, events
         done = events[-1]
         assert isinstance(done, Done) and (done.content or "").startswith("Tool rejected:")
+
+
+async def test_a_tool_answer_computed_while_the_socket_was_down_is_sent_after_the_rejoin(
+    server: Server,
+) -> None:
+    import asyncio
+
+    from agentwire_client import ReconnectPolicy
+    from proxy import CutProxy
+
+    proxy = CutProxy(lambda: ("127.0.0.1", server.port))
+    await proxy.start()
+    try:
+        fast = ReconnectPolicy(initial_delay=0.05, max_delay=0.3, max_attempts=5)
+        async with connect(proxy.url, agent="test-agent", token=ALICE_KEY, reconnect=fast) as conn:
+            runs: List[Dict[str, Any]] = []
+
+            @conn.tool("get_location")
+            async def get_location(arguments: Dict[str, Any]) -> Dict[str, str]:
+                runs.append(arguments)
+                await asyncio.sleep(0.3)  # the socket dies meanwhile
+                return {"city": "Porto"}
+
+            events = []
+            async for event in conn.send("where?", metadata={"mock_scenario": "client-tool"}):
+                events.append(event)
+                if isinstance(event, ToolCall):
+                    proxy.cut()
+            assert conn.reconnects == 1
+            assert len(runs) == 1, "run once, not again for the replayed call"
+            assert sum(isinstance(e, ToolCall) for e in events) == 1
+            done = events[-1]
+            assert isinstance(done, Done) and done.content == "Tool result received"
+    finally:
+        await proxy.stop()
