@@ -24,6 +24,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$here[test]"
 
+echo "== types: mypy --strict on the package"
+(cd "$here" && "$venv/bin/python" -m mypy --strict src/agentwire_client)
+
 echo "== tests against $AGENTWIRE_BIN"
 (cd "$here" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@")
 
