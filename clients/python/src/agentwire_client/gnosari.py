@@ -33,11 +33,13 @@ from .gnosari_events import (
     Token,
     parse_gnosari,
 )
-from .link import Link, Retry
+from .link import Connector, Link, Retry
 from .turn import Turn, TurnFailed, TurnRules
 
 log = logging.getLogger("agentwire_client.gnosari")
 
+# The dialect has no error codes: a refused session is known by its text,
+# which the Gnosari contract and agentwire's book both fix.
 SESSION_NOT_FOUND = "session not found"
 CREDENTIAL_CLOSE = 1008
 
@@ -84,10 +86,9 @@ class GnosariConnection(Link):
         on_event: Optional[Callable[[GnosariEvent], None]] = None,
         open_timeout: float = 10.0,
     ) -> None:
-        super().__init__(reconnect or gnosari_policy(), open_timeout)
+        super().__init__(reconnect or gnosari_policy(), Credential(token, token_provider), open_timeout)
         self._base = url
         self._path = path
-        self._credential = Credential(token, token_provider)
         self._api_key = api_key
         self._password = password
         self.session_id = session_id
@@ -217,13 +218,6 @@ class GnosariConnection(Link):
     def _is_credential_close(self, code: Optional[int], reason: str) -> bool:
         return code == CREDENTIAL_CLOSE
 
-    async def _credential_expired(self) -> bool:
-        try:
-            return await self._credential.fresh() is not None
-        except Exception:
-            log.warning("the token provider failed")
-            return False
-
     def send(
         self,
         message: str,
@@ -268,24 +262,6 @@ class GnosariConnection(Link):
         await self.close()
 
 
-class _GnosariConnector:
-    def __init__(self, connection: GnosariConnection) -> None:
-        self._connection = connection
-
-    def __await__(self) -> Any:
-        return self._open().__await__()
-
-    async def _open(self) -> GnosariConnection:
-        await self._connection._start()
-        return self._connection
-
-    async def __aenter__(self) -> GnosariConnection:
-        return await self._open()
-
-    async def __aexit__(self, *_exc: Any) -> None:
-        await self._connection.close()
-
-
 def connect_gnosari(
     url: str,
     *,
@@ -300,7 +276,7 @@ def connect_gnosari(
     reconnect: Optional[ReconnectPolicy] = None,
     on_event: Optional[Callable[[GnosariEvent], None]] = None,
     open_timeout: float = 10.0,
-) -> _GnosariConnector:
+) -> Connector[GnosariConnection]:
     """Connects to an agent (``agent=``) or a team (``team=``, optionally
     ``member=``) on the server at ``url``. Credentials go in headers (a JWT
     as ``Authorization``, an API key as ``X-AUTH-TOKEN``, a password as
@@ -313,7 +289,7 @@ def connect_gnosari(
         path = f"/ws/team/{quote(str(team), safe='')}"
         if member is not None:
             path += f"/agent/{quote(member, safe='')}"
-    return _GnosariConnector(
+    return Connector(
         GnosariConnection(
             url,
             path,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Generator, Generic, Optional, Tuple, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .backoff import ReconnectPolicy
+from .credentials import Credential
 from .errors import AgentwireError, ConnectError, ConnectionLost, CredentialExpired
 
 log = logging.getLogger("agentwire_client")
@@ -34,8 +35,11 @@ class Retry(Exception):
 class Link:
     """Owns the current socket and the reconnect loop; subclasses read frames."""
 
-    def __init__(self, policy: ReconnectPolicy, open_timeout: float = 10.0) -> None:
+    def __init__(
+        self, policy: ReconnectPolicy, credential: Credential, open_timeout: float = 10.0
+    ) -> None:
         self._policy = policy
+        self._credential = credential
         self._open_timeout = open_timeout
         self._ws: Optional[ClientConnection] = None
         self._live = asyncio.Event()
@@ -95,18 +99,26 @@ class Link:
     async def _credential_expired(self) -> bool:
         """The server closed for an expired credential: ``True`` when a fresh
         one was obtained and reconnecting makes sense."""
-        return False
+        try:
+            return await self._credential.fresh() is not None
+        except Exception:
+            log.warning("the token provider failed")
+            return False
 
     def _is_credential_close(self, code: Optional[int], reason: str) -> bool:
         return False
 
     # The machinery.
+    async def _started(self) -> None:
+        """The first socket is open (background work may begin)."""
+
     async def _start(self) -> None:
         try:
             ws = await self._open(rejoin=False)
         except (OSError, InvalidHandshake, ConnectionClosed, Retry, asyncio.TimeoutError) as error:
             raise ConnectionLost(f"could not connect: {type(error).__name__}: {error}") from None
         self._runner = asyncio.get_running_loop().create_task(self._run(ws))
+        await self._started()
 
     async def _open(self, rejoin: bool) -> ClientConnection:
         url = await self._url(rejoin)
@@ -240,3 +252,27 @@ class Link:
         ws = self._ws
         if ws is not None and ws.transport is not None:
             ws.transport.abort()
+
+
+L = TypeVar("L", bound=Link)
+
+
+class Connector(Generic[L]):
+    """What ``connect`` returns: ``await`` it for the open connection, or use
+    ``async with`` to have it closed at the end of the block."""
+
+    def __init__(self, connection: L) -> None:
+        self._connection = connection
+
+    def __await__(self) -> Generator[Any, None, L]:
+        return self._open().__await__()
+
+    async def _open(self) -> L:
+        await self._connection._start()
+        return self._connection
+
+    async def __aenter__(self) -> L:
+        return await self._open()
+
+    async def __aexit__(self, *_exc: Any) -> None:
+        await self._connection.close()

@@ -46,7 +46,7 @@ from .frames import (
     parse_event,
     parse_upload_ready,
 )
-from .link import Link, Retry
+from .link import Connector, Link, Retry
 from .media import MediaAssembler
 from .tools import Consent, Handler, ToolRegistry
 from .turn import Turn, TurnFailed, TurnRules
@@ -109,10 +109,9 @@ class Connection(Link):
         on_event: Optional[Callable[[Event], None]] = None,
         open_timeout: float = 10.0,
     ) -> None:
-        super().__init__(reconnect, open_timeout)
+        super().__init__(reconnect, Credential(token, token_provider), open_timeout)
         self._base = url
         self.agent = agent
-        self._credential = Credential(token, token_provider)
         self._binary_frames = binary_frames
         self._memory_facet = memory_facet
         self._on_event = on_event or (lambda e: log.debug("event outside a turn: %r", e))
@@ -311,15 +310,8 @@ class Connection(Link):
     def _is_credential_close(self, code: Optional[int], reason: str) -> bool:
         return code == CREDENTIAL_CLOSE
 
-    async def _credential_expired(self) -> bool:
-        try:
-            return await self._credential.fresh() is not None
-        except Exception:
-            log.warning("the token provider failed")
-            return False
-
     # Credential refresh.
-    def _schedule_refresh(self) -> None:
+    async def _started(self) -> None:
         if self._credential.provider is not None:
             self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop())
 
@@ -428,27 +420,6 @@ class Connection(Link):
         await self.close()
 
 
-class _Connector:
-    """``await connect(...)`` or ``async with connect(...) as conn``."""
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-
-    def __await__(self) -> Any:
-        return self._open().__await__()
-
-    async def _open(self) -> Connection:
-        await self._connection._start()
-        self._connection._schedule_refresh()
-        return self._connection
-
-    async def __aenter__(self) -> Connection:
-        return await self._open()
-
-    async def __aexit__(self, *_exc: Any) -> None:
-        await self._connection.close()
-
-
 def connect(
     url: str,
     agent: str,
@@ -461,13 +432,13 @@ def connect(
     reconnect: ReconnectPolicy = ReconnectPolicy(),
     on_event: Optional[Callable[[Event], None]] = None,
     open_timeout: float = 10.0,
-) -> _Connector:
+) -> Connector[Connection]:
     """Connects to ``agent`` on the server at ``url`` (``ws://host:port``; the
     ``/ws`` path is added). ``token`` is a JWT or API key, sent as
     ``Authorization: Bearer``; ``token_provider`` is called for a fresh JWT
     before the current one's deadline. ``session_id`` continues an earlier
     session with the first message."""
-    return _Connector(
+    return Connector(
         Connection(
             url,
             agent,
