@@ -13,12 +13,15 @@
  */
 export class AgentwireError extends Error {
   readonly code: string;
+  /** The message without the code (the server's `error.message`). */
+  readonly reason: string;
   readonly details: unknown;
 
   constructor(code: string, message: string, details?: unknown) {
     super(message ? `${code}: ${message}` : code);
     this.name = "AgentwireError";
     this.code = code;
+    this.reason = message;
     this.details = details;
   }
 }

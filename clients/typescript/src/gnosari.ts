@@ -11,6 +11,7 @@ import { Emitter } from "./emitter.js";
 import { AgentwireError } from "./errors.js";
 import type { MessagePayload, ServerFrame, StreamInfoPayload } from "./generated/gnosari.js";
 import { Socket, resolveWebSocket, socketUrl, type WebSocketConstructor } from "./transport.js";
+import { LogPosition } from "./position.js";
 import { Turn } from "./turn.js";
 
 export interface GnosariOptions {
@@ -73,8 +74,8 @@ const nextId = () => `c-${Date.now().toString(36)}-${(counter += 1)}`;
 export class GnosariClient extends Emitter<GnosariEvents> {
   readonly options: GnosariOptions;
   sessionId: string | null = null;
-  epoch: string | null = null;
-  lastSeq = 0;
+  /** Where the client stands in the session's log. */
+  readonly position = new LogPosition();
   state: "connecting" | "open" | "rejoining" | "closed" = "closed";
 
   #Ctor: WebSocketConstructor;
@@ -89,7 +90,7 @@ export class GnosariClient extends Emitter<GnosariEvents> {
   #rejoining = false;
   #outbox: string[] = [];
   #waiting: Waiting[] = [];
-  #current: { turn: GnosariTurn; agent: string; text: string } | null = null;
+  #current: { turn: GnosariTurn; id: string | null; agent: string } | null = null;
   #first: { resolve(): void; reject(e: AgentwireError): void } | null = null;
 
   constructor(options: GnosariOptions) {
@@ -158,11 +159,13 @@ export class GnosariClient extends Emitter<GnosariEvents> {
     if (this.#closedByUser) return;
     const params = new URLSearchParams();
     if (o.stream !== false) params.set("stream", "2");
-    const rejoining = rejoin && this.sessionId !== null && this.epoch !== null && o.stream !== false;
+    const rejoining = rejoin && this.sessionId !== null && this.position.epoch !== null && o.stream !== false;
     if (rejoining) {
       params.set("session_id", this.sessionId!);
-      params.set("after", String(this.lastSeq));
-      params.set("epoch", this.epoch!);
+      // One seq before the last: an entry's frames share its seq, and the
+      // ones of the last entry not yet delivered come again (the rest are dropped).
+      params.set("after", String(Math.max(0, this.position.lastSeq - 1)));
+      params.set("epoch", this.position.epoch!);
     }
     const viaQuery = (o.credentialIn ?? (o.WebSocket ? "header" : "query")) === "query";
     let headers: Record<string, string> | null = null;
@@ -222,13 +225,11 @@ export class GnosariClient extends Emitter<GnosariEvents> {
     } catch {
       return;
     }
-    if (frame.type === "stream_info" && frame.epoch !== this.epoch) {
-      this.epoch = frame.epoch;
-      this.lastSeq = 0;
+    if (frame.type === "stream_info" && frame.epoch !== this.position.epoch) {
+      this.position.reset(frame.epoch);
     }
     if ("seq" in frame && typeof frame.seq === "number") {
-      if (frame.seq <= this.lastSeq) return;
-      this.lastSeq = frame.seq;
+      if (!this.position.accept(frame.seq, frame.type)) return; // delivered already
     }
     this.emit("frame", frame);
     switch (frame.type) {
@@ -236,13 +237,13 @@ export class GnosariClient extends Emitter<GnosariEvents> {
         return this.#onStreamInfo(frame);
       case "agent_started": {
         this.sessionId = frame.session_id;
-        const turn = this.#current?.turn ?? this.#waiting.shift()?.turn ?? new Turn();
-        this.#current = { turn, agent: frame.agent_name, text: "" };
-        turn.push({ type: "agent_started", agent_name: frame.agent_name, session_id: frame.session_id });
+        // A handoff's agent_started continues the running turn.
+        const next = this.#current ?? this.#waiting.shift() ?? { turn: new Turn(), id: null };
+        this.#current = { turn: next.turn, id: next.id, agent: frame.agent_name };
+        next.turn.push({ type: "agent_started", agent_name: frame.agent_name, session_id: frame.session_id });
         return;
       }
       case "token":
-        if (this.#current) this.#current.text += frame.content;
         this.#current?.turn.push({ type: "token", content: frame.content, agent_name: frame.agent_name });
         return;
       case "tool_call":
@@ -300,8 +301,7 @@ export class GnosariClient extends Emitter<GnosariEvents> {
       this.#current = null;
       current?.turn.fail(lost);
       this.sessionId = null;
-      this.epoch = null;
-      this.lastSeq = 0;
+      this.position.reset(null);
       this.#flush();
       return;
     }
@@ -310,7 +310,7 @@ export class GnosariClient extends Emitter<GnosariEvents> {
       byId.fail(error);
       return;
     }
-    if (this.#current && (fromLog || !clientMessageId)) {
+    if (this.#current && (fromLog || !clientMessageId || this.#current.id === clientMessageId)) {
       const current = this.#current;
       this.#current = null;
       current.turn.fail(error);

@@ -23,6 +23,7 @@ import { MediaAssembler, type MediaItem } from "./media.js";
 import { decodeOmniFrame, type OmniFrame } from "./omni.js";
 import { ToolCallHandle, runTool, type ToolCall, type ToolHandler } from "./tools.js";
 import { Socket, resolveWebSocket, socketUrl, type WebSocketConstructor } from "./transport.js";
+import { LogPosition } from "./position.js";
 import { Turn } from "./turn.js";
 import { Uploads, type UploadedMedia, type UploadSource } from "./upload.js";
 import { VoiceCall, type VoiceCallOptions } from "./voice.js";
@@ -132,8 +133,8 @@ export class OmniaClient extends Emitter<OmniaEvents> {
   /** The connection's session. */
   sessionId: string | null = null;
   /** The log position of the last frame delivered. */
-  epoch: string | null = null;
-  lastSeq = 0;
+  /** Where the client stands in the session's log. */
+  readonly position = new LogPosition();
   capabilities: ConnectedPayload["connected"]["capabilities"] | null = null;
   state: ConnectionState = "closed";
 
@@ -281,9 +282,9 @@ export class OmniaClient extends Emitter<OmniaEvents> {
     const resume = rejoin ? this.sessionId : (o.resume ?? null);
     if (resume) {
       params.set("resume", resume);
-      if (rejoin && this.epoch) {
-        params.set("after", String(this.lastSeq));
-        params.set("epoch", this.epoch);
+      if (rejoin && this.position.epoch) {
+        params.set("after", String(this.position.lastSeq));
+        params.set("epoch", this.position.epoch);
       }
     }
     const viaQuery = (o.credentialIn ?? (o.WebSocket ? "header" : "query")) === "query";
@@ -350,13 +351,11 @@ export class OmniaClient extends Emitter<OmniaEvents> {
     } catch {
       return;
     }
-    if (frame.type === "turn_started" && frame.turn_started.epoch !== this.epoch) {
-      this.epoch = frame.turn_started.epoch;
-      this.lastSeq = 0;
+    if (frame.type === "turn_started" && frame.turn_started.epoch !== this.position.epoch) {
+      this.position.reset(frame.turn_started.epoch);
     }
     if ("seq" in frame && typeof frame.seq === "number") {
-      if (frame.seq <= this.lastSeq) return; // delivered already
-      this.lastSeq = frame.seq;
+      if (!this.position.accept(frame.seq, frame.type)) return; // delivered already
     } else if (this.#callFrame(frame)) {
       this.emit("frame", frame);
       return;
@@ -435,18 +434,14 @@ export class OmniaClient extends Emitter<OmniaEvents> {
       const previous = this.sessionId!;
       if (connected.resumed) {
         const replayed = log?.replayed !== false;
-        if (log?.epoch && log.epoch !== this.epoch) {
-          this.epoch = log.epoch;
-          this.lastSeq = 0;
-        }
+        if (log?.epoch && log.epoch !== this.position.epoch) this.position.reset(log.epoch);
         this.emit("rejoin", { replayed, session_id: previous });
         this.#current?.turn.push({ type: "rejoined", replayed });
         if (!replayed) this.emit("history_gap", { session_id: previous });
       } else {
         // The session is gone (expired, or a restart lost it): a fresh one.
         this.sessionId = frame.session_id;
-        this.epoch = null;
-        this.lastSeq = 0;
+        this.position.reset(null);
         this.#media.clear();
         this.#failTurns(new AgentwireError("SESSION_LOST", "the session could not be rejoined; its reply is lost"));
         this.emit("session_lost", { previous, current: frame.session_id });
@@ -454,10 +449,9 @@ export class OmniaClient extends Emitter<OmniaEvents> {
     } else {
       this.sessionId = frame.session_id;
       if (!this.options.resume || !connected.resumed) {
-        this.epoch = null;
-        this.lastSeq = 0;
+        this.position.reset(null);
       } else if (log?.epoch) {
-        this.epoch = log.epoch;
+        this.position.reset(log.epoch);
       }
     }
     this.#setState("open");
@@ -578,7 +572,12 @@ export class OmniaClient extends Emitter<OmniaEvents> {
       return true;
     }
     const call = this.#voice;
-    if (!call) return false;
+    if (!call) {
+      // With stream=2 a turn's frames carry seq: these are the frames of a call that ended here.
+      const callOnly = frame.type === "chunk" || frame.type === "done" || frame.type === "interrupt";
+      const callAudio = frame.type === "media_chunk" && frame.media_chunk.media_id === "";
+      return this.capabilities?.cancel === true && (callOnly || callAudio);
+    }
     switch (frame.type) {
       case "session_config":
         call.onConfig(frame.session_config);

@@ -42,12 +42,11 @@ export class Uploads {
     const headers: Record<string, string> = { ...(ready.headers ?? {}) };
     const token = this.#deps.token();
     if (token) headers.Authorization = `Bearer ${token}`;
-    const doFetch = this.#deps.fetch ?? globalThis.fetch;
     const body = data instanceof Uint8Array ? data : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
     onProgress?.(0);
-    const response = await doFetch(ready.upload_url, { method: ready.method ?? "PUT", headers, body: body as BodyInit });
-    if (!response.ok) {
-      throw new AgentwireError("UPLOAD_FAILED", `the upload was answered ${response.status}`);
+    const status = await this.#put(ready.upload_url, ready.method ?? "PUT", headers, body, onProgress);
+    if (status < 200 || status > 299) {
+      throw new AgentwireError("UPLOAD_FAILED", `the upload was answered ${status}`);
     }
     onProgress?.(1);
     return {
@@ -58,6 +57,26 @@ export class Uploads {
         media: { storage_ref: ready.storage_ref, mime_type: file.mime_type, filename: file.filename, size_bytes: size },
       },
     };
+  }
+
+  /** The HTTP upload: XMLHttpRequest in a browser (progress as bytes leave), else fetch. Resolves with the status. */
+  #put(url: string, method: string, headers: Record<string, string>, body: Uint8Array | Blob, onProgress?: (f: number) => void): Promise<number> {
+    const XHR = (globalThis as { XMLHttpRequest?: typeof XMLHttpRequest }).XMLHttpRequest;
+    if (XHR && !this.#deps.fetch) {
+      return new Promise((resolve, reject) => {
+        const xhr = new XHR();
+        xhr.open(method, url);
+        for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
+        xhr.upload.addEventListener("progress", (event) => {
+          if (event.lengthComputable) onProgress?.(event.loaded / event.total);
+        });
+        xhr.addEventListener("load", () => resolve(xhr.status));
+        xhr.addEventListener("error", () => reject(new AgentwireError("UPLOAD_FAILED", "the upload failed (network)")));
+        xhr.send(body as XMLHttpRequestBodyInit);
+      });
+    }
+    const doFetch = this.#deps.fetch ?? globalThis.fetch;
+    return doFetch(url, { method, headers, body: body as BodyInit }).then((response) => response.status);
   }
 
   #request(request: { filename: string; mime_type: string; size_bytes: number }): Promise<UploadReady> {

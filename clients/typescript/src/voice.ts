@@ -168,6 +168,15 @@ export class VoiceCall extends Emitter<VoiceCallEvents> {
     return sent;
   }
 
+  /**
+   * One frame of exactly these bytes, now (no framing): for an app that
+   * cuts its own frames. False when the socket is down (the frame is dropped).
+   */
+  sendAudioFrame(pcm: Uint8Array): boolean {
+    if (this.state === "ended") return false;
+    return this.#sendFrame(pcm, 0);
+  }
+
   /** Mono float samples at `rate`, as PCM16 (repeated on each channel). */
   sendSamples(samples: Float32Array): number {
     return this.sendPcm(toPcm16(samples, this.channels));
@@ -188,7 +197,7 @@ export class VoiceCall extends Emitter<VoiceCallEvents> {
     this.#finish();
   }
 
-  #sendFrame(payload: Uint8Array, flags: number): void {
+  #sendFrame(payload: Uint8Array, flags: number): boolean {
     const metadata = {
       session_id: this.#link.sessionId() ?? "",
       mime_type: "audio/pcm",
@@ -199,7 +208,9 @@ export class VoiceCall extends Emitter<VoiceCallEvents> {
     if (this.#link.sendBytes(encodeOmniFrame(metadata, this.#sequence, payload, flags))) {
       this.#sequence = (this.#sequence + 1) >>> 0;
       this.sentFrames += 1;
+      return true;
     }
+    return false;
   }
 
   #finish(): void {

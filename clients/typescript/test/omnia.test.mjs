@@ -193,9 +193,9 @@ test("media from the agent is assembled: binary OMNI frames and base64 media_chu
   for (const binary of [true, false]) {
     const c = client({ binary });
     await c.connect();
-    for (const [scenario, size, mime] of [
-      ["binary-media", 15, "audio/mp3"],
-      ["big-media", 1_081_344, "video/mp4"],
+    for (const [scenario, size, mime, pattern] of [
+      ["binary-media", 15, "audio/mp3", (b, i) => b === "test audio data".charCodeAt(i)],
+      ["big-media", 1_081_344, "video/mp4", (b, i) => b === i % 256],
     ]) {
       const { events, result } = await within(10_000, collect(c.send({ content: "m", metadata: { mock_scenario: scenario } })), scenario);
       assert.equal(result.content, "");
@@ -203,8 +203,28 @@ test("media from the agent is assembled: binary OMNI frames and base64 media_chu
       assert.equal(media.length, 1, `${scenario} binary=${binary}: one item`);
       assert.equal(media[0].mime_type, mime);
       assert.equal(media[0].bytes.length, size);
-      assert.ok(media[0].bytes.every((b, i) => b === i % 256), "byte i is i mod 256");
+      assert.ok(media[0].bytes.every(pattern), `${scenario} binary=${binary}: the bytes sent, in order`);
     }
     c.close();
   }
+});
+
+test("a JWT is refreshed with credential_refresh before its deadline, so the connection outlives it", async () => {
+  const { aliceJwt } = await import("./support.mjs");
+  let minted = 0;
+  const c = client({
+    token: () => {
+      minted += 1;
+      return aliceJwt(6);
+    },
+  });
+  await c.connect();
+  let closed = null;
+  c.on("closed", (e) => (closed = e));
+  // The first token's deadline is 3 s away (expiry less half its 6 s life).
+  await new Promise((r) => setTimeout(r, 4500));
+  assert.equal(closed, null, "not closed with 4401");
+  assert.ok(minted >= 2, `a fresher token was asked for: ${minted}`);
+  assert.equal((await within(5000, c.send("still valid").result, "turn")).content, "echo: still valid");
+  c.close();
 });

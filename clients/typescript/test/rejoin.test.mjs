@@ -63,7 +63,7 @@ test("a rejoin whose log is of another epoch surfaces replayed:false (reload the
   c.on("history_gap", (g) => gaps.push(g.session_id));
   const rejoined = new Promise((r) => c.once("rejoin", r));
   // Pretend the last position seen was of an epoch the server no longer has.
-  c.epoch = "0123456789abcdef";
+  c.position.epoch = "0123456789abcdef";
   proxy.cut();
   const rejoin = await within(5000, rejoined, "the rejoin");
   assert.equal(rejoin.replayed, false);

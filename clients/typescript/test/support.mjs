@@ -2,7 +2,7 @@
 // config written here, a TCP proxy a test can cut, and the client built in
 // dist/ (test.sh builds it first).
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -18,6 +18,15 @@ export const BIN = process.env.AGENTWIRE_BIN ? resolve(process.env.AGENTWIRE_BIN
 
 export const ALICE_KEY = "ak_alice_ts_client_0123456789";
 const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+const JWT_SECRET = "a-jwt-secret-for-the-ts-client-tests";
+
+/** An HS256 JWT for alice that expires `lifeSeconds` from now. */
+export function aliceJwt(lifeSeconds) {
+  const b64 = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const now = Math.floor(Date.now() / 1000);
+  const body = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ iss: "https://issuer.test", aud: "agentwire", sub: "alice", iat: now, exp: now + lifeSeconds })}`;
+  return `${body}.${createHmac("sha256", JWT_SECRET).update(body).digest("base64url")}`;
+}
 
 /** The agents every test server has. */
 const AGENTS = `
@@ -53,6 +62,11 @@ auth:
     - id: alice-key
       sha256: "${sha256(ALICE_KEY)}"
       subject: alice
+  jwt:
+    issuer: https://issuer.test
+    audience: agentwire
+    hs256_secret: "${JWT_SECRET}"
+    leeway: 0s
 ${AGENTS}`,
   );
   const child = spawn(BIN, ["serve", "--config", config], {

@@ -80,11 +80,14 @@ var Emitter = class {
 // src/errors.ts
 var AgentwireError = class extends Error {
   code;
+  /** The message without the code (the server's `error.message`). */
+  reason;
   details;
   constructor(code, message, details) {
     super(message ? `${code}: ${message}` : code);
     this.name = "AgentwireError";
     this.code = code;
+    this.reason = message;
     this.details = details;
   }
 };
@@ -353,6 +356,31 @@ function socketUrl(base, path, params) {
   return url.toString();
 }
 
+// src/position.ts
+var LogPosition = class {
+  epoch = null;
+  lastSeq = 0;
+  #typesAtLast = /* @__PURE__ */ new Set();
+  /** Whether the frame is new (and records it); false for one delivered already. */
+  accept(seq, type) {
+    if (seq < this.lastSeq) return false;
+    if (seq === this.lastSeq) {
+      if (this.#typesAtLast.has(type)) return false;
+      this.#typesAtLast.add(type);
+      return true;
+    }
+    this.lastSeq = seq;
+    this.#typesAtLast = /* @__PURE__ */ new Set([type]);
+    return true;
+  }
+  /** A log of another epoch: positions start again. */
+  reset(epoch) {
+    this.epoch = epoch;
+    this.lastSeq = 0;
+    this.#typesAtLast.clear();
+  }
+};
+
 // src/turn.ts
 var Turn = class {
   /** Resolves with the turn's result; rejects with an AgentwireError. */
@@ -434,12 +462,11 @@ var Uploads = class {
     const headers = { ...ready.headers ?? {} };
     const token = this.#deps.token();
     if (token) headers.Authorization = `Bearer ${token}`;
-    const doFetch = this.#deps.fetch ?? globalThis.fetch;
     const body = data instanceof Uint8Array ? data : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
     onProgress?.(0);
-    const response = await doFetch(ready.upload_url, { method: ready.method ?? "PUT", headers, body });
-    if (!response.ok) {
-      throw new AgentwireError("UPLOAD_FAILED", `the upload was answered ${response.status}`);
+    const status = await this.#put(ready.upload_url, ready.method ?? "PUT", headers, body, onProgress);
+    if (status < 200 || status > 299) {
+      throw new AgentwireError("UPLOAD_FAILED", `the upload was answered ${status}`);
     }
     onProgress?.(1);
     return {
@@ -450,6 +477,25 @@ var Uploads = class {
         media: { storage_ref: ready.storage_ref, mime_type: file.mime_type, filename: file.filename, size_bytes: size }
       }
     };
+  }
+  /** The HTTP upload: XMLHttpRequest in a browser (progress as bytes leave), else fetch. Resolves with the status. */
+  #put(url, method, headers, body, onProgress) {
+    const XHR = globalThis.XMLHttpRequest;
+    if (XHR && !this.#deps.fetch) {
+      return new Promise((resolve, reject) => {
+        const xhr = new XHR();
+        xhr.open(method, url);
+        for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
+        xhr.upload.addEventListener("progress", (event) => {
+          if (event.lengthComputable) onProgress?.(event.loaded / event.total);
+        });
+        xhr.addEventListener("load", () => resolve(xhr.status));
+        xhr.addEventListener("error", () => reject(new AgentwireError("UPLOAD_FAILED", "the upload failed (network)")));
+        xhr.send(body);
+      });
+    }
+    const doFetch = this.#deps.fetch ?? globalThis.fetch;
+    return doFetch(url, { method, headers, body }).then((response) => response.status);
   }
   #request(request) {
     return new Promise((resolve, reject) => {
@@ -597,6 +643,14 @@ var VoiceCall = class extends Emitter {
     this.#pending = data.slice(at);
     return sent;
   }
+  /**
+   * One frame of exactly these bytes, now (no framing): for an app that
+   * cuts its own frames. False when the socket is down (the frame is dropped).
+   */
+  sendAudioFrame(pcm) {
+    if (this.state === "ended") return false;
+    return this.#sendFrame(pcm, 0);
+  }
   /** Mono float samples at `rate`, as PCM16 (repeated on each channel). */
   sendSamples(samples) {
     return this.sendPcm(toPcm16(samples, this.channels));
@@ -625,7 +679,9 @@ var VoiceCall = class extends Emitter {
     if (this.#link.sendBytes(encodeOmniFrame(metadata, this.#sequence, payload, flags))) {
       this.#sequence = this.#sequence + 1 >>> 0;
       this.sentFrames += 1;
+      return true;
     }
+    return false;
   }
   #finish() {
     this.playback.flush();
@@ -693,8 +749,8 @@ var OmniaClient = class extends Emitter {
   /** The connection's session. */
   sessionId = null;
   /** The log position of the last frame delivered. */
-  epoch = null;
-  lastSeq = 0;
+  /** Where the client stands in the session's log. */
+  position = new LogPosition();
   capabilities = null;
   state = "closed";
   #Ctor;
@@ -826,9 +882,9 @@ var OmniaClient = class extends Emitter {
     const resume = rejoin ? this.sessionId : o.resume ?? null;
     if (resume) {
       params.set("resume", resume);
-      if (rejoin && this.epoch) {
-        params.set("after", String(this.lastSeq));
-        params.set("epoch", this.epoch);
+      if (rejoin && this.position.epoch) {
+        params.set("after", String(this.position.lastSeq));
+        params.set("epoch", this.position.epoch);
       }
     }
     const viaQuery = (o.credentialIn ?? (o.WebSocket ? "header" : "query")) === "query";
@@ -891,13 +947,11 @@ var OmniaClient = class extends Emitter {
     } catch {
       return;
     }
-    if (frame.type === "turn_started" && frame.turn_started.epoch !== this.epoch) {
-      this.epoch = frame.turn_started.epoch;
-      this.lastSeq = 0;
+    if (frame.type === "turn_started" && frame.turn_started.epoch !== this.position.epoch) {
+      this.position.reset(frame.turn_started.epoch);
     }
     if ("seq" in frame && typeof frame.seq === "number") {
-      if (frame.seq <= this.lastSeq) return;
-      this.lastSeq = frame.seq;
+      if (!this.position.accept(frame.seq, frame.type)) return;
     } else if (this.#callFrame(frame)) {
       this.emit("frame", frame);
       return;
@@ -973,17 +1027,13 @@ var OmniaClient = class extends Emitter {
       const previous = this.sessionId;
       if (connected.resumed) {
         const replayed = log?.replayed !== false;
-        if (log?.epoch && log.epoch !== this.epoch) {
-          this.epoch = log.epoch;
-          this.lastSeq = 0;
-        }
+        if (log?.epoch && log.epoch !== this.position.epoch) this.position.reset(log.epoch);
         this.emit("rejoin", { replayed, session_id: previous });
         this.#current?.turn.push({ type: "rejoined", replayed });
         if (!replayed) this.emit("history_gap", { session_id: previous });
       } else {
         this.sessionId = frame.session_id;
-        this.epoch = null;
-        this.lastSeq = 0;
+        this.position.reset(null);
         this.#media.clear();
         this.#failTurns(new AgentwireError("SESSION_LOST", "the session could not be rejoined; its reply is lost"));
         this.emit("session_lost", { previous, current: frame.session_id });
@@ -991,10 +1041,9 @@ var OmniaClient = class extends Emitter {
     } else {
       this.sessionId = frame.session_id;
       if (!this.options.resume || !connected.resumed) {
-        this.epoch = null;
-        this.lastSeq = 0;
+        this.position.reset(null);
       } else if (log?.epoch) {
-        this.epoch = log.epoch;
+        this.position.reset(log.epoch);
       }
     }
     this.#setState("open");
@@ -1102,7 +1151,11 @@ var OmniaClient = class extends Emitter {
       return true;
     }
     const call = this.#voice;
-    if (!call) return false;
+    if (!call) {
+      const callOnly = frame.type === "chunk" || frame.type === "done" || frame.type === "interrupt";
+      const callAudio = frame.type === "media_chunk" && frame.media_chunk.media_id === "";
+      return this.capabilities?.cancel === true && (callOnly || callAudio);
+    }
     switch (frame.type) {
       case "session_config":
         call.onConfig(frame.session_config);
@@ -1175,8 +1228,8 @@ var nextId = () => `c-${Date.now().toString(36)}-${counter += 1}`;
 var GnosariClient = class extends Emitter {
   options;
   sessionId = null;
-  epoch = null;
-  lastSeq = 0;
+  /** Where the client stands in the session's log. */
+  position = new LogPosition();
   state = "closed";
   #Ctor;
   #backoff;
@@ -1252,11 +1305,11 @@ var GnosariClient = class extends Emitter {
     if (this.#closedByUser) return;
     const params = new URLSearchParams();
     if (o.stream !== false) params.set("stream", "2");
-    const rejoining = rejoin && this.sessionId !== null && this.epoch !== null && o.stream !== false;
+    const rejoining = rejoin && this.sessionId !== null && this.position.epoch !== null && o.stream !== false;
     if (rejoining) {
       params.set("session_id", this.sessionId);
-      params.set("after", String(this.lastSeq));
-      params.set("epoch", this.epoch);
+      params.set("after", String(Math.max(0, this.position.lastSeq - 1)));
+      params.set("epoch", this.position.epoch);
     }
     const viaQuery = (o.credentialIn ?? (o.WebSocket ? "header" : "query")) === "query";
     let headers = null;
@@ -1311,13 +1364,11 @@ var GnosariClient = class extends Emitter {
     } catch {
       return;
     }
-    if (frame.type === "stream_info" && frame.epoch !== this.epoch) {
-      this.epoch = frame.epoch;
-      this.lastSeq = 0;
+    if (frame.type === "stream_info" && frame.epoch !== this.position.epoch) {
+      this.position.reset(frame.epoch);
     }
     if ("seq" in frame && typeof frame.seq === "number") {
-      if (frame.seq <= this.lastSeq) return;
-      this.lastSeq = frame.seq;
+      if (!this.position.accept(frame.seq, frame.type)) return;
     }
     this.emit("frame", frame);
     switch (frame.type) {
@@ -1325,13 +1376,12 @@ var GnosariClient = class extends Emitter {
         return this.#onStreamInfo(frame);
       case "agent_started": {
         this.sessionId = frame.session_id;
-        const turn = this.#current?.turn ?? this.#waiting.shift()?.turn ?? new Turn();
-        this.#current = { turn, agent: frame.agent_name, text: "" };
-        turn.push({ type: "agent_started", agent_name: frame.agent_name, session_id: frame.session_id });
+        const next = this.#current ?? this.#waiting.shift() ?? { turn: new Turn(), id: null };
+        this.#current = { turn: next.turn, id: next.id, agent: frame.agent_name };
+        next.turn.push({ type: "agent_started", agent_name: frame.agent_name, session_id: frame.session_id });
         return;
       }
       case "token":
-        if (this.#current) this.#current.text += frame.content;
         this.#current?.turn.push({ type: "token", content: frame.content, agent_name: frame.agent_name });
         return;
       case "tool_call":
@@ -1385,8 +1435,7 @@ var GnosariClient = class extends Emitter {
       this.#current = null;
       current?.turn.fail(lost);
       this.sessionId = null;
-      this.epoch = null;
-      this.lastSeq = 0;
+      this.position.reset(null);
       this.#flush();
       return;
     }
@@ -1395,7 +1444,7 @@ var GnosariClient = class extends Emitter {
       byId.fail(error);
       return;
     }
-    if (this.#current && (fromLog || !clientMessageId)) {
+    if (this.#current && (fromLog || !clientMessageId || this.#current.id === clientMessageId)) {
       const current = this.#current;
       this.#current = null;
       current.turn.fail(error);
