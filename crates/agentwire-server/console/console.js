@@ -1,16 +1,16 @@
-// The agentwire web console: an Omnia client in the browser. It connects to
-// `/ws?agent=…&stream=2` like any client (with a credential, to
+// The agentwire web console: an Omnia client in the browser, built on the
+// project's TypeScript client (agentwire-client.js, the bundle of
+// clients/typescript, copied here by its build). The client owns the socket:
+// it connects to `/ws?agent=…&stream=2&binary=true` (with a credential, to
 // `/console/ws?…&access_token=…`, since a browser cannot set headers on a
-// WebSocket), tracks the log position `(epoch, seq)` of what it has shown,
-// and after a connection it did not close itself rejoins with
-// `resume`/`after`/`epoch`, so a reply continues where it stopped.
+// WebSocket), tracks the log position `(epoch, seq)`, and after a connection
+// it did not close itself rejoins with `resume`/`after`/`epoch`, so a reply
+// continues where it stopped and no frame is shown twice. This file draws
+// what the client's turns deliver; it has no socket or frame code of its own.
 //
-// The socket always asks for `binary=true`: a voice call's audio (voice.js)
-// comes as binary OMNI frames, and so does a text turn's streamed media,
-// which is assembled from them as from JSON `media_chunk`s. A call's own
-// frames carry no `seq` (they are not in the session's log), which tells
-// them from a text turn's: its transcripts go to their own bubbles, beside
-// any text turn.
+// A voice call's audio (voice.js) goes through the client's call object;
+// its transcripts go to their own bubbles, beside any text turn. A turn's
+// streamed media (binary OMNI frames or `media_chunk`s) arrives assembled.
 //
 // Model text reaches the page only through markdown.js, which builds text
 // nodes; nothing here hands a string to an HTML parser.
@@ -26,33 +26,21 @@
 // draws the turn again from them, its memory cards in place, and reloads
 // the panel.
 
+import { OmniaClient } from "./agentwire-client.js";
 import { renderMarkdown } from "./markdown.js";
 import { browserTools, consentCard, isMemoryTool, toolCard } from "./tools.js";
-import { MediaStreams, renderParts, uploadFile, uploadedPart } from "./media.js";
-import { FLAG_IS_LAST, VoiceCall, decodeOmniFrame, voiceSupported } from "./voice.js";
+import { mediaItemElement, renderParts, uploadedPart } from "./media.js";
+import { PROPOSED_RATE, VoiceCall, voiceSupported } from "./voice.js";
 
 /** A tool call without a consent message whose result does not follow within this is a client tool. */
 const SERVER_RESULT_GRACE_MS = 300;
-/** Waits before each rejoin attempt after a dropped connection. */
-const REJOIN_DELAYS_MS = [150, 400, 1000, 2000, 4000];
-const UPLOAD_READY_TIMEOUT_MS = 10000;
+/** Rejoin attempts after a dropped connection: 150 ms, doubling to 4 s, jittered; five of them. */
+const REJOIN_BACKOFF = { initialMs: 150, maxMs: 4000, attempts: 5, jitter: 0.3 };
 const HISTORY_PAGES = 20;
 /** Omnia's `memory_facet`: 1 to 128 of `A-Z a-z 0-9 . _ : / -`, starting with a letter or digit. */
 const MEMORY_FACET = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
 /** Memories per page of the memory panel. */
 const MEMORY_PAGE = 50;
-/**
- * Errors (without `seq`) that end a call on the server: its code, and what
- * its message must say where the code has other uses (an upload's
- * MEDIA_NOT_ENABLED, a text frame's RATE_LIMITED).
- */
-const CALL_ERRORS = new Map([
-  ["DUPLEX_ERROR", null],
-  ["UNSATISFIABLE_FORMAT", null],
-  ["MEDIA_NOT_ENABLED", /audio/],
-  ["RATE_LIMITED", /audio session/],
-]);
-
 const $ = (id) => document.getElementById(id);
 const ui = {
   agent: $("agent"),
@@ -98,27 +86,19 @@ const ui = {
 
 const state = {
   agents: [],
-  ws: null,
-  /** Bumped for every socket; events of an older socket are ignored. */
-  socketId: 0,
+  /** The connection (agentwire-client.js), while there is one. */
+  client: null,
+  /** Whether the current client connected once (a failed first upgrade is told apart). */
+  opened: false,
   /** The session messages go to. */
   sessionId: null,
-  /** The log position of the last frame shown. */
-  epoch: null,
-  lastSeq: 0,
   canCancel: false,
   /** The assistant reply being built: {el, body, note, streamed, run} (assistantBubble). */
   turn: null,
   running: false,
-  rejoinAttempt: 0,
-  rejoinTimer: null,
-  /** Frames that wait for a socket (a consent answered while rejoining). */
-  outbox: [],
   /** Tool calls not yet settled: id → {card, consent, timer, call}. */
   calls: new Map(),
   uploads: [],
-  uploadWaiters: [],
-  mediaStreams: new MediaStreams(),
   /** The voice call (voice.js), while there is one. */
   call: null,
   /** The call's reply being spoken: a bubble like `turn`, plus `interrupted`. */
@@ -188,33 +168,9 @@ function currentAgent() {
   return state.agents.find((a) => a.name === ui.agent.value);
 }
 
-function sendFrame(frame) {
-  if (state.ws?.readyState === WebSocket.OPEN) {
-    state.ws.send(JSON.stringify(frame));
-  } else {
-    state.outbox.push(frame);
-  }
-}
-
 // ------------------------------------------------------------- the socket
 
-function socketUrl(resume) {
-  const token = credential();
-  const params = new URLSearchParams({ agent: ui.agent.value, stream: "2", binary: "true" });
-  if (state.facet) params.set("memory_facet", state.facet);
-  if (resume) {
-    params.set("resume", resume.session);
-    if (resume.epoch) {
-      params.set("after", String(resume.after));
-      params.set("epoch", resume.epoch);
-    }
-  }
-  if (token) params.set("access_token", token);
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  return `${scheme}//${location.host}${token ? "/console/ws" : "/ws"}?${params}`;
-}
-
-/** Opens a socket; `opts.resume` names a session to attach to, `opts.rejoin` marks a reconnect. */
+/** Opens a connection; `opts.resume` names a session to attach to. */
 function openSocket(opts = {}) {
   closeSocket();
   if (facetProblem(state.facet)) {
@@ -223,63 +179,66 @@ function openSocket(opts = {}) {
     setStatus("error", "not connected: invalid memory facet");
     return;
   }
-  const id = ++state.socketId;
-  let opened = false;
-  const ws = new WebSocket(socketUrl(opts.resume));
-  ws.binaryType = "arraybuffer";
-  state.ws = ws;
-  setStatus(opts.rejoin ? "rejoining" : "connecting", opts.rejoin ? "reconnecting…" : "connecting…");
-  ws.addEventListener("open", () => {
-    opened = true;
+  const client = new OmniaClient({
+    url: location.origin,
+    agent: ui.agent.value,
+    token: credential() || undefined,
+    credentialIn: "query",
+    memoryFacet: state.facet || undefined,
+    resume: opts.resume?.session,
+    reconnect: REJOIN_BACKOFF,
   });
-  ws.addEventListener("message", (event) => {
-    if (id !== state.socketId) return;
-    if (typeof event.data === "string") onFrame(event.data, opts);
-    else onBinary(event.data);
-  });
-  ws.addEventListener("close", (event) => {
-    if (id === state.socketId) onClose(event, opened, opts);
-  });
+  state.client = client;
+  state.opened = false;
+  const mine = (listener) => (value) => {
+    if (state.client === client) listener(value);
+  };
+  client.on("status", mine(({ state: name }) => {
+    if (name === "connecting") setStatus("connecting", "connecting…");
+    if (name === "rejoining") setStatus("rejoining", "connection lost, reconnecting…");
+  }));
+  client.on("closed", mine(() => endCall(false, "call ended: the connection closed")));
+  client.on("closed", mine((event) => {
+    if (!event.willRetry) onClosed(event);
+  }));
+  client.on("connected", mine(({ frame, rejoin }) => onConnected(frame, rejoin, opts)));
+  client.on("turn", mine((turn) => followTurn(client, turn)));
+  client.on("history_gap", mine(({ session_id }) => {
+    if (!state.running) return;
+    // The log no longer reaches back: what was missed is in the history.
+    endTurnInterrupted("reconnected; part of this reply was missed");
+    reloadHistory(session_id);
+  }));
+  client.on("session_lost", mine(() => {
+    endTurnInterrupted("reconnected, but the rest of this reply could not be recovered");
+  }));
+  client.on("going_away", mine(() => notice("the server is restarting; this reply will continue")));
+  client.on("error", mine((error) => showError(error.code, error.reason)));
+  client.connect().catch(() => {}); // told through "closed"
 }
 
-/** Closes the socket on the user's behalf: no rejoin follows. */
+/** Closes the connection on the user's behalf: no rejoin follows. */
 function closeSocket() {
-  clearTimeout(state.rejoinTimer);
   endCall(true, "call ended");
-  state.socketId += 1;
+  const client = state.client;
+  state.client = null;
   state.connectedFacet = null;
-  if (state.ws && state.ws.readyState <= WebSocket.OPEN) state.ws.close(1000, "closed by the user");
-  state.ws = null;
+  client?.close(1000, "closed by the user");
 }
 
-function onClose(event, opened, opts) {
-  state.ws = null;
+/** The connection is over for good (the client gave up rejoining, or never connected). */
+function onClosed(event) {
   endCall(false, "call ended: the connection closed");
+  state.connectedFacet = null;
   if (event.code === 4401) {
     setStatus("error", "credential expired");
     showError("CREDENTIAL_EXPIRED", "the credential expired; enter a new one to go on");
     endTurnInterrupted("the connection closed: credential expired");
     return;
   }
-  state.connectedFacet = null;
-  const canRejoin = state.sessionId && (opened || opts.rejoin);
-  if (canRejoin && state.rejoinAttempt < REJOIN_DELAYS_MS.length) {
-    const delay = REJOIN_DELAYS_MS[state.rejoinAttempt];
-    state.rejoinAttempt += 1;
-    setStatus("rejoining", "connection lost, reconnecting…");
-    state.rejoinTimer = setTimeout(
-      () =>
-        openSocket({
-          rejoin: true,
-          resume: { session: state.sessionId, after: state.lastSeq, epoch: state.epoch },
-        }),
-      delay,
-    );
-    return;
-  }
   setStatus("error", "disconnected");
   endTurnInterrupted("the connection was lost");
-  if (!opened && !opts.rejoin) {
+  if (!state.opened) {
     const agent = currentAgent();
     // An agent bound to a memory container refuses another facet (403).
     const why = credential()
@@ -293,83 +252,20 @@ function onClose(event, opened, opts) {
   }
 }
 
-function onFrame(raw, opts) {
-  let frame;
-  try {
-    frame = JSON.parse(raw);
-  } catch {
-    return;
-  }
-  if (frame.type === "turn_started" && frame.turn_started?.epoch !== state.epoch) {
-    state.epoch = frame.turn_started.epoch;
-    state.lastSeq = 0;
-  }
-  if (typeof frame.seq === "number") {
-    if (frame.seq <= state.lastSeq) return; // shown already
-    state.lastSeq = frame.seq;
-  } else if (onCallFrame(frame)) {
-    return;
-  }
-  switch (frame.type) {
-    case "connected":
-      return onConnected(frame, opts);
-    case "turn_started":
-      ensureTurn();
-      return;
-    case "chunk":
-      if (frame.role !== "user") appendText(ensureTurn(), frame.content ?? "");
-      return;
-    case "tool_call":
-      return onToolCall(frame.tool_call ?? {});
-    case "tool_result":
-      return onToolResult(frame.tool_result ?? {});
-    case "media_chunk": {
-      const media = state.mediaStreams.push(frame.media_chunk ?? {});
-      if (media) appendItem(ensureTurn(), media);
-      return;
-    }
-    case "done":
-      return finishTurn(frame);
-    case "error":
-      return onError(frame);
-    case "upload_ready":
-      state.uploadWaiters.shift()?.resolve(frame.upload_ready);
-      return;
-    case "going_away":
-      notice("the server is restarting; this reply will continue");
-      return;
-    default:
-      return;
-  }
-}
-
-function onConnected(frame, opts) {
+function onConnected(frame, rejoin, opts) {
   const connected = frame.connected ?? {};
-  state.rejoinAttempt = 0;
+  state.opened = true;
   state.canCancel = connected.capabilities?.cancel === true;
-  const log = connected.event_log;
-  if (opts.resume && connected.resumed) {
+  if (rejoin || (opts.resume && connected.resumed)) {
+    // Rejoined (or attached to the session asked for); a rejoin that found
+    // the session gone is on a fresh one ("session_lost").
     state.sessionId = frame.session_id;
-    if (log?.epoch && log.epoch !== state.epoch) {
-      state.epoch = log.epoch;
-      state.lastSeq = 0;
-    }
-    if (opts.rejoin && log?.replayed === false && state.running) {
-      // The log no longer reaches back: what was missed is in the history.
-      endTurnInterrupted("reconnected; part of this reply was missed");
-      reloadHistory(state.sessionId);
-    }
   } else if (opts.resume) {
     // Not attached (an anonymous caller, or the session is gone): messages
     // still name the session, which resumes it by id if it can be.
     state.sessionId = opts.resume.session;
-    state.epoch = null;
-    state.lastSeq = 0;
-    if (opts.rejoin) endTurnInterrupted("reconnected, but the rest of this reply could not be recovered");
   } else {
     state.sessionId = frame.session_id;
-    state.epoch = null;
-    state.lastSeq = 0;
   }
   ui.sessionId.textContent = state.sessionId ?? "–";
   highlightSession();
@@ -377,88 +273,12 @@ function onConnected(frame, opts) {
   state.connectedFacet = facet;
   // The facet is named when it is not the one typed (the agent's own container).
   const pinned = facet && facet !== state.facet ? ` · facet ${facet}` : "";
-  setStatus("open", `connected to ${ui.agent.value}${pinned}${opts.rejoin ? " (rejoined)" : ""}`);
+  setStatus("open", `connected to ${ui.agent.value}${pinned}${rejoin ? " (rejoined)" : ""}`);
   loadMemories();
   setRunning(state.running);
-  const waiting = state.outbox.splice(0);
-  waiting.forEach(sendFrame);
 }
 
 // --------------------------------------------------------------- the call
-
-/** Sends at once on an open socket (binary or text); false when there is none. */
-function sendNow(data) {
-  if (state.ws?.readyState !== WebSocket.OPEN) return false;
-  state.ws.send(data);
-  return true;
-}
-
-/** Binary OMNI frames: a call's audio (media id all zeros), else a turn's streamed media. */
-function onBinary(buffer) {
-  const frame = decodeOmniFrame(buffer);
-  if (!frame) return;
-  const isLast = (frame.flags & FLAG_IS_LAST) !== 0;
-  const mimeType = String(frame.metadata.mime_type ?? "");
-  if (frame.mediaId === "" && !isLast && mimeType.startsWith("audio/pcm")) {
-    // After the call ended (frames already on the way), dropped.
-    state.call?.onAudio(frame.payload);
-    return;
-  }
-  // The socket keeps their order: pieces are assembled as they come.
-  const media = state.mediaStreams.push({
-    media_id: frame.mediaId,
-    mime_type: mimeType,
-    is_last: isLast,
-    bytes: frame.payload,
-  });
-  if (media) appendItem(ensureTurn(), media);
-}
-
-/** Whether an error (not from the log) means the server's side of the call is over. */
-function endsTheCall(code, message) {
-  if (!CALL_ERRORS.has(code)) return false;
-  return CALL_ERRORS.get(code)?.test(message) ?? true;
-}
-
-/** A frame without `seq`: the call's, when it is one of these (true: handled). */
-function onCallFrame(frame) {
-  switch (frame.type) {
-    case "session_config":
-      if (state.call) {
-        state.call.onConfig(frame.session_config ?? {});
-      } else {
-        // A call parked by a lost connection, handed back on the rejoin:
-        // this console ended it when the connection closed.
-        sendNow(JSON.stringify({ type: "hangup" }));
-      }
-      return true;
-    case "chunk":
-      if (frame.role === "user") callUserBubble(frame.content ?? "");
-      else appendCallChunk(frame.content ?? "");
-      return true;
-    case "interrupt":
-      state.call?.interrupt();
-      if (state.callTurn) {
-        state.callTurn.interrupted = true;
-        state.callTurn.note.textContent = "interrupted";
-        state.callTurn.note.hidden = false;
-      }
-      return true;
-    case "done":
-      finishCallTurn();
-      return true;
-    case "error": {
-      const code = frame.error?.code ?? "ERROR";
-      const message = frame.error?.message ?? "";
-      if (!state.call || !endsTheCall(code, message)) return false;
-      endCall(true, null);
-      showError(code, message);
-      return true;
-    }
-    default:
-      return false;
-  }
-}
 
 function callUserBubble(text) {
   const bubble = userBubble(text);
@@ -509,13 +329,30 @@ function renderCallState(name, { speaking }) {
 
 function startCall() {
   if (state.call) return;
-  if (state.ws?.readyState !== WebSocket.OPEN) {
+  if (state.client?.state !== "open") {
     showError("NOT_CONNECTED", "not connected; press New chat");
     return;
   }
+  const link = state.client.startCall({ sampleRate: PROPOSED_RATE });
+  link.on("transcript", ({ role, text }) => {
+    if (role === "user") callUserBubble(text);
+    else appendCallChunk(text);
+  });
+  link.on("interrupt", () => {
+    if (state.callTurn) {
+      state.callTurn.interrupted = true;
+      state.callTurn.note.textContent = "interrupted";
+      state.callTurn.note.hidden = false;
+    }
+  });
+  link.on("response_done", () => finishCallTurn());
+  link.on("failed", ({ code, message }) => {
+    if (state.call?.link !== link) return;
+    endCall(false, null);
+    showError(code, message);
+  });
   const call = new VoiceCall({
-    send: sendNow,
-    sessionId: () => state.sessionId,
+    link,
     stats: ui.callState,
     onState: (name, detail) => {
       if (state.call !== call) return;
@@ -698,45 +535,74 @@ function endTurnInterrupted(why) {
   setRunning(false);
 }
 
-function onError(frame) {
-  const code = frame.error?.code ?? "ERROR";
-  const message = frame.error?.message ?? "";
-  const aboutUpload =
-    code === "MEDIA_NOT_ENABLED" ||
-    code === "UPLOAD_FAILED" ||
-    (code === "INVALID_MESSAGE" && /upload_request|filename|mime_type|size_bytes/.test(message));
-  if (aboutUpload && state.uploadWaiters.length) {
-    state.uploadWaiters.shift().reject(Object.assign(new Error(message), { code }));
-    return;
-  }
-  const fromTheLog = typeof frame.seq === "number";
-  if (fromTheLog || (state.running && !state.turn)) {
-    // The turn's terminal, or the refusal of the message that would have
-    // started one.
-    if (state.turn) {
-      state.turn.el.dataset.state = "error";
-      if (!state.turn.streamed) state.turn.el.hidden = true;
+/** Errors the connection's own handlers show (a lost or closed connection). */
+const CONNECTION_ERRORS = new Set(["CLOSED", "CONNECTION_LOST", "CONNECT_FAILED", "CREDENTIAL_EXPIRED", "SESSION_LOST"]);
+
+/**
+ * Draws `turn` (the client's) as its events come: its text, tool cards and
+ * media in order, then its end. Nothing of a connection that was replaced
+ * is drawn.
+ */
+async function followTurn(client, turn) {
+  const live = () => state.client === client;
+  try {
+    for await (const event of turn) {
+      if (!live()) return;
+      switch (event.type) {
+        case "started":
+          ensureTurn();
+          break;
+        case "text":
+          appendText(ensureTurn(), event.delta);
+          break;
+        case "tool_call":
+          onToolCall(event.handle);
+          break;
+        case "tool_result":
+          onToolResult(event);
+          break;
+        case "media":
+          appendItem(ensureTurn(), mediaItemElement(event.media));
+          break;
+        default:
+          break;
+      }
     }
-    settleOpenCalls("the turn failed");
-    state.turn = null;
-    setRunning(false);
+    const done = await turn.result;
+    if (live()) finishTurn(done);
+  } catch (error) {
+    if (live() && !CONNECTION_ERRORS.has(error.code)) onTurnError(error);
   }
+}
+
+/** The turn failed, or the message that would have started one was refused. */
+function onTurnError(error) {
+  const code = error.code ?? "ERROR";
+  const message = error.reason ?? error.message ?? "";
+  if (state.turn) {
+    state.turn.el.dataset.state = "error";
+    if (!state.turn.streamed) state.turn.el.hidden = true;
+  }
+  settleOpenCalls("the turn failed");
+  state.turn = null;
+  setRunning(false);
   // A compile-mode session that did not open: what failed is in the details.
-  const detail = code === "pack_compile_failed" ? frame.error?.details?.error : null;
+  const detail = code === "pack_compile_failed" ? error.details?.error : null;
   showError(code, detail ? `${message}: ${detail}` : message);
   if (code === "pack_compile_failed") reloadPack();
 }
 
 // ------------------------------------------------------------ tool calls
 
-function onToolCall(call) {
+function onToolCall(handle) {
+  const call = handle.call;
   // Acknowledged at once (the ack timeout is short and a person may take
   // longer to decide); a server tool's id is ignored by the server.
-  sendFrame({ type: "tool_call_ack", tool_call_ack: { call_id: call.id } });
+  handle.ack();
   const turn = ensureTurn();
   if (isMemoryTool(call.name)) turn.usedMemory = true;
   if (call.consent_message) {
-    askConsent(call);
+    askConsent(handle);
     return;
   }
   const card = toolCard(call, "server");
@@ -744,14 +610,15 @@ function onToolCall(call) {
   const timer = setTimeout(() => {
     // No result came: the client is expected to run it.
     state.calls.delete(call.id);
-    askConsent(call, card.element);
+    askConsent(handle, card.element);
   }, SERVER_RESULT_GRACE_MS);
   state.calls.set(call.id, { card, timer, call });
 }
 
-/** A consent card for `call`: in the place of `replacing` (its card), else after what came so far. */
-function askConsent(call, replacing) {
-  const card = consentCard(call, (approved) => answerCall(call, approved, card));
+/** A consent card for the call: in the place of `replacing` (its card), else after what came so far. */
+function askConsent(handle, replacing) {
+  const call = handle.call;
+  const card = consentCard(call, (approved) => answerCall(handle, approved, card));
   if (replacing) {
     replacing.replaceWith(card.element);
     scrollDown();
@@ -761,9 +628,10 @@ function askConsent(call, replacing) {
   state.calls.set(call.id, { consent: card, call });
 }
 
-async function answerCall(call, approved, card) {
+async function answerCall(handle, approved, card) {
+  const call = handle.call;
   if (!approved) {
-    sendFrame({ type: "tool_call_nack", tool_call_nack: { call_id: call.id, reason: "declined by the user" } });
+    handle.reject("declined by the user");
     card.settle({ error: "declined by the user", rejected: true });
     state.calls.delete(call.id);
     return;
@@ -772,11 +640,11 @@ async function answerCall(call, approved, card) {
   try {
     const result = tool ? await tool(call.arguments ?? {}) : { approved: true };
     if (!state.calls.has(call.id)) return; // ended meanwhile
-    sendFrame({ type: "tool_result", tool_result: { call_id: call.id, result } });
+    handle.result(result);
     card.settle({ result });
   } catch (error) {
     if (!state.calls.has(call.id)) return;
-    sendFrame({ type: "tool_result", tool_result: { call_id: call.id, error: error.message } });
+    handle.error(error.message);
     card.settle({ error: error.message });
   }
   state.calls.delete(call.id);
@@ -819,7 +687,8 @@ function sendMessage() {
   }
   const ready = uploads.filter((u) => u.status === "ready");
   if ((!text && !ready.length) || state.running) return;
-  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+  const client = state.client;
+  if (client?.state !== "open") {
     showError("NOT_CONNECTED", "not connected; press New chat");
     return;
   }
@@ -830,7 +699,7 @@ function sendMessage() {
     showError("INVALID_METADATA", error.message);
     return;
   }
-  const frame = { type: "message" };
+  const frame = {};
   if (state.sessionId) frame.session_id = state.sessionId;
   if (ready.length) {
     frame.parts = [...(text ? [{ type: "text", text }] : []), ...ready.map(uploadedPart)];
@@ -842,7 +711,7 @@ function sendMessage() {
   ui.input.value = "";
   clearUploads();
   setRunning(true);
-  sendFrame(frame);
+  followTurn(client, client.send(frame));
 }
 
 // ---------------------------------------------------------------- uploads
@@ -850,28 +719,6 @@ function sendMessage() {
 function clearUploads() {
   state.uploads = [];
   ui.attachments.replaceChildren();
-}
-
-function requestUpload(file) {
-  return new Promise((resolve, reject) => {
-    const waiter = { resolve, reject };
-    state.uploadWaiters.push(waiter);
-    setTimeout(() => {
-      const at = state.uploadWaiters.indexOf(waiter);
-      if (at >= 0) {
-        state.uploadWaiters.splice(at, 1);
-        reject(new Error("the server did not answer the upload request"));
-      }
-    }, UPLOAD_READY_TIMEOUT_MS);
-    sendFrame({
-      type: "upload_request",
-      upload_request: {
-        filename: file.name,
-        mime_type: file.type || "application/octet-stream",
-        size_bytes: file.size,
-      },
-    });
-  });
 }
 
 async function addUpload(file) {
@@ -891,8 +738,8 @@ async function addUpload(file) {
     chip.remove();
   });
   try {
-    const ready = await requestUpload(file);
-    await uploadFile(file, ready, credential(), (fraction) => {
+    if (!state.client) throw Object.assign(new Error("not connected; press New chat"), { code: "NOT_CONNECTED" });
+    const ready = await state.client.upload(file, { filename: file.name, mime_type: upload.mime_type }, (fraction) => {
       progress.value = fraction;
       chip.dataset.progress = String(Math.round(fraction * 100));
     });
@@ -904,7 +751,7 @@ async function addUpload(file) {
     upload.status = "failed";
     chip.dataset.state = "error";
     state.uploads = state.uploads.filter((u) => u !== upload);
-    showError(error.code ?? "UPLOAD_FAILED", error.message);
+    showError(error.code ?? "UPLOAD_FAILED", error.reason ?? error.message);
   }
 }
 
@@ -1339,10 +1186,7 @@ function resetConversation() {
   state.turn = null;
   state.callTurn = null;
   state.sessionId = null;
-  state.epoch = null;
-  state.lastSeq = 0;
   state.storedSeq = 0;
-  state.outbox = [];
   setRunning(false);
   clearUploads();
   ui.transcript.replaceChildren();
@@ -1446,7 +1290,7 @@ function wire() {
   });
   ui.stop.addEventListener("click", () => {
     ui.stop.disabled = true;
-    sendFrame({ type: "cancel" });
+    state.client?.cancel();
   });
   ui.newChat.addEventListener("click", newChat);
   ui.agent.addEventListener("change", () => {

@@ -72,6 +72,9 @@ const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("console.js", "text/javascript; charset=utf-8"),
+    // The project's TypeScript client (clients/typescript), bundled by its
+    // build into one ES module; the console has no socket code of its own.
+    asset!("agentwire-client.js", "text/javascript; charset=utf-8"),
     asset!("markdown.js", "text/javascript; charset=utf-8"),
     asset!("tools.js", "text/javascript; charset=utf-8"),
     asset!("media.js", "text/javascript; charset=utf-8"),
