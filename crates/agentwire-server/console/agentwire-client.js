@@ -818,6 +818,10 @@ var OmniaClient = class extends Emitter {
   send(input) {
     const turn = new Turn();
     const message = typeof input === "string" ? { content: input } : input;
+    if (this.state === "closed") {
+      turn.fail(new AgentwireError("CLOSED", "not connected: call connect() first"));
+      return turn;
+    }
     if (this.#pending) {
       turn.fail(new AgentwireError("TURN_IN_PROGRESS", "a message of this client is still waiting for its turn to start"));
       return turn;
