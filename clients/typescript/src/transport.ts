@@ -27,6 +27,15 @@ export interface SocketHandlers {
 
 const OPEN = 1;
 
+/** Stands in for a socket that could not be created. */
+const CLOSED_SOCKET: WebSocketLike = {
+  readyState: 3,
+  binaryType: "arraybuffer",
+  send() {},
+  close() {},
+  addEventListener() {},
+};
+
 /** One socket's life: open, frames, close. Ignores events after `close()`. */
 export class Socket {
   #ws: WebSocketLike;
@@ -34,7 +43,16 @@ export class Socket {
   #done = false;
 
   constructor(Ctor: WebSocketConstructor, url: string, headers: Record<string, string> | null, handlers: SocketHandlers) {
-    this.#ws = headers && Object.keys(headers).length ? new Ctor(url, undefined, { headers }) : new Ctor(url);
+    try {
+      this.#ws = headers && Object.keys(headers).length ? new Ctor(url, undefined, { headers }) : new Ctor(url);
+    } catch {
+      // The constructor's error names the URL, and so a query credential:
+      // reported as a connection that closed before it opened.
+      this.#done = true;
+      this.#ws = CLOSED_SOCKET;
+      queueMicrotask(() => handlers.onClose(1006, "", false));
+      return;
+    }
     this.#ws.binaryType = "arraybuffer";
     this.#ws.addEventListener("open", () => {
       if (this.#done) return;

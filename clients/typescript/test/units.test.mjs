@@ -105,3 +105,19 @@ test("a JWT is refreshed before the server's deadline; an API key never", () => 
   assert.ok(short > 0 && short < 10_000, String(short));
   assert.equal(refreshDelay("ak_alice_0123456789", now), null);
 });
+
+test("a URL the WebSocket constructor refuses is a failed connection whose error does not carry the credential", async () => {
+  const { OmniaClient } = await import("../dist/index.js");
+  class Refusing {
+    constructor(url) {
+      throw new SyntaxError(`bad URL ${url}`);
+    }
+  }
+  const c = new OmniaClient({ url: "http://127.0.0.1:1", agent: "a", token: "secret-token-1234", credentialIn: "query", WebSocket: Refusing, reconnect: false });
+  await assert.rejects(c.connect(), (error) => {
+    assert.equal(error.code, "CONNECT_FAILED");
+    assert.ok(!error.message.includes("secret-token-1234"), error.message);
+    return true;
+  });
+  assert.equal(c.state, "closed");
+});

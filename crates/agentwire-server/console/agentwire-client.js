@@ -297,12 +297,29 @@ async function runTool(handle, handler, timeoutMs) {
 
 // src/transport.ts
 var OPEN = 1;
+var CLOSED_SOCKET = {
+  readyState: 3,
+  binaryType: "arraybuffer",
+  send() {
+  },
+  close() {
+  },
+  addEventListener() {
+  }
+};
 var Socket = class {
   #ws;
   #opened = false;
   #done = false;
   constructor(Ctor, url, headers, handlers) {
-    this.#ws = headers && Object.keys(headers).length ? new Ctor(url, void 0, { headers }) : new Ctor(url);
+    try {
+      this.#ws = headers && Object.keys(headers).length ? new Ctor(url, void 0, { headers }) : new Ctor(url);
+    } catch {
+      this.#done = true;
+      this.#ws = CLOSED_SOCKET;
+      queueMicrotask(() => handlers.onClose(1006, "", false));
+      return;
+    }
     this.#ws.binaryType = "arraybuffer";
     this.#ws.addEventListener("open", () => {
       if (this.#done) return;
