@@ -12,6 +12,8 @@ if [ ! -x "$AGENTWIRE_BIN" ]; then
     echo "test.sh: no agentwire binary at $AGENTWIRE_BIN (cargo build -p agentwire, or set AGENTWIRE_BIN)" >&2
     exit 1
 fi
+# Absolute, as the tests run from this directory.
+AGENTWIRE_BIN="$(cd "$(dirname "$AGENTWIRE_BIN")" && pwd)/$(basename "$AGENTWIRE_BIN")"
 cd "$here"
 npm ci --no-audit --no-fund
 node scripts/generate-types.mjs --check

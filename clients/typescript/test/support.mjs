@@ -86,6 +86,10 @@ ${AGENTS}`,
         resolvePort(Number(match[1]));
       }
     });
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot start ${BIN}: ${error.message}`));
+    });
     child.on("exit", (code) => {
       clearTimeout(timer);
       reject(new Error(`agentwire exited (${code}) before listening:\n${log.join("\n")}`));
