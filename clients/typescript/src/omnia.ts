@@ -148,6 +148,7 @@ export class OmniaClient extends Emitter<OmniaEvents> {
   #retryTimer: ReturnType<typeof setTimeout> | null = null;
   #retryHint: number | null = null;
   #rejoining = false;
+  #hadPosition = false;
   #outbox: Array<string | Uint8Array> = [];
   #pending: { turn: OmniaTurn; frame: MessagePayload; expired?: string } | null = null;
   #current: { turn: OmniaTurn; expired?: string } | null = null;
@@ -301,6 +302,7 @@ export class OmniaClient extends Emitter<OmniaEvents> {
       headers = { Authorization: `Bearer ${this.#token}` };
     }
     this.#rejoining = rejoin;
+    this.#hadPosition = this.position.epoch !== null;
     this.#connected = false;
     this.#socket = new Socket(this.#Ctor, socketUrl(o.url, path, params), headers, {
       onOpen: () => {},
@@ -437,7 +439,8 @@ export class OmniaClient extends Emitter<OmniaEvents> {
     if (rejoin) {
       const previous = this.sessionId!;
       if (connected.resumed) {
-        const replayed = log?.replayed !== false;
+        // Without a position (nothing delivered from the log yet) there is nothing to have missed.
+        const replayed = log?.replayed !== false || !this.#hadPosition;
         if (log?.epoch && log.epoch !== this.position.epoch) this.position.reset(log.epoch);
         this.emit("rejoin", { replayed, session_id: previous });
         this.#current?.turn.push({ type: "rejoined", replayed });

@@ -780,6 +780,7 @@ var OmniaClient = class extends Emitter {
   #retryTimer = null;
   #retryHint = null;
   #rejoining = false;
+  #hadPosition = false;
   #outbox = [];
   #pending = null;
   #current = null;
@@ -918,6 +919,7 @@ var OmniaClient = class extends Emitter {
       headers = { Authorization: `Bearer ${this.#token}` };
     }
     this.#rejoining = rejoin;
+    this.#hadPosition = this.position.epoch !== null;
     this.#connected = false;
     this.#socket = new Socket(this.#Ctor, socketUrl(o.url, path, params), headers, {
       onOpen: () => {
@@ -1047,7 +1049,7 @@ var OmniaClient = class extends Emitter {
     if (rejoin) {
       const previous = this.sessionId;
       if (connected.resumed) {
-        const replayed = log?.replayed !== false;
+        const replayed = log?.replayed !== false || !this.#hadPosition;
         if (log?.epoch && log.epoch !== this.position.epoch) this.position.reset(log.epoch);
         this.emit("rejoin", { replayed, session_id: previous });
         this.#current?.turn.push({ type: "rejoined", replayed });
