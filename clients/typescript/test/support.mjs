@@ -73,6 +73,9 @@ ${AGENTS}`,
     env: { ...process.env, RUST_LOG: "info" },
     stdio: ["ignore", "ignore", "pipe"],
   });
+  // A test run that ends early (a timeout) takes its server with it.
+  const killChild = () => child.kill("SIGKILL");
+  process.once("exit", killChild);
   const log = [];
   const lines = createInterface({ input: child.stderr });
   const port = await new Promise((resolvePort, reject) => {
@@ -94,12 +97,17 @@ ${AGENTS}`,
       clearTimeout(timer);
       reject(new Error(`agentwire exited (${code}) before listening:\n${log.join("\n")}`));
     });
+  }).catch((error) => {
+    killChild();
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
   });
   return {
     port,
     url: `http://127.0.0.1:${port}`,
     log,
     async stop() {
+      process.off("exit", killChild);
       child.kill("SIGKILL");
       await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
       rmSync(dir, { recursive: true, force: true });
