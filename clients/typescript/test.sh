@@ -3,7 +3,9 @@
 # types against api/websocket/*.asyncapi.yaml, the build (and that the web
 # console's committed copy of the bundle is the fresh one), then the tests
 # (node --test) against the agentwire binary named by AGENTWIRE_BIN
-# (default: target/debug/agentwire from the repository's root).
+# (default: target/debug/agentwire from the repository's root). The S3
+# upload test runs when AGENTWIRE_TEST_S3_ENDPOINT names an S3-compatible
+# server (`eval "$(scripts/moto.sh start)"` starts one), else it is skipped.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

@@ -171,6 +171,7 @@ export class OmniaClient extends Emitter<OmniaEvents> {
       send: (frame) => this.#sendFrame(frame),
       fetch: options.fetch,
       token: () => this.#token,
+      httpBase: () => options.url.replace(/^ws(s?):/, "http$1:"),
     });
   }
 

@@ -1,6 +1,8 @@
 // Uploads (Omnia): `upload_request` is answered by `upload_ready` (in the
 // order asked), then the bytes go to `upload_url` over HTTP and the
-// `storage_ref` names them in a message part.
+// `storage_ref` names them in a message part. The local backend's URL is
+// the server's `/media/upload/{id}`; any other (a presigned S3 URL) is a
+// direct upload, confirmed with `POST /media/confirm-upload/{id}`.
 import { AgentwireError } from "./errors.js";
 import type { ClientFrame, ContentPart, UploadReadyPayload } from "./generated/omnia.js";
 
@@ -17,6 +19,14 @@ export interface UploadedMedia {
 
 const READY_TIMEOUT_MS = 10_000;
 
+interface UploadDeps {
+  send(frame: ClientFrame): void;
+  fetch?: typeof fetch;
+  token(): string | null;
+  /** The server's HTTP base (`http://host:port`). */
+  httpBase(): string;
+}
+
 interface Waiter {
   resolve(ready: UploadReady): void;
   reject(error: AgentwireError): void;
@@ -30,9 +40,9 @@ export function partKind(mime: string): ContentPart["type"] {
 
 export class Uploads {
   #waiters: Waiter[] = [];
-  #deps: { send(frame: ClientFrame): void; fetch?: typeof fetch; token(): string | null };
+  #deps: UploadDeps;
 
-  constructor(deps: { send(frame: ClientFrame): void; fetch?: typeof fetch; token(): string | null }) {
+  constructor(deps: UploadDeps) {
     this.#deps = deps;
   }
 
@@ -47,6 +57,13 @@ export class Uploads {
     const status = await this.#put(ready.upload_url, ready.method ?? "PUT", headers, body, onProgress);
     if (status < 200 || status > 299) {
       throw new AgentwireError("UPLOAD_FAILED", `the upload was answered ${status}`);
+    }
+    if (new URL(ready.upload_url).pathname !== `/media/upload/${encodeURIComponent(ready.upload_id)}`) {
+      // A direct (presigned) upload: the server records it once confirmed.
+      const confirm = new URL(`/media/confirm-upload/${encodeURIComponent(ready.upload_id)}`, this.#deps.httpBase());
+      const doFetch = this.#deps.fetch ?? globalThis.fetch;
+      const response = await doFetch(confirm, { method: "POST", headers: token ? { Authorization: `Bearer ${token}` } : {} });
+      if (!response.ok) throw new AgentwireError("UPLOAD_FAILED", `the upload's confirmation was answered ${response.status}`);
     }
     onProgress?.(1);
     return {

@@ -44,7 +44,7 @@ agents:
  * have an owner, so they can be rejoined), local media storage, the test
  * agents. Resolves once it logs its address.
  */
-export async function startServer() {
+export async function startServer({ media } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "agentwire-ts-"));
   const config = join(dir, "agentwire.yaml");
   writeFileSync(
@@ -54,8 +54,7 @@ export async function startServer() {
 storage:
   sessions: sqlite://${join(dir, "agentwire.db")}
   media:
-    backend: local
-    path: ${join(dir, "media")}
+${media ?? `    backend: local\n    path: ${join(dir, "media")}`}
 auth:
   pseudonym_key: "a-pseudonym-key-for-the-ts-client"
   api_keys:
@@ -70,7 +69,7 @@ auth:
 ${AGENTS}`,
   );
   const child = spawn(BIN, ["serve", "--config", config], {
-    env: { ...process.env, RUST_LOG: "info" },
+    env: { AWS_ACCESS_KEY_ID: "testing", AWS_SECRET_ACCESS_KEY: "testing", ...process.env, RUST_LOG: "info" },
     stdio: ["ignore", "ignore", "pipe"],
   });
   // A test run that ends early (a timeout) takes its server with it.

@@ -485,6 +485,12 @@ var Uploads = class {
     if (status < 200 || status > 299) {
       throw new AgentwireError("UPLOAD_FAILED", `the upload was answered ${status}`);
     }
+    if (new URL(ready.upload_url).pathname !== `/media/upload/${encodeURIComponent(ready.upload_id)}`) {
+      const confirm = new URL(`/media/confirm-upload/${encodeURIComponent(ready.upload_id)}`, this.#deps.httpBase());
+      const doFetch = this.#deps.fetch ?? globalThis.fetch;
+      const response = await doFetch(confirm, { method: "POST", headers: token ? { Authorization: `Bearer ${token}` } : {} });
+      if (!response.ok) throw new AgentwireError("UPLOAD_FAILED", `the upload's confirmation was answered ${response.status}`);
+    }
     onProgress?.(1);
     return {
       storage_ref: ready.storage_ref,
@@ -801,7 +807,8 @@ var OmniaClient = class extends Emitter {
     this.#uploads = new Uploads({
       send: (frame) => this.#sendFrame(frame),
       fetch: options.fetch,
-      token: () => this.#token
+      token: () => this.#token,
+      httpBase: () => options.url.replace(/^ws(s?):/, "http$1:")
     });
   }
   /** Registers (or replaces) the handler of client tool `name`. */
