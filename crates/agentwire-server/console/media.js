@@ -1,6 +1,6 @@
-// Media in and out: `done.parts` and `media_chunk` streams rendered as
-// image, audio, video or a file link, and uploads through `upload_ready`'s
-// URL with progress.
+// Media in and out: `done.parts` and the media items the client assembles
+// (from `media_chunk`s and binary frames) rendered as image, audio, video or
+// a file link; the content part that names an upload.
 
 import { externalLink, renderMarkdown, safeHttpUrl } from "./markdown.js";
 
@@ -90,60 +90,10 @@ export function renderParts(parts) {
   return fragment;
 }
 
-/**
- * Assembles `media_chunk` frames by `media_id`; `push` returns an element
- * when one is complete. A chunk carries base64 `data`, or `bytes` (a
- * binary frame's payload) and no `sequence` (binary frames are taken in
- * the order they came).
- */
-export class MediaStreams {
-  constructor() {
-    this.streams = new Map();
-  }
-
-  push(chunk) {
-    const key = chunk.media_id;
-    const stream = this.streams.get(key) ?? { pieces: [], mime: chunk.mime_type };
-    const piece = chunk.bytes
-      ? new Blob([chunk.bytes], { type: chunk.mime_type || "application/octet-stream" })
-      : base64Blob(chunk.data ?? "", chunk.mime_type);
-    stream.pieces[chunk.sequence ?? stream.pieces.length] = piece;
-    this.streams.set(key, stream);
-    if (!chunk.is_last) return null;
-    this.streams.delete(key);
-    const blob = new Blob(stream.pieces.filter(Boolean), { type: stream.mime });
-    const kind = kindOf(null, stream.mime);
-    return mediaElement(kind, URL.createObjectURL(blob), stream.mime, key);
-  }
-}
-
-/**
- * Sends `file` to `ready.upload_url` with `ready.method` (PUT) and
- * `ready.headers`, plus `Authorization` when a credential is set, calling
- * `onProgress(fraction)` as bytes leave. Resolves on a 2xx answer.
- */
-export function uploadFile(file, ready, credential, onProgress) {
-  return new Promise((resolve, reject) => {
-    const xhr = new XMLHttpRequest();
-    xhr.open(ready.method || "PUT", ready.upload_url);
-    for (const [name, value] of Object.entries(ready.headers ?? {})) {
-      xhr.setRequestHeader(name, value);
-    }
-    if (credential) xhr.setRequestHeader("Authorization", `Bearer ${credential}`);
-    xhr.upload.addEventListener("progress", (event) => {
-      if (event.lengthComputable) onProgress(event.loaded / event.total);
-    });
-    xhr.addEventListener("load", () => {
-      if (xhr.status >= 200 && xhr.status < 300) {
-        onProgress(1);
-        resolve();
-      } else {
-        reject(new Error(`upload answered ${xhr.status} ${xhr.responseText.trim()}`));
-      }
-    });
-    xhr.addEventListener("error", () => reject(new Error("upload failed (network)")));
-    xhr.send(file);
-  });
+/** A media item the client assembled (`{media_id, mime_type, bytes}`) as an element. */
+export function mediaItemElement(item) {
+  const blob = new Blob([item.bytes], { type: item.mime_type || "application/octet-stream" });
+  return mediaElement(kindOf(null, item.mime_type), URL.createObjectURL(blob), item.mime_type, item.media_id);
 }
 
 /** The content part that names an uploaded file by its `storage_ref`. */

@@ -1,6 +1,8 @@
-// Voice calls (README "Voice calls"): the microphone goes out as binary OMNI
-// frames of PCM16 on the console's socket, the reply's audio comes back as
-// binary frames and is played gaplessly through an AudioContext.
+// Voice calls (README "Voice calls"): the microphone goes out as PCM16
+// through the client's call object (agentwire-client.js, which frames it as
+// binary OMNI frames on the console's connection), the reply's audio comes
+// back through the same object and is played gaplessly through an
+// AudioContext.
 //
 // A call: the first 20 ms frame, resampled to 16 kHz mono, opens it (its
 // metadata is the format proposal); the audio captured meanwhile is held
@@ -27,14 +29,7 @@ const PENDING_LIMIT = 150;
 /** Playback starts this far ahead after a pause, against jitter. */
 const PLAYBACK_LEAD_S = 0.06;
 
-const HEADER_LEN = 32;
-const MAGIC = [0x4f, 0x4d, 0x4e, 0x49]; // "OMNI"
-const PROTOCOL_VERSION = 1;
-const MESSAGE_TYPE_MEDIA_CHUNK = 1;
-export const FLAG_IS_LAST = 0x04;
-
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+import { fromPcm16, toPcm16 } from "./agentwire-client.js";
 
 /** Whether this browser can take a call: a microphone API and AudioWorklet (secure contexts only). */
 export function voiceSupported() {
@@ -46,83 +41,7 @@ export function voiceSupported() {
   );
 }
 
-// ------------------------------------------------------------ the frames
-
-/** One binary OMNI frame: 32-byte big-endian header, metadata JSON, payload. */
-export function encodeOmniFrame(metadataBytes, sequence, payload, flags = 0) {
-  const buffer = new ArrayBuffer(HEADER_LEN + metadataBytes.length + payload.length);
-  const bytes = new Uint8Array(buffer);
-  const view = new DataView(buffer);
-  bytes.set(MAGIC, 0);
-  view.setUint8(4, PROTOCOL_VERSION);
-  view.setUint8(5, flags);
-  view.setUint16(6, MESSAGE_TYPE_MEDIA_CHUNK);
-  view.setUint32(8, metadataBytes.length);
-  view.setUint32(12, payload.length);
-  view.setUint32(16, sequence >>> 0);
-  // Bytes 20..32, the media id, stay zero: a call's audio.
-  bytes.set(metadataBytes, HEADER_LEN);
-  bytes.set(payload, HEADER_LEN + metadataBytes.length);
-  return buffer;
-}
-
-/** A binary OMNI frame's parts, or null when it is not one. `payload` is a view into `buffer`. */
-export function decodeOmniFrame(buffer) {
-  if (!(buffer instanceof ArrayBuffer) || buffer.byteLength < HEADER_LEN) return null;
-  const bytes = new Uint8Array(buffer);
-  if (MAGIC.some((b, i) => bytes[i] !== b) || bytes[4] !== PROTOCOL_VERSION) return null;
-  const view = new DataView(buffer);
-  const metadataLen = view.getUint32(8);
-  const payloadLen = view.getUint32(12);
-  if (HEADER_LEN + metadataLen + payloadLen > buffer.byteLength) return null;
-  let metadata = {};
-  try {
-    const parsed = JSON.parse(decoder.decode(bytes.subarray(HEADER_LEN, HEADER_LEN + metadataLen)));
-    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) metadata = parsed;
-  } catch {
-    // not JSON: no metadata
-  }
-  const id = bytes.subarray(20, 32);
-  const end = id.indexOf(0);
-  const start = HEADER_LEN + metadataLen;
-  return {
-    flags: bytes[5],
-    messageType: view.getUint16(6),
-    sequence: view.getUint32(16),
-    mediaId: decoder.decode(id.subarray(0, end < 0 ? id.length : end)),
-    metadata,
-    payload: bytes.subarray(start, start + payloadLen),
-  };
-}
-
-/** Float samples (mono) as PCM16 little-endian, each sample repeated on `channels`. */
-export function toPcm16(samples, channels = 1) {
-  const bytes = new Uint8Array(samples.length * 2 * channels);
-  const view = new DataView(bytes.buffer);
-  let at = 0;
-  for (let i = 0; i < samples.length; i += 1) {
-    const s = Math.max(-1, Math.min(1, samples[i]));
-    const value = s < 0 ? Math.round(s * 32768) : Math.round(s * 32767);
-    for (let c = 0; c < channels; c += 1) {
-      view.setInt16(at, value, true);
-      at += 2;
-    }
-  }
-  return bytes;
-}
-
-/** PCM16 little-endian (interleaved `channels`) as mono float samples. */
-export function fromPcm16(bytes, channels = 1) {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const frames = Math.floor(bytes.byteLength / (2 * channels));
-  const out = new Float32Array(frames);
-  for (let f = 0; f < frames; f += 1) {
-    let sum = 0;
-    for (let c = 0; c < channels; c += 1) sum += view.getInt16((f * channels + c) * 2, true);
-    out[f] = sum / channels / 32768;
-  }
-  return out;
-}
+// ------------------------------------------------------------ the audio
 
 /**
  * A streaming linear-interpolation resampler: blocks in at `from` Hz, blocks
@@ -163,9 +82,9 @@ export class Resampler {
 
 /**
  * One call, from the Call button to the hang-up. `options`:
- * - `send(data)`: sends an ArrayBuffer (binary) or a string on the
- *   console's socket; false when it is not open.
- * - `sessionId()`: the session the frames name.
+ * - `link`: the client's call object (`OmniaClient.startCall`), which
+ *   sends the frames and delivers `session_config`, the reply's audio and
+ *   `interrupt`.
  * - `onState(state, {speaking})`: "starting" (asking for the microphone),
  *   "connecting" (the opening frame is out), "live", "idle" (over).
  * - `onFailure(code, message)`: the call ended on this side's account.
@@ -174,6 +93,12 @@ export class Resampler {
 export class VoiceCall {
   constructor(options) {
     this.options = options;
+    this.link = options.link;
+    this.link.on("config", (config) => this.onConfig(config));
+    this.link.on("audio", () => {
+      for (let chunk = this.link.playback.take(); chunk; chunk = this.link.playback.take()) this.onAudio(chunk);
+    });
+    this.link.on("interrupt", () => this.interrupt());
     this.state = "idle";
     this.speaking = false;
     this.ctx = null;
@@ -185,8 +110,6 @@ export class VoiceCall {
     this.pending = [];
     this.config = null;
     this.sequence = 0;
-    this.metadataKey = "";
-    this.metadataBytes = null;
     this.capture = null;
     this.frame = null;
     this.filled = 0;
@@ -361,20 +284,12 @@ export class VoiceCall {
   }
 
   sendAudio(samples, rate, channels) {
-    const session = this.options.sessionId() ?? "";
-    const key = `${session}|${rate}|${channels}`;
-    if (key !== this.metadataKey) {
-      this.metadataKey = key;
-      this.metadataBytes = encoder.encode(
-        JSON.stringify({ session_id: session, mime_type: "audio/pcm", sample_rate: rate, channels, codec: "pcm" }),
-      );
-    }
-    const frame = encodeOmniFrame(this.metadataBytes, this.sequence, toPcm16(samples, channels));
-    if (!this.options.send(frame)) {
+    // The link names the call's format in each frame's metadata: the
+    // proposal until session_config, then the call's (`rate`, `channels`).
+    if (!this.link.sendAudioFrame(toPcm16(samples, channels))) {
       this.fail("NOT_CONNECTED", "the connection closed during the call");
       return;
     }
-    this.sequence = (this.sequence + 1) >>> 0;
     this.stats.sentFrames += 1;
     this.publish();
   }
@@ -454,7 +369,8 @@ export class VoiceCall {
    */
   end(hangup) {
     if (this.state === "idle") return;
-    if (hangup) this.options.send(JSON.stringify({ type: "hangup", session_id: this.options.sessionId() ?? undefined }));
+    if (hangup) this.link.hangup();
+    else this.link.detach();
     clearTimeout(this.configTimer);
     this.flushPlayback();
     for (const track of this.stream?.getTracks() ?? []) track.stop();

@@ -1,5 +1,7 @@
 //! The web console: a small, dependency-free Omnia client (vanilla HTML,
-//! CSS and ES modules under `crates/agentwire-server/console/`), embedded in
+//! CSS and ES modules under `crates/agentwire-server/console/`, on the
+//! project's TypeScript client, whose bundle `agentwire-client.js` the
+//! client's build copies there), embedded in
 //! the binary with `include_str!` and served at `GET /` and
 //! `GET /console/{file}`. `server.console: false` leaves every route of this
 //! module out (404).
@@ -72,6 +74,13 @@ const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("console.js", "text/javascript; charset=utf-8"),
+    asset!("page.js", "text/javascript; charset=utf-8"),
+    asset!("bubbles.js", "text/javascript; charset=utf-8"),
+    asset!("sessions.js", "text/javascript; charset=utf-8"),
+    asset!("memory.js", "text/javascript; charset=utf-8"),
+    // The project's TypeScript client (clients/typescript), bundled by its
+    // build into one ES module; the console has no socket code of its own.
+    asset!("agentwire-client.js", "text/javascript; charset=utf-8"),
     asset!("markdown.js", "text/javascript; charset=utf-8"),
     asset!("tools.js", "text/javascript; charset=utf-8"),
     asset!("media.js", "text/javascript; charset=utf-8"),
