@@ -104,9 +104,11 @@ class GnosariConnection(Link):
         scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
         query: List[Tuple[str, str]] = [("stream", "2")]
         if rejoin and self.session_id and self.epoch is not None:
-            after = self.last_seq
-            if "stream_info" in self._at_last and "agent_started" not in self._at_last:
-                after -= 1  # agent_started shares stream_info's seq: ask for both again
+            # One log entry can be several events of one seq (a turn's
+            # stream_info and agent_started; a reply's last token and its
+            # agent_completed): ask for the last seq again, and _text drops
+            # the events of it already delivered.
+            after = max(self.last_seq - 1, 0)
             query += [("session_id", self.session_id), ("after", str(after)), ("epoch", self.epoch)]
         path = parts.path.rstrip("/") + self._path
         return urlunsplit((scheme, parts.netloc, path, urlencode(query), ""))
