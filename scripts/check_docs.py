@@ -29,8 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOOK_SRC = os.path.join(ROOT, "docs", "src")
 TOP_FILES = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md"]
 SIZE_LIMITS = {"README.md": 25 * 1024, "ARCHITECTURE.md": 25 * 1024}
-TOP_DIRS = ("crates/", "scripts/", "docs/", "fuzz/", "bench/", "examples/", ".ci/", ".cargo/")
-EXTENSIONS = {"rs", "sh", "md", "toml", "sql", "js", "mjs", "css", "html", "yaml", "yml", "json", "py", "png"}
+TOP_DIRS = ("crates/", "scripts/", "docs/", "fuzz/", "bench/", "examples/", "clients/", "api/", ".ci/", ".cargo/")
+EXTENSIONS = {"rs", "sh", "md", "toml", "sql", "js", "mjs", "css", "html", "yaml", "yml", "json", "py", "png", "ts"}
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
