@@ -1,7 +1,7 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 document of the HTTP APIs a client
 //! calls: each function (`/functions/{name}`, its input and output schemas
 //! inlined as configured), the sessions API, the memories API, the media
-//! routes and the agents listing. It lives beside the functions because it is
+//! routes and Gnosari's `/assets`, and the agents listing. It lives beside the functions because it is
 //! built from their schemas; the rest is written by hand here, and the
 //! end-to-end suite holds it to what the server answers (every route
 //! listed, answers matching their schemas).
@@ -256,9 +256,10 @@ fn memories_paths() -> Map<String, Value> {
     ])
 }
 
-/// The media routes (`docs/src/http-api.md`). Their refusals are plain
-/// text, as Go's `http.Error` writes them (the Omnia reference's), not the
-/// JSON APIs' `{"error": …}`.
+/// The media routes (`docs/src/http-api.md`) and Gnosari's `/assets`
+/// (`docs/src/gnosari.md`). Their refusals are plain text, as Go's
+/// `http.Error` writes them (the Omnia reference's), not the JSON APIs'
+/// `{"error": …}`.
 fn media_paths() -> Map<String, Value> {
     let refused = |description: &str| {
         json!({"description": description,
@@ -331,7 +332,21 @@ fn media_paths() -> Map<String, Value> {
             ("200", json!({"description": "The bytes, with the file's Content-Type and \
                 Content-Disposition: inline (the local backend).",
                 "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}})))}});
+    let assets = json!({"post": {"operationId": "uploadAsset",
+        "summary": "A Gnosari attachment: one file into a session, at once",
+        "security": api_security(),
+        "requestBody": {"required": true, "content": {"multipart/form-data": {
+            "schema": {"type": "object", "required": ["file", "session_id"],
+                "properties": {"file": {"type": "string", "format": "binary",
+                    "description": "image/png, image/jpeg, image/webp, image/gif or \
+                        application/pdf."},
+                    "session_id": {"type": "string"}}}}}},
+        "responses": with(&[("400", "A malformed form, or no file or session_id."),
+            ("413", "Larger than the media max_bytes."),
+            ("415", "Not one of the allowed types.")],
+            ("200", ok("The stored asset, to name in a message's attachments.", "Asset")))}});
     let mut paths = Map::from_iter([
+        ("/assets".to_owned(), assets),
         ("/media/request-upload".to_owned(), request),
         ("/media/upload/{upload_id}".to_owned(), upload),
         ("/media/confirm-upload/{upload_id}".to_owned(), confirm),
@@ -458,7 +473,13 @@ fn media_schemas() -> Map<String, Value> {
         "properties": {"storage_ref": {"type": "string"}, "filename": {"type": "string"},
             "mime_type": {"type": "string"}, "size_bytes": {"type": "integer", "minimum": 0},
             "created_at": time, "expires_at": time}});
+    let asset = json!({"type": "object", "additionalProperties": false,
+        "required": ["asset_id", "session_id", "filename", "mime_type", "size_bytes"],
+        "properties": {"asset_id": {"type": "string", "format": "uuid"},
+            "session_id": {"type": "string"}, "filename": {"type": "string"},
+            "mime_type": {"type": "string"}, "size_bytes": {"type": "integer", "minimum": 1}}});
     Map::from_iter([
+        ("Asset".to_owned(), asset),
         ("UploadRequest".to_owned(), request),
         ("UploadTicket".to_owned(), ticket),
         ("MediaInfo".to_owned(), info),

@@ -82,6 +82,10 @@ async fn uploaded(server: &TestServer, auth: &[(&str, &str)], session: &str) -> 
     assert_eq!(answer["filename"], "pic.png");
     assert_eq!(answer["mime_type"], "image/png");
     assert_eq!(answer["size_bytes"], PNG.len());
+    // The answer is the one `/openapi.json` documents.
+    let (_, document) = server.get("/openapi.json").await;
+    let document: Value = serde_json::from_str(&document).unwrap();
+    crate::functions::assert_matches(&document, "/components/schemas/Asset", &answer);
     let id = answer["asset_id"].as_str().unwrap().to_owned();
     assert_eq!(id.len(), 36, "a UUID: {id}");
     assert_eq!(id.matches('-').count(), 4, "a UUID: {id}");

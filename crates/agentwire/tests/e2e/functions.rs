@@ -370,7 +370,8 @@ async fn function_calls_and_websocket_turns_share_the_callers_turn_limit() {
     server.stop().await;
 }
 
-/// The OpenAPI document's paths under `/functions`, `/api/v1` and `/media`.
+/// The OpenAPI document's paths under `/functions`, `/api/v1`, `/media`
+/// and `/assets`.
 fn documented_paths(document: &Value) -> Vec<&str> {
     let mut paths: Vec<&str> = document["paths"]
         .as_object()
@@ -378,7 +379,7 @@ fn documented_paths(document: &Value) -> Vec<&str> {
         .keys()
         .map(String::as_str)
         .filter(|p| {
-            ["/functions/", "/api/v1/", "/media/"]
+            ["/functions/", "/api/v1/", "/media/", "/assets"]
                 .iter()
                 .any(|s| p.starts_with(s))
         })
@@ -419,6 +420,7 @@ async fn the_openapi_document_lists_every_route_and_the_answers_match_it() {
             "/api/v1/sessions",
             "/api/v1/sessions/{id}",
             "/api/v1/sessions/{id}/messages",
+            "/assets",
             "/functions/answers",
             "/functions/broken",
             "/functions/private-fn",

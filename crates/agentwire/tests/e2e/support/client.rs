@@ -14,8 +14,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use super::FRAME_TIMEOUT;
 use super::contract::{Dialect, Direction};
 
-/// The suite's WebSocket client. Every text frame it sends or receives is
-/// held to its dialect's AsyncAPI document ([`contract::Contract`]; the
+/// The suite's WebSocket client. Every text frame it sends or receives, and
+/// every binary frame it receives, is held to its dialect's AsyncAPI document ([`contract::Contract`]; the
 /// dialect is fixed when it connects): a frame the document does not
 /// describe fails the test at once. A frame a test breaks on purpose, to
 /// see the server refuse it, is sent with [`Client::send_invalid_text`] or
@@ -76,10 +76,16 @@ impl Client {
     /// it has ended); a text frame must be one the document describes.
     pub async fn next_message(&mut self) -> Option<Result<Message, WsError>> {
         let next = self.ws.next().await;
-        if let Some(Ok(Message::Text(text))) = &next {
-            self.dialect
+        match &next {
+            Some(Ok(Message::Text(text))) => self
+                .dialect
                 .contract()
-                .assert_described(Direction::ServerToClient, text.as_str());
+                .assert_described(Direction::ServerToClient, text.as_str()),
+            Some(Ok(Message::Binary(bytes))) => self
+                .dialect
+                .contract()
+                .assert_server_binary_described(bytes),
+            _ => {}
         }
         next
     }

@@ -1,7 +1,9 @@
 //! The WebSocket dialects' AsyncAPI documents (`api/websocket/`) as
-//! validators. Every text frame a [`super::Client`] sends or receives is
-//! checked against its dialect's document, so a frame the documents do not
-//! describe fails the test that saw it, and the documents stay true.
+//! validators. Every text frame a [`super::Client`] sends or receives, and
+//! every binary frame it receives, is checked against its dialect's
+//! document, so a frame the documents do not describe fails the test that
+//! saw it, and the documents stay true. (The binary frames tests send are
+//! often malformed on purpose, so they go unchecked.)
 //!
 //! A document's operations say which way each message goes (`receive`:
 //! client to server, `send`: server to client); a frame is matched to the
@@ -13,6 +15,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use super::repo_root;
+use binary::OmniFrame;
+
+mod binary;
 
 /// Which document describes a connection's frames; known when it connects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +85,8 @@ pub struct Contract {
     name: &'static str,
     client_to_server: Vec<MessageSchema>,
     server_to_client: Vec<MessageSchema>,
+    /// The binary frame the server sends, where the document has one.
+    server_binary: Option<OmniFrame>,
 }
 
 /// One JSON message of a document.
@@ -109,6 +116,7 @@ impl Contract {
             name,
             client_to_server: Vec::new(),
             server_to_client: Vec::new(),
+            server_binary: None,
         };
         let operations = document["operations"]
             .as_object()
@@ -121,8 +129,15 @@ impl Contract {
             };
             for reference in operation["messages"].as_array().into_iter().flatten() {
                 let (pointer, message) = resolve(&document, reference, name);
+                if !is_json(message) {
+                    if direction == Direction::ServerToClient {
+                        let (_, frame) = resolve(&document, &message["x-omni-frame"], name);
+                        contract.server_binary = Some(OmniFrame::compile(&document, frame, name));
+                    }
+                    continue;
+                }
                 let messages = contract.messages_mut(direction);
-                if is_json(message) && !messages.iter().any(|m| m.pointer == pointer) {
+                if !messages.iter().any(|m| m.pointer == pointer) {
                     messages.push(MessageSchema::compile(&document, pointer, message, name));
                 }
             }
@@ -180,6 +195,26 @@ impl Contract {
             }
         }
         Err(failures.join("\n"))
+    }
+
+    /// `Ok` when `bytes`, a binary frame from the server, is the document's
+    /// binary message; `Err` says why not.
+    pub fn check_server_binary(&self, bytes: &[u8]) -> Result<(), String> {
+        match &self.server_binary {
+            Some(frame) => frame.check(bytes),
+            None => Err(format!(
+                "{} has no binary message from the server",
+                self.name
+            )),
+        }
+    }
+
+    /// Panics, naming what is wrong, unless [`Contract::check_server_binary`]
+    /// accepts `bytes`.
+    pub fn assert_server_binary_described(&self, bytes: &[u8]) {
+        if let Err(why) = self.check_server_binary(bytes) {
+            panic!("a binary frame {} does not describe: {why}", self.name);
+        }
     }
 
     /// Panics, naming the frame, its direction and what is wrong with it,
@@ -255,7 +290,7 @@ fn resolve<'d>(document: &'d Value, mut value: &'d Value, name: &str) -> (String
     (pointer, value)
 }
 
-/// Binary messages (the OMNI frames) are described, not validated here.
+/// Whether `message` is JSON (else a binary OMNI frame, [`OmniFrame`]).
 fn is_json(message: &Value) -> bool {
     message
         .get("contentType")

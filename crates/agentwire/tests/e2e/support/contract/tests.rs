@@ -215,3 +215,45 @@ fn the_omnia_error_codes_are_the_servers() {
         expected
     );
 }
+
+/// An OMNI frame: the 32-byte header, `metadata`, then `payload`.
+fn omni_frame(flags: u8, metadata: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut frame = b"OMNI".to_vec();
+    frame.extend([1, flags, 0, 1]);
+    frame.extend((metadata.len() as u32).to_be_bytes());
+    frame.extend((payload.len() as u32).to_be_bytes());
+    frame.extend(7u32.to_be_bytes());
+    frame.extend(*b"media-000001");
+    frame.extend(metadata);
+    frame.extend(payload);
+    frame
+}
+
+#[test]
+fn a_binary_frame_is_held_to_the_documents_layout() {
+    let omnia = Dialect::Omnia.contract();
+    let metadata = br#"{"session_id":"s-1","mime_type":"image/png"}"#;
+    omnia
+        .check_server_binary(&omni_frame(0x04, metadata, b"png"))
+        .unwrap();
+    let mut magic = omni_frame(0, metadata, b"png");
+    magic[0] = b'X';
+    refused(omnia.check_server_binary(&magic), "not OMNI");
+    refused(
+        omnia.check_server_binary(&omni_frame(0x80, metadata, b"png")),
+        "does not name",
+    );
+    let mut short = omni_frame(0, metadata, b"png");
+    short.pop();
+    refused(omnia.check_server_binary(&short), "the header says");
+    refused(
+        omnia.check_server_binary(&omni_frame(0, br#"{"undocumented":1}"#, b"")),
+        "metadata",
+    );
+    refused(
+        Dialect::Gnosari
+            .contract()
+            .check_server_binary(&omni_frame(0, metadata, b"")),
+        "no binary message",
+    );
+}
