@@ -7,7 +7,10 @@
 // the server accepts), SCREENSHOT_DIR, AGENTWIRE_TEST_CHROMIUM (the
 // browser), AGENTWIRE_TEST_PLAYWRIGHT (the playwright-core package folder),
 // CALL_WAV (what the fake microphone plays, looped: speech, then 4 s of
-// silence), CALL_REPLY and LONG_REPLY (what the voice agents answer).
+// silence), CALL_REPLY and LONG_REPLY (what the voice agents answer),
+// FRAMES_FILE (where every WebSocket frame the pages sent and received is
+// written, one JSON line each, for the Rust test to hold to the AsyncAPI
+// document).
 
 import { createRequire } from "node:module";
 import net from "node:net";
@@ -63,6 +66,10 @@ const context = await browser.newContext({
 
 const dialogs = [];
 const pageErrors = [];
+/** Every WebSocket frame of every page: {dir: "sent"|"received", text} or {dir, binary: base64}. */
+const socketFrames = [];
+const recordFrame = (dir) => ({ payload }) =>
+  socketFrames.push(typeof payload === "string" ? { dir, text: payload } : { dir, binary: payload.toString("base64") });
 
 async function openPage(url) {
   const page = await context.newPage();
@@ -72,6 +79,10 @@ async function openPage(url) {
     dialog.dismiss().catch(() => {});
   });
   page.on("pageerror", (error) => pageErrors.push(String(error)));
+  page.on("websocket", (socket) => {
+    socket.on("framesent", recordFrame("sent"));
+    socket.on("framereceived", recordFrame("received"));
+  });
   page.on("console", (message) => {
     if (message.type() === "error") pageErrors.push(`console: ${message.text()}`);
   });
@@ -895,5 +906,8 @@ if (dialogs.length) {
   console.log(`FAIL dialogs opened: ${dialogs.join(", ")}`);
 }
 await browser.close();
+if (process.env.FRAMES_FILE) {
+  fs.writeFileSync(process.env.FRAMES_FILE, socketFrames.map((f) => JSON.stringify(f) + "\n").join(""));
+}
 console.log(`${scenarios.length - failed} of ${scenarios.length} scenarios passed in ${Date.now() - started} ms`);
 process.exit(failed ? 1 : 0);

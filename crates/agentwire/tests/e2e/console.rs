@@ -14,7 +14,9 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::credentials::{ALICE_KEY, auth_yaml};
-use crate::support::{Client, Dialect, TestServer, http_get, install_tls_provider, metric};
+use crate::support::{
+    Client, Dialect, Direction, TestServer, http_get, install_tls_provider, metric,
+};
 use crate::voice::WEATHER_16K;
 
 /// How long the browser script may take, all scenarios together.
@@ -425,7 +427,8 @@ async fn the_console_in_a_browser() {
         let _ = stopped.await;
     }));
 
-    let output = run_browser_scenarios(addr, &wav, &chromium, &playwright).await;
+    let frames = dir.path().join("frames.jsonl");
+    let output = run_browser_scenarios(addr, &wav, &frames, &chromium, &playwright).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
@@ -434,6 +437,7 @@ async fn the_console_in_a_browser() {
         "browser scenarios failed: {}",
         output.status
     );
+    every_frame_is_described(&frames);
     the_upload_reached_the_agent(&stdout, &db);
     the_call_went_both_ways_and_is_stored(addr, &stdout, &db).await;
 
@@ -446,10 +450,12 @@ async fn the_console_in_a_browser() {
 }
 
 /// `tests/console/console.test.mjs` in node, against the server at `addr`,
-/// with the fake microphone playing `wav`.
+/// with the fake microphone playing `wav`; the pages' WebSocket frames are
+/// written to `frames`.
 async fn run_browser_scenarios(
     addr: SocketAddr,
     wav: &Path,
+    frames: &Path,
     chromium: &Path,
     playwright: &Path,
 ) -> std::process::Output {
@@ -470,6 +476,7 @@ async fn run_browser_scenarios(
             .env("CONSOLE_API_KEY", ALICE_KEY)
             .env("SCREENSHOT_DIR", &screenshots)
             .env("CALL_WAV", wav)
+            .env("FRAMES_FILE", frames)
             .env("CALL_REPLY", CALL_REPLY)
             .env("LONG_REPLY", LONG_REPLY)
             .env("AGENTWIRE_TEST_CHROMIUM", chromium)
@@ -480,6 +487,37 @@ async fn run_browser_scenarios(
     .await
     .expect("the browser scenarios finished in time")
     .expect("node runs")
+}
+
+/// Every frame the console sent and received on `/console/ws` (an Omnia
+/// socket) is one the AsyncAPI document describes, binary frames from the
+/// server included: the console's one client, the TypeScript library, is
+/// held to the contract as the suite's own client is.
+fn every_frame_is_described(frames: &Path) {
+    use base64::Engine as _;
+    let contract = Dialect::Omnia.contract();
+    let text = std::fs::read_to_string(frames).expect("the browser wrote its frames");
+    let (mut texts, mut binaries) = (0, 0);
+    for line in text.lines() {
+        let frame: Value = serde_json::from_str(line).unwrap();
+        let direction = match frame["dir"].as_str() {
+            Some("sent") => Direction::ClientToServer,
+            _ => Direction::ServerToClient,
+        };
+        if let Some(text) = frame["text"].as_str() {
+            contract.assert_described(direction, text);
+            texts += 1;
+        } else if direction == Direction::ServerToClient {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(frame["binary"].as_str().unwrap())
+                .unwrap();
+            contract.assert_server_binary_described(&bytes);
+            binaries += 1;
+        }
+    }
+    // The scenarios chat, upload, use tools and call: hundreds of frames.
+    assert!(texts > 100, "{texts} text frames recorded");
+    println!("{texts} text and {binaries} binary frames held to the document");
 }
 
 /// The uploaded image's storage_ref is in the message the agent got.

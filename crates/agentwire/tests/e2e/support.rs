@@ -24,7 +24,7 @@ mod contract;
 mod cut;
 pub use child::{agentwire_serve, start_child};
 pub use client::Client;
-pub use contract::Dialect;
+pub use contract::{Dialect, Direction};
 pub use cut::CutLink;
 
 /// How long a test waits for any one frame before failing.
