@@ -29,6 +29,8 @@ BOB_KEY = "ak_bob_python_client_0123456789"
 JWT_SECRET = "a-python-client-test-secret-of-32-bytes!"
 
 AGENTS = """
+voice_providers:
+  - {name: echo-voice, type: mock, output: echo}
 agents:
   - name: test-agent
     handler: test
@@ -39,6 +41,9 @@ agents:
     handler: test
     ack_timeout: 300ms
     client_tool_timeout: 600ms
+  - name: voice-demo
+    handler: echo
+    voice: echo-voice
 teams:
   - name: desk
     orchestrator: test-agent

@@ -10,6 +10,7 @@ from typing import List
 import pytest
 
 from agentwire_client import (
+    Chunk,
     ConnectionLost,
     Done,
     Event,
@@ -82,3 +83,55 @@ async def test_a_drain_announces_going_away_and_lets_the_turn_finish(own_server:
         # The server is gone after its drain: the rejoin attempts fail.
         with pytest.raises(ConnectionLost):
             await asyncio.wait_for(conn.send("anyone?").result(), 10)
+
+
+async def test_a_rejoin_closed_1013_session_unavailable_is_tried_again(server: Server) -> None:
+    """A single server on SQLite has no Redis to lose and no way to make its
+    store fail one lookup, so the 1013 comes from a stand-in: the first
+    rejoin reaches an endpoint that accepts the upgrade and closes 1013
+    "session unavailable, try again" before ``connected``, as a replica cut
+    off from Redis does; the next attempt reaches the real server."""
+    from websockets.asyncio.server import ServerConnection, serve
+
+    refused: List[str] = []
+
+    async def unavailable(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        refused.append(ws.request.path)
+        await ws.close(1013, "session unavailable, try again")
+
+    stand_in = await serve(unavailable, "127.0.0.1", 0)
+    stand_in_port = stand_in.sockets[0].getsockname()[1]
+    divert = {"next": False}
+
+    def upstream() -> tuple:
+        if divert["next"]:
+            divert["next"] = False
+            return ("127.0.0.1", stand_in_port)
+        return ("127.0.0.1", server.port)
+
+    proxy = CutProxy(upstream)
+    await proxy.start()
+    try:
+        async with connect(proxy.url, agent="test-agent", token=ALICE_KEY, reconnect=FAST) as conn:
+            await conn.send("a first turn").result()
+            session = conn.session_id
+            turn = conn.send("go", metadata={"mock_scenario": "paced"})
+            seen: List[Event] = []
+            async for event in turn:
+                seen.append(event)
+                if len(seen) == 2:
+                    divert["next"] = True
+                    proxy.cut()
+            done = seen[-1]
+            assert isinstance(done, Done) and done.content == "one two three four five"
+            deltas = [e.content for e in seen if isinstance(e, Chunk)]
+            assert "".join(deltas) == "one two three four five", deltas
+            assert len(refused) == 1 and f"resume={session}" in refused[0], refused
+            assert conn.reconnects == 1 and conn.session_id == session
+            after = await conn.send("after the 1013").result()
+            assert isinstance(after, Done) and after.content == "echo: after the 1013"
+    finally:
+        await proxy.stop()
+        stand_in.close()
+        await stand_in.wait_closed()

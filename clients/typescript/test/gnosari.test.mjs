@@ -86,3 +86,33 @@ test("a cut socket is rejoined with session_id/after/epoch; each token once", as
   c.close();
   await proxy.close();
 });
+
+test("a team answers on /ws/team/{team} through its orchestrator, and a named member on its own path", async () => {
+  const team = new GnosariClient({ url: server.url, team: "desk", token: ALICE_KEY, WebSocket });
+  await team.connect();
+  const { events, result } = await within(5000, collect(team.send("hi team")), "the team's turn");
+  assert.equal(events[0].type, "agent_started");
+  assert.equal(events[0].agent_name, "test-agent", "the orchestrator answers");
+  assert.equal(result.full_response, "echo: hi team");
+  assert.equal(result.agent_name, "test-agent");
+  // The team's session goes on on the team's socket.
+  const history = await within(5000, team.send("and?", { metadata: { mock_scenario: "history" } }).result, "history");
+  assert.equal(history.session_id, result.session_id);
+  assert.match(history.full_response, /user: hi team\nassistant: echo: hi team\n/);
+  team.close();
+
+  const member = new GnosariClient({ url: server.url, team: "desk", member: "quick-tools", token: ALICE_KEY, WebSocket });
+  await member.connect();
+  const answered = await within(5000, collect(member.send("hi member")), "the member's turn");
+  assert.equal(answered.events[0].agent_name, "quick-tools");
+  assert.equal(answered.result.agent_name, "quick-tools");
+  assert.equal(answered.result.full_response, "echo: hi member");
+  assert.notEqual(answered.result.session_id, result.session_id, "a member's session is its own");
+  member.close();
+
+  // Not a member of the team (it is an agent of the server): the upgrade is refused.
+  const stranger = new GnosariClient({ url: server.url, team: "desk", member: "voice-demo", token: ALICE_KEY, WebSocket, reconnect: false });
+  await assert.rejects(stranger.connect(), (e) => e.code === "CONNECT_FAILED");
+  const nowhere = new GnosariClient({ url: server.url, team: "no-such-team", token: ALICE_KEY, WebSocket, reconnect: false });
+  await assert.rejects(nowhere.connect(), (e) => e.code === "CONNECT_FAILED");
+});

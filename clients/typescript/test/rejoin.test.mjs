@@ -87,3 +87,37 @@ test("a client that gives up reports CONNECTION_LOST on the running turn", async
   assert.equal(error.code, "CONNECTION_LOST");
   assert.equal(c.state, "closed");
 });
+
+test("a client tool call pending when the socket drops is answered from the rejoined socket", async () => {
+  const c = new OmniaClient({ url: proxy.url, agent: "test-agent", token: ALICE_KEY, WebSocket, reconnect: fast });
+  await c.connect();
+  const session = c.sessionId;
+  const before = proxy.connections;
+  const asked = [];
+  c.on("tool_call", (handle) => {
+    asked.push(handle);
+    handle.ack(); // acknowledged at once; the answer waits for the user
+  });
+  const turn = c.send({ content: "where am I?", metadata: { mock_scenario: "client-tool" } });
+  const events = [];
+  let rejoined = null;
+  for await (const event of turn) {
+    events.push(event);
+    if (event.type === "tool_call") {
+      // The network drops while the call waits for its answer.
+      rejoined = new Promise((r) => c.once("rejoin", r));
+      proxy.cut();
+      const rejoin = await within(5000, rejoined, "the rejoin");
+      assert.deepEqual(rejoin, { replayed: true, session_id: session });
+      event.handle.result({ city: "Porto" });
+    }
+  }
+  const result = await within(10_000, turn.result, "the tool turn");
+  assert.equal(result.content, "Tool result received", "the agent got the answer sent on the new socket");
+  assert.equal(asked.length, 1, "the application was asked once");
+  assert.equal(events.filter((e) => e.type === "tool_call").length, 1, "the call's tool_call once");
+  assert.deepEqual(asked[0].outcome, { kind: "result", result: { city: "Porto" } });
+  assert.equal(c.sessionId, session);
+  assert.ok(proxy.connections > before, "the answer went out on a new connection");
+  c.close();
+});

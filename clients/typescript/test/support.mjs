@@ -37,6 +37,8 @@ agents:
   - {name: short-lived, handler: test, context_ttl: 300ms}
   - {name: quick-tools, handler: test, ack_timeout: 300ms, client_tool_timeout: 600ms}
   - {name: voice-demo, handler: echo, voice: echo-voice}
+teams:
+  - {name: desk, orchestrator: test-agent, agents: [quick-tools]}
 `;
 
 /**
