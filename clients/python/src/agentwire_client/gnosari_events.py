@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from .frames import JSON, HistoryLost
+from .frames import JSON, GoingAway, HistoryLost
 
 
 @dataclass(frozen=True)
@@ -96,13 +96,8 @@ class StreamInfo:
     raw: JSON = field(default_factory=dict, repr=False, compare=False)
 
 
-@dataclass(frozen=True)
-class GnosariGoingAway:
-    time_left_ms: int
-    retry_after_ms: int
-    resume: JSON
-    session_id: Optional[str] = None
-    raw: JSON = field(default_factory=dict, repr=False, compare=False)
+#: ``stream=2``'s drain notice is the same frame on both dialects.
+GnosariGoingAway = GoingAway
 
 
 @dataclass(frozen=True)
