@@ -182,12 +182,26 @@ def check(events: list[dict], store: list[dict]) -> dict:
     return {"violations": verdict.violations, "figures": figures(history, turns, store)}
 
 
+def whole_entries(history: History, sightings: list[tuple]) -> list[tuple]:
+    """One seq's sightings, without the Gnosari `token` of a socket that
+    closed before the `agent_completed` of the same entry, when another
+    socket saw that entry's end: the token is the first half of the end."""
+    ends = [s for s in sightings if s[0][0] == "end"]
+    if not ends:
+        return sightings
+    def half_of_an_end(sighting: tuple) -> bool:
+        kind, conn, _ = sighting
+        return kind == ("text",) and history.conns.get(conn, {}).get("dialect") == "gnosari"
+    return [s for s in sightings if not half_of_an_end(s)]
+
+
 def turn_ranges(history: History, verdict: Verdict) -> dict[tuple, dict]:
     """(session, epoch, turn_id) -> {start seq, terminals: {seq: kind}, last seq}
     from every sighting. One seq seen as two different frames means two
     writers of one log (`one-log`)."""
     by_log: dict[tuple, dict[int, set]] = defaultdict(dict)
     for (session, epoch, seq), sightings in history.seen.items():
+        sightings = whole_entries(history, sightings)
         kinds = {k for k, _, _ in sightings}
         if len(kinds) > 1:
             t = min(t for _, _, t in sightings)

@@ -176,6 +176,17 @@ class Worker:
         if "seq" in frame and self.position is not None:
             self.advance(self.position[0], frame["seq"])
 
+    def rejoin_position(self) -> tuple[str, int] | None:
+        """Where a rejoin replays from. A Gnosari log entry can be several
+        events with one seq (a reply's last `token` and `agent_completed`),
+        so a Gnosari client rejoins one seq early, as the client libraries
+        do (rejoin-and-cancel.md): a socket dropped between the two would
+        otherwise never see the terminal."""
+        if self.position is None or self.dialect == "omnia":
+            return self.position
+        epoch, seq = self.position
+        return epoch, max(seq - 1, 0)
+
     def advance(self, epoch: str, seq: int) -> None:
         if self.position is None or self.position[0] != epoch:
             self.position = (epoch, seq)
@@ -185,7 +196,7 @@ class Worker:
     async def open(self, replica: str | None = None, rejoin: bool = False) -> Conn | None:
         replica = replica or self.rng.choice(sorted(self.replicas))
         conn = Conn(self.rec, self, replica)
-        position = self.position if rejoin else None
+        position = self.rejoin_position() if rejoin else None
         if not await conn.open(self.replicas[replica], position):
             return None
         if conn.connected:

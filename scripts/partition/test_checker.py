@@ -222,6 +222,37 @@ class CheckerTest(unittest.TestCase):
                                "frame": {"type": "error", "error": {"code": "CANCEL_NOT_DELIVERED", "message": "send it again"}}})
         self.assertNotIn("cancel-reached", checks(forged, store[:2]))
 
+    def test_a_gnosari_token_and_its_agent_completed_are_one_entry(self):
+        # The seed-12 shape: a socket closes between a reply's last token
+        # and its agent_completed (one log entry, one seq); the rejoin one
+        # seq early replays both. Rejoining after the token's seq instead
+        # would never show the turn's end.
+        def history(rejoin_after: int) -> list[dict]:
+            h = Forge()
+            h.emit("open", conn="g.1", worker="w0", dialect="gnosari", replica="r1",
+                   session=SESSION, rejoin=None)
+            h.recv("g.1", {"type": "stream_info", "seq": 1, "turn_id": 1, "epoch": EPOCH, "head": 1})
+            h.recv("g.1", {"type": "agent_started", "seq": 1})
+            h.recv("g.1", {"type": "token", "content": "one ", "seq": 2})
+            h.recv("g.1", {"type": "token", "content": "two", "seq": 3})
+            h.emit("close", conn="g.1", why="dropped by the client")
+            h.emit("open", conn="g.2", worker="w0", dialect="gnosari", replica="r2",
+                   session=SESSION, rejoin=[EPOCH, rejoin_after])
+            h.recv("g.2", {"type": "stream_info", "epoch": EPOCH, "head": 3, "replayed": True})
+            if rejoin_after < 3:
+                h.recv("g.2", {"type": "token", "content": "two", "seq": 3})
+                h.recv("g.2", {"type": "agent_completed", "full_response": "one two", "seq": 3})
+            h.emit("turn", worker="w0", session=SESSION, dialect="gnosari", content="w0-1",
+                   scenario="paced", action="drop", sent_t=0.1, replica="r1", turn=[EPOCH, 1],
+                   terminal=None, cancels=[], refusal=None)
+            return h.events
+        store = [
+            {"session": SESSION, "seq": 0, "role": "user", "content": "w0-1", "metadata": None},
+            {"session": SESSION, "seq": 1, "role": "assistant", "content": "one two", "metadata": None},
+        ]
+        self.assertEqual(checks(history(rejoin_after=2), store), set())
+        self.assertEqual(checks(history(rejoin_after=3), store), {"one-terminal"})
+
     def test_rejects_readyz_ok_while_cut_from_redis(self):
         events, store = good()
         forged = copy.deepcopy(events)

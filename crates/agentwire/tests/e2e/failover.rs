@@ -15,7 +15,7 @@ use crate::replicas::{servers, unique_prefix};
 use crate::support::{Client, CutLink, TestServer};
 use crate::turn_log::{ALICE, POSITIONED, connect_as, rejoin_query};
 
-/// Every replica's config at the lease defaults (2 s, renewed every third
+/// Every replica's config at the lease defaults (10 s, renewed every third
 /// of it), over `redis` (a URL).
 pub(crate) fn defaults(postgres: &str, redis: &str, prefix: &str) -> String {
     format!(
@@ -309,6 +309,59 @@ async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_oth
         rows[rows.len() - 2].ends_with("|assistant|one two three four five"),
         "{rows:?}"
     );
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    survivor.stop().await;
+}
+
+/// A turn whose replica is cut off from Redis (packets held, nothing
+/// closed) for longer than its lease, and finishes meanwhile: its end is
+/// stored, but neither published nor released. Once the link heals, a
+/// client rejoining on another replica gets the turn's one terminal, the
+/// reply as it was stored (the partition harness's seed-12 run lost it).
+#[tokio::test]
+async fn a_turn_that_ended_while_its_replica_was_cut_off_past_its_lease_ends_once_for_its_clients()
+{
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("cut-past-lease");
+    let link = CutLink::to(&socket_of(&redis)).await;
+    let through_link = format!("redis+unix://{}", link.socket().display());
+    let (mut child, address, _dir) =
+        child_replica(&short_leases(&postgres, &through_link, &prefix)).await;
+    let survivor = TestServer::with_top_level(&short_leases(&postgres, &redis, &prefix)).await;
+    let mut runner = connect_child(&address).await;
+    let started = start_turn(&mut runner, "paced").await;
+    let first = runner.recv().await;
+    assert_eq!(first["type"], "chunk", "{first}");
+    link.stall();
+    let session = started["session_id"].as_str().unwrap();
+    wait_until_stored(&postgres, session, "|assistant|one two three four five").await;
+    // Twice the lease: it runs out in Redis while the link holds the
+    // replica's appends, renewals and release.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    link.heal();
+    let (mut rejoined, _) = connect_as(&survivor, &rejoin_query(&started, &first), ALICE).await;
+    let frames = rejoined.recv_turn().await;
+    let done = frames.last().unwrap();
+    assert_eq!(done["type"], "done", "{frames:?}");
+    assert_eq!(done["content"], "one two three four five", "{done}");
+    // And a later rejoin from the start finds the same one end.
+    let (mut again, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
+    let frames = again.recv_turn().await;
+    assert_eq!(
+        frames.iter().filter(|f| f["type"] == "done").count(),
+        1,
+        "{frames:?}"
+    );
+    let rows = stored(&postgres, session);
+    assert_eq!(
+        rows.iter().filter(|r| r.contains("|assistant|")).count(),
+        1,
+        "{rows:?}"
+    );
+    assert!(rows.iter().all(|r| !r.contains("|error|")), "{rows:?}");
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     survivor.stop().await;
