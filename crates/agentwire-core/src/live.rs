@@ -45,9 +45,10 @@ pub struct Fence(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnLease {
     pub fence: Fence,
-    /// Another process held the lease since this one last did (or that
-    /// cannot be known): what this process holds of the session in memory
-    /// may be older than the store, and is read again.
+    /// The lease was granted to someone since the grant the caller named
+    /// as the last it knows of (or that cannot be known): what this
+    /// process holds of the session in memory may be older than the store,
+    /// and is read again.
     pub changed_hands: bool,
 }
 
@@ -70,8 +71,17 @@ pub enum LiveError {
 /// Who runs each session's turn.
 #[async_trait]
 pub trait TurnLeases: Send + Sync + 'static {
-    /// Takes the session's lease unless someone holds it.
-    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError>;
+    /// Takes the session's lease unless someone holds it. `known` is the
+    /// fence of the last grant this process heard of for the session,
+    /// the one its memory of the session follows: the grant says the
+    /// lease changed hands unless no grant came between. A grant the
+    /// process never heard of (an ask whose answer was lost, which took
+    /// the lease when its bytes landed late) counts as another holder's.
+    async fn acquire(
+        &self,
+        session: &SessionId,
+        known: Option<Fence>,
+    ) -> Result<Acquired, LiveError>;
 
     /// Extends the lease granted with `fence`. `Ok(false)`: it is not held
     /// with that fence any more (it expired, and may have been taken): the
@@ -115,32 +125,32 @@ pub mod conformance {
         other: &dyn TurnLeases,
         session: &SessionId,
     ) {
-        let first = granted(leases.acquire(session).await.unwrap());
-        assert_eq!(leases.acquire(session).await.unwrap(), Acquired::Held);
-        assert_eq!(other.acquire(session).await.unwrap(), Acquired::Held);
+        let first = granted(leases.acquire(session, None).await.unwrap());
+        assert_eq!(leases.acquire(session, None).await.unwrap(), Acquired::Held);
+        assert_eq!(other.acquire(session, None).await.unwrap(), Acquired::Held);
         assert!(leases.renew(session, first.fence).await.unwrap());
-        assert_eq!(other.acquire(session).await.unwrap(), Acquired::Held);
+        assert_eq!(other.acquire(session, None).await.unwrap(), Acquired::Held);
         // A stale fence neither renews nor releases the lease.
         let stale = Fence(first.fence.0 - 1);
         assert!(!leases.renew(session, stale).await.unwrap());
         leases.release(session, stale).await.unwrap();
-        assert_eq!(other.acquire(session).await.unwrap(), Acquired::Held);
+        assert_eq!(other.acquire(session, None).await.unwrap(), Acquired::Held);
         leases.release(session, first.fence).await.unwrap();
         assert!(!leases.renew(session, first.fence).await.unwrap());
-        let second = granted(other.acquire(session).await.unwrap());
+        let second = granted(other.acquire(session, None).await.unwrap());
         assert!(second.fence > first.fence, "{second:?} after {first:?}");
         other.release(session, second.fence).await.unwrap();
-        let third = granted(leases.acquire(session).await.unwrap());
+        let third = granted(leases.acquire(session, None).await.unwrap());
         assert!(third.fence > second.fence, "{third:?} after {second:?}");
         leases.release(session, third.fence).await.unwrap();
     }
 
     /// Sessions do not share a lease.
     pub async fn sessions_are_independent(leases: &dyn TurnLeases, a: &SessionId, b: &SessionId) {
-        let on_a = granted(leases.acquire(a).await.unwrap());
-        let on_b = granted(leases.acquire(b).await.unwrap());
+        let on_a = granted(leases.acquire(a, None).await.unwrap());
+        let on_b = granted(leases.acquire(b, None).await.unwrap());
         leases.release(a, on_a.fence).await.unwrap();
-        assert_eq!(leases.acquire(b).await.unwrap(), Acquired::Held);
+        assert_eq!(leases.acquire(b, None).await.unwrap(), Acquired::Held);
         leases.release(b, on_b.fence).await.unwrap();
         assert!(leases.ping().await.is_ok());
     }

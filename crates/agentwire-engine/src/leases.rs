@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::{Acquired, Fence, SessionLease, SubmitError};
 use crate::LiveCounters;
+use agentwire_core::live::{LiveError, TurnLease};
 use agentwire_core::session::{StoredMessage, retained_start};
 
 /// How long an event waits for a turn running on another replica.
@@ -23,7 +24,7 @@ impl SessionLease {
     /// hands means another replica wrote: the live history is read again.
     pub(super) async fn acquire_turn_lease(&self) -> Result<Fence, SubmitError> {
         let counters = &self.inner.live_counters;
-        let granted = match self.inner.leases.acquire(self.id()).await {
+        let granted = match self.ask_for_lease().await {
             Ok(Acquired::Granted(granted)) => {
                 LiveCounters::add(&counters.leases_granted, 1);
                 granted
@@ -41,17 +42,7 @@ impl SessionLease {
                 return Err(e.into());
             }
         };
-        // Taken over from another replica: fence it off in the store first,
-        // then read what it wrote. After a write of unknown outcome, read
-        // what this replica may have written.
-        let reread = if granted.changed_hands {
-            self.take_over(granted.fence).await
-        } else if self.session.state.lock().reread_window {
-            self.reload_history().await
-        } else {
-            Ok(())
-        };
-        if let Err(e) = reread {
+        if let Err(e) = self.read_window_after(granted).await {
             self.release_turn_lease(granted.fence).await;
             self.end_turn();
             return Err(e.into());
@@ -127,6 +118,34 @@ impl SessionLease {
         Ok(stored?)
     }
 
+    /// Asks for the session's lease, naming the last grant this process
+    /// heard of for it; a grant answered here is heard of.
+    pub(super) async fn ask_for_lease(&self) -> Result<Acquired, LiveError> {
+        let known = self.session.state.lock().known_grant;
+        let asked = self.inner.leases.acquire(self.id(), known).await;
+        if let Ok(Acquired::Granted(granted)) = &asked {
+            self.session.state.lock().known_grant = Some(granted.fence);
+        }
+        asked
+    }
+
+    /// Under a lease just granted: taken over from another holder, that
+    /// holder is fenced off in the store first, then what it wrote is read;
+    /// after a write of unknown outcome, what this replica may have written
+    /// is read.
+    pub(super) async fn read_window_after(
+        &self,
+        granted: TurnLease,
+    ) -> Result<(), agentwire_core::store::StoreError> {
+        if granted.changed_hands {
+            self.take_over(granted.fence).await
+        } else if self.session.state.lock().reread_window {
+            self.reload_history().await
+        } else {
+            Ok(())
+        }
+    }
+
     /// Gives the turn's lease up. A failure is logged, not returned: the
     /// lease then expires by itself.
     pub(super) async fn release_turn_lease(&self, fence: Fence) {
@@ -174,8 +193,8 @@ impl SessionLease {
 
     /// Fences the replica that held the session before off in the store,
     /// then reads what it wrote. When either fails, the next turn reads the
-    /// window again: Redis names this replica the last holder now, so its
-    /// next lease will not say the session changed hands.
+    /// window again: this replica knows of this grant now, so its next
+    /// lease will not say the session changed hands.
     pub(super) async fn take_over(
         &self,
         fence: Fence,

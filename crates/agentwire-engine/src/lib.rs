@@ -196,6 +196,12 @@ struct LiveState {
     /// taken over from another replica and its window could not be read, or
     /// the window left memory while the session was idle (`idle_windows`).
     reread_window: bool,
+    /// Where leases are shared: the fence of the last grant this process
+    /// heard of for the session, the one its window follows. The next ask
+    /// names it, so a grant this process never heard of (an ask whose
+    /// answer was lost, which took the lease when it landed late) counts
+    /// as another holder's (`SessionLease::ask_for_lease`).
+    known_grant: Option<Fence>,
 }
 
 impl LiveState {
@@ -215,6 +221,7 @@ impl LiveState {
             opened_with: Some(Arc::new(OpenedWith::stored(record))),
             prepared: false,
             reread_window: false,
+            known_grant: None,
         }
     }
 
@@ -233,6 +240,7 @@ impl LiveState {
             opened_with: None,
             prepared: false,
             reread_window: false,
+            known_grant: None,
         }
     }
 }

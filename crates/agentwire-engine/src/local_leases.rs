@@ -28,7 +28,12 @@ impl LocalLeases {
 
 #[async_trait]
 impl TurnLeases for LocalLeases {
-    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
+    /// One process: its memory of a session is the truth, whatever `known`.
+    async fn acquire(
+        &self,
+        session: &SessionId,
+        _known: Option<Fence>,
+    ) -> Result<Acquired, LiveError> {
         let mut held = self.held.lock();
         if held.contains_key(session) {
             return Ok(Acquired::Held);

@@ -40,7 +40,8 @@ pub struct MemoryLiveState {
 struct SharedSession {
     /// Holder, fence and expiry.
     lease: Option<(String, Fence, Instant)>,
-    last_holder: Option<String>,
+    /// The fence of the latest grant, whoever it went to.
+    last_grant: Option<Fence>,
     epoch: Option<Epoch>,
     head: u64,
     running: Option<TurnId>,
@@ -165,7 +166,11 @@ impl MemoryLive {
 
 #[async_trait]
 impl TurnLeases for MemoryLive {
-    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
+    async fn acquire(
+        &self,
+        session: &SessionId,
+        known: Option<Fence>,
+    ) -> Result<Acquired, LiveError> {
         self.state.check()?;
         let mut sessions = self.state.sessions.lock();
         let shared = sessions.entry(session.clone()).or_default();
@@ -174,8 +179,8 @@ impl TurnLeases for MemoryLive {
         }
         let fence = Fence(self.state.next_fence.fetch_add(1, Ordering::Relaxed) + 1);
         shared.lease = Some((self.replica.clone(), fence, Instant::now() + self.ttl));
-        let changed_hands = shared.last_holder.as_deref() != Some(&self.replica);
-        shared.last_holder = Some(self.replica.clone());
+        let changed_hands = known.is_none() || shared.last_grant != known;
+        shared.last_grant = Some(fence);
         Ok(Acquired::Granted(TurnLease {
             fence,
             changed_hands,
@@ -411,15 +416,18 @@ mod tests {
         let state = MemoryLiveState::new();
         let one = MemoryLive::new(&state, "one", Duration::from_secs(3));
         let two = MemoryLive::new(&state, "two", Duration::from_secs(3));
-        let Acquired::Granted(lease) = one.acquire(&session(11)).await.unwrap() else {
+        let Acquired::Granted(lease) = one.acquire(&session(11), None).await.unwrap() else {
             panic!("granted");
         };
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(one.renew(&session(11), lease.fence).await.unwrap());
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(two.acquire(&session(11)).await.unwrap(), Acquired::Held);
+        assert_eq!(
+            two.acquire(&session(11), None).await.unwrap(),
+            Acquired::Held
+        );
         tokio::time::advance(Duration::from_secs(2)).await;
-        let Acquired::Granted(taken) = two.acquire(&session(11)).await.unwrap() else {
+        let Acquired::Granted(taken) = two.acquire(&session(11), None).await.unwrap() else {
             panic!("the expired lease is taken over");
         };
         assert!(taken.changed_hands && taken.fence > lease.fence);

@@ -397,7 +397,7 @@ impl SessionLease {
         if self.begin_turn().is_err() {
             return;
         }
-        let granted = match self.inner.leases.acquire(self.id()).await {
+        let granted = match self.ask_for_lease().await {
             Ok(Acquired::Granted(granted)) => granted,
             Ok(Acquired::Held) | Err(_) => {
                 self.end_turn();
@@ -427,9 +427,7 @@ impl SessionLease {
             return Ok(());
         }
         // What the dead replica stored is read first, and it is fenced off.
-        if granted.changed_hands {
-            self.take_over(fence).await?;
-        }
+        self.read_window_after(granted).await?;
         self.session.state.lock().write_fence = Some(fence);
         self.end_orphaned_turn(logs, fence, AfterOrphan::Release)
             .await

@@ -105,9 +105,9 @@ impl ConnectError {
     }
 }
 
-/// How long the fence counter and the last holder outlive the last turn:
-/// after that a session's next lease is seeded from the clock and counts
-/// as changed hands, both of which are safe.
+/// How long the fence counter outlives the last turn: after that a
+/// session's next lease is seeded from the clock and counts as changed
+/// hands, both of which are safe.
 const SESSION_KEYS_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The longest wait between two attempts to reconnect to Redis.
@@ -121,9 +121,14 @@ const RECONNECT_DELAY_MS: u64 = 100;
 /// nothing: a cut-off holder keeps its lease until the TTL. The fence is
 /// the session's counter plus one, or Redis's clock in microseconds when
 /// the counter is gone (so it still exceeds every fence handed out before).
-/// Returns `{fence, changed_hands}` or `{0, 0}` when held. The fence
-/// travels as a string: Lua's numbers print large integers in exponent
-/// form.
+/// The lease changed hands unless the counter, before this grant, was the
+/// fence of the last grant the caller heard of (ARGV[5]; empty: none):
+/// comparing replicas instead would take a grant whose answer was lost
+/// (the ask timed out, and its bytes landed once the link healed) for the
+/// caller's own, though the caller never wrote under it nor read what the
+/// replicas before it wrote. Returns `{fence, changed_hands}` or `{0, 0}`
+/// when held. The fence travels as a string: Lua's numbers print large
+/// integers in exponent form.
 const ACQUIRE: &str = concat!(
     r"
 local holder = redis.call('GET', KEYS[1])
@@ -138,13 +143,12 @@ if holder then
   end
 end
 local fence_ttl = ARGV[3]
+local before = redis.call('GET', KEYS[2])
 ",
     next_fence!(),
     r"
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
-local last = redis.call('GET', KEYS[3])
-redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
-if last == ARGV[1] then
+if before and before == ARGV[5] then
   return {fence, 0}
 end
 return {fence, 1}
@@ -292,16 +296,21 @@ fn unavailable(e: RedisError) -> LiveError {
 
 #[async_trait]
 impl TurnLeases for RedisLive {
-    async fn acquire(&self, session: &SessionId) -> Result<Acquired, LiveError> {
+    async fn acquire(
+        &self,
+        session: &SessionId,
+        known: Option<Fence>,
+    ) -> Result<Acquired, LiveError> {
+        let known = known.map(|fence| fence.0.to_string()).unwrap_or_default();
         let (fence, changed): (String, u8) = self
             .acquire
             .key(self.key(session, "turn"))
             .key(self.key(session, "fence"))
-            .key(self.key(session, "holder"))
             .arg(&self.settings.replica_id)
             .arg(Self::millis(self.settings.lease_ttl))
             .arg(Self::millis(SESSION_KEYS_TTL))
             .arg(&self.settings.key_prefix)
+            .arg(known)
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(unavailable)?;

@@ -88,24 +88,35 @@ async fn redis_leases_pass_the_conformance_suite_across_two_replicas() {
 }
 
 #[tokio::test]
-async fn a_lease_changes_hands_only_when_another_replica_held_it() {
+async fn a_lease_changes_hands_unless_the_last_grant_was_the_one_the_caller_knows() {
     let Some((one, two)) = two_replicas(Duration::from_secs(10)).await else {
         return;
     };
     let id = session("hands");
-    // Nobody held it before: what this process read may be stale.
-    let first = granted(one.acquire(&id).await.unwrap());
+    // No grant known: what this process read may be stale.
+    let first = granted(one.acquire(&id, None).await.unwrap());
     assert!(first.changed_hands);
     one.release(&id, first.fence).await.unwrap();
-    let again = granted(one.acquire(&id).await.unwrap());
-    assert!(!again.changed_hands, "the same replica again");
+    let again = granted(one.acquire(&id, Some(first.fence)).await.unwrap());
+    assert!(!again.changed_hands, "no grant in between");
     one.release(&id, again.fence).await.unwrap();
-    let other = granted(two.acquire(&id).await.unwrap());
+    let other = granted(two.acquire(&id, None).await.unwrap());
     assert!(other.changed_hands);
     two.release(&id, other.fence).await.unwrap();
-    let back = granted(one.acquire(&id).await.unwrap());
+    let back = granted(one.acquire(&id, Some(again.fence)).await.unwrap());
     assert!(back.changed_hands, "r2 held it in between");
     one.release(&id, back.fence).await.unwrap();
+    // A grant to this replica whose answer it never heard (an ask that
+    // timed out, executed once its bytes arrived): another holder all the
+    // same, since the replica neither wrote under it nor read before it.
+    let unheard = granted(one.acquire(&id, None).await.unwrap());
+    one.release(&id, unheard.fence).await.unwrap();
+    let after = granted(one.acquire(&id, Some(back.fence)).await.unwrap());
+    assert!(
+        after.changed_hands,
+        "a grant it did not hear of came between"
+    );
+    one.release(&id, after.fence).await.unwrap();
 }
 
 #[tokio::test]
@@ -116,21 +127,21 @@ async fn an_unrenewed_lease_expires_and_its_holder_can_no_longer_renew_it() {
     };
     assert_eq!(one.renew_every(), Some(Duration::from_millis(100)));
     let id = session("expiry");
-    let held = granted(one.acquire(&id).await.unwrap());
+    let held = granted(one.acquire(&id, None).await.unwrap());
     // Renewed, it outlives its TTL.
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(one.renew(&id, held.fence).await.unwrap());
     }
-    assert_eq!(two.acquire(&id).await.unwrap(), Acquired::Held);
+    assert_eq!(two.acquire(&id, None).await.unwrap(), Acquired::Held);
     // Not renewed, it is gone after its TTL and the next holder gets a
     // larger fence; the old holder's renewal and release do nothing.
     tokio::time::sleep(ttl + Duration::from_millis(100)).await;
-    let taken = granted(two.acquire(&id).await.unwrap());
+    let taken = granted(two.acquire(&id, None).await.unwrap());
     assert!(taken.fence > held.fence);
     assert!(!one.renew(&id, held.fence).await.unwrap());
     one.release(&id, held.fence).await.unwrap();
-    assert_eq!(one.acquire(&id).await.unwrap(), Acquired::Held);
+    assert_eq!(one.acquire(&id, None).await.unwrap(), Acquired::Held);
     two.release(&id, taken.fence).await.unwrap();
 }
 
@@ -142,7 +153,7 @@ async fn fences_keep_growing_after_the_counter_is_lost() {
     let id = session("wiped");
     let mut fences = Vec::new();
     for _ in 0..3 {
-        let lease = granted(one.acquire(&id).await.unwrap());
+        let lease = granted(one.acquire(&id, None).await.unwrap());
         fences.push(lease.fence);
         one.release(&id, lease.fence).await.unwrap();
     }
@@ -153,7 +164,7 @@ async fn fences_keep_growing_after_the_counter_is_lost() {
         .query_async::<()>(&mut connection)
         .await
         .unwrap();
-    let after = granted(one.acquire(&id).await.unwrap());
+    let after = granted(one.acquire(&id, None).await.unwrap());
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
     assert!(
         after.fence > *fences.last().unwrap(),
@@ -204,7 +215,7 @@ async fn a_control_the_holder_missed_or_never_heard_of_reaches_it_with_its_next_
     };
     let mut controls = agentwire_core::live::SharedLogs::take_controls(&one).unwrap();
     let id = session("mailbox");
-    let held = granted(one.acquire(&id).await.unwrap());
+    let held = granted(one.acquire(&id, None).await.unwrap());
     // Woken at once: the listener empties the mailbox.
     let cancel = agentwire_core::live::Control::Cancel {
         turn: agentwire_core::TurnId(3),

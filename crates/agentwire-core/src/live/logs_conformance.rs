@@ -42,7 +42,7 @@ fn completed(seq: u64, turn: u64) -> LogEntry {
 }
 
 async fn fence(live: &dyn Live, session: &SessionId) -> Fence {
-    match live.acquire(session).await.unwrap() {
+    match live.acquire(session, None).await.unwrap() {
         Acquired::Granted(lease) => lease.fence,
         Acquired::Held => panic!("expected the lease to be granted"),
     }
@@ -99,7 +99,7 @@ pub async fn appends_are_fenced_and_read_back(one: &dyn Live, two: &dyn Live, se
         append(two, session, intruder, epoch, &stray, false).await,
         Appended::Fenced
     );
-    assert_eq!(two.acquire(session).await.unwrap(), Acquired::Held);
+    assert_eq!(two.acquire(session, None).await.unwrap(), Acquired::Held);
 
     let last = [delta(3, 1, "lo"), completed(4, 1)];
     assert_eq!(

@@ -496,6 +496,58 @@ async fn a_takeover_that_could_not_read_the_store_is_read_again_at_the_next_turn
     other.stop().await;
 }
 
+/// An ask for the lease that times out while the replica is cut off from
+/// Redis still takes the lease when its bytes land, after the link heals,
+/// though the replica heard no answer. The other replica wrote in between;
+/// the cut-off replica's next turn must read that, not take the session
+/// for unchanged because the grant before it was its own.
+#[tokio::test]
+async fn a_lease_granted_to_an_ask_answered_too_late_does_not_leave_a_stale_window() {
+    let Some((postgres, redis)) = servers() else {
+        return;
+    };
+    let prefix = unique_prefix("late-ask");
+    let link = CutLink::to(&socket_of(&redis)).await;
+    let through_link = format!("redis+unix://{}", link.socket().display());
+    let (mut child, address, _dir) =
+        child_replica(&short_leases(&postgres, &through_link, &prefix)).await;
+    let other = TestServer::with_top_level(&short_leases(&postgres, &redis, &prefix)).await;
+    let (mut there, connected) = connect_as(&other, POSITIONED, ALICE).await;
+    let session = connected["session_id"].as_str().unwrap().to_owned();
+    there.script("echo", "first").await;
+    assert_eq!(there.recv_turn().await.pop().unwrap()["type"], "done");
+    let (mut here, _) = connect_as_child(&address, &session).await;
+    here.script("echo", "second").await;
+    assert_eq!(here.recv_turn().await.pop().unwrap()["type"], "done");
+    there.script("echo", "third").await;
+    assert_eq!(there.recv_turn().await.pop().unwrap()["type"], "done");
+    // Cut off, the child's ask for the lease times out; once the link
+    // heals, the ask lands and grants the child a lease it never hears of.
+    link.stall();
+    here.script("echo", "unanswered").await;
+    let refused = here.recv_turn().await.pop().unwrap();
+    assert_eq!(refused["type"], "error", "{refused}");
+    link.heal();
+    // That lease runs out unrenewed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    here.script("history", "what is stored?").await;
+    let done = here.recv_turn().await.pop().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    assert!(
+        done["content"].as_str().unwrap().contains("user: third\n"),
+        "{done}"
+    );
+    let rows = stored(&postgres, &session);
+    let seqs: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r.split('|').next().unwrap().parse().ok())
+        .collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{rows:?}");
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    other.stop().await;
+}
+
 /// Alice's positioned socket on a child replica, on `session`.
 async fn connect_as_child(address: &str, session: &str) -> (Client, Value) {
     let mut client = connect_child_at(address, &format!("{POSITIONED}&resume={session}")).await;
