@@ -56,10 +56,15 @@ pub(super) fn terminal_record(
     ending: Ending,
     at: Timestamp,
 ) -> (StoredMessage, Ended) {
-    let reply = |reply: Reply, end| MessageBody::Reply {
-        text: reply.text,
-        parts: reply.parts,
-        end,
+    // A reply streamed into a `String` has up to twice its length in
+    // capacity, and the record lives on in the session's window.
+    let reply = |mut reply: Reply, end| {
+        reply.text.shrink_to_fit();
+        MessageBody::Reply {
+            text: reply.text,
+            parts: reply.parts,
+            end,
+        }
     };
     let (body, ended) = match ending {
         Ending::Ran(Ok(done)) => (reply(done, ReplyEnd::Complete), Ended::Completed),
@@ -113,4 +118,28 @@ pub(super) fn write_span(persisted: bool, messages: usize) -> tracing::Span {
         agentwire.messages = messages,
         error.type = tracing::field::Empty,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streamed_reply_keeps_no_spare_room_in_its_record() {
+        let mut text = String::new();
+        for _ in 0..100 {
+            text.push_str("four ");
+        }
+        assert!(text.capacity() > text.len());
+        let ending = Ending::Ran(Ok(Reply::text(text)));
+        let (record, _) = terminal_record(
+            &SessionId::minted("s".to_owned()),
+            ending,
+            Timestamp::from_unix_millis(0),
+        );
+        let MessageBody::Reply { text, .. } = record.body else {
+            panic!("a reply record");
+        };
+        assert_eq!(text.capacity(), text.len());
+    }
 }

@@ -367,6 +367,13 @@ fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Log lines queued for the logging thread at most: about a second of a
+/// busy node's lines (one per turn). The library's default, 128,000, let a
+/// reader of standard error that fell behind (a pipe, a log shipper) hold
+/// tens of MiB of lines in the process; past this bound the logging
+/// thread waits for the writer instead.
+const LOG_QUEUE_LINES: usize = 8_192;
+
 /// Logs to standard error, filtered by `RUST_LOG` (`info` by default), and
 /// with `traces` the trace spans to their exporter, filtered on their own.
 /// `AGENTWIRE_LOG_FORMAT=json` writes one JSON object per line (`timestamp`,
@@ -375,10 +382,10 @@ fn install_tls_provider() {
 ///
 /// Lines go to a thread of their own, which writes whatever has queued up
 /// in one system call: a line per finished turn would otherwise cost each
-/// turn a blocking write on a runtime worker. The queue is bounded, and a
-/// full one makes the logging thread wait rather than drop lines. The
-/// returned guard writes out what is queued when it is dropped: hold it
-/// until the process ends.
+/// turn a blocking write on a runtime worker. The queue is bounded
+/// ([`LOG_QUEUE_LINES`]), and a full one makes the logging thread wait
+/// rather than drop lines. The returned guard writes out what is queued
+/// when it is dropped: hold it until the process ends.
 fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) -> WorkerGuard {
     use std::io::IsTerminal as _;
     use tracing_subscriber::Layer as _;
@@ -388,6 +395,7 @@ fn init_tracing(traces: Option<&agentwire::telemetry::Traces>) -> WorkerGuard {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let format = std::env::var("AGENTWIRE_LOG_FORMAT").unwrap_or_default();
     let (stderr, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_QUEUE_LINES)
         .lossy(false)
         .thread_name("agentwire-logs")
         .finish(std::io::BufWriter::new(std::io::stderr()));
