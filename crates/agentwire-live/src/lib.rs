@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use agentwire_core::live::Control;
-use agentwire_core::{Acquired, Fence, LiveError, SessionId, TurnLease, TurnLeases};
+use agentwire_core::{Acquired, Fence, LiveError, SessionId, TurnLeases};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -43,6 +43,7 @@ local fence = redis.call('GET', KEYS[2])
     };
 }
 
+mod asks;
 pub mod codec;
 mod controls;
 mod logs;
@@ -113,48 +114,6 @@ const SESSION_KEYS_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest wait between two attempts to reconnect to Redis.
 const RECONNECT_DELAY_MS: u64 = 100;
 
-/// Takes the lease unless the turn key exists and its holder is alive: a
-/// holder (another replica) whose control subscription is gone
-/// (`PUBSUB NUMSUB` of its channel, ARGV[4] the prefix) is a process that
-/// died, whose connections the kernel closed, so its lease is taken at
-/// once instead of after its TTL. A partition drops packets and closes
-/// nothing: a cut-off holder keeps its lease until the TTL. The fence is
-/// the session's counter plus one, or Redis's clock in microseconds when
-/// the counter is gone (so it still exceeds every fence handed out before).
-/// The lease changed hands unless the counter, before this grant, was the
-/// fence of the last grant the caller heard of (ARGV[5]; empty: none):
-/// comparing replicas instead would take a grant whose answer was lost
-/// (the ask timed out, and its bytes landed once the link healed) for the
-/// caller's own, though the caller never wrote under it nor read what the
-/// replicas before it wrote. Returns `{fence, changed_hands}` or `{0, 0}`
-/// when held. The fence travels as a string: Lua's numbers print large
-/// integers in exponent form.
-const ACQUIRE: &str = concat!(
-    r"
-local holder = redis.call('GET', KEYS[1])
-if holder then
-  local replica = string.match(holder, '^(.*):%d+$')
-  if replica == ARGV[1] then
-    return {'0', 0}
-  end
-  local listening = redis.call('PUBSUB', 'NUMSUB', ARGV[4] .. 'ctl:' .. replica)
-  if tonumber(listening[2]) > 0 then
-    return {'0', 0}
-  end
-end
-local fence_ttl = ARGV[3]
-local before = redis.call('GET', KEYS[2])
-",
-    next_fence!(),
-    r"
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
-if before and before == ARGV[5] then
-  return {fence, 0}
-end
-return {fence, 1}
-"
-);
-
 /// Deletes the lease if it is still the one named.
 const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -169,7 +128,7 @@ pub struct RedisLive {
     client: redis::Client,
     connection: ConnectionManager,
     settings: RedisSettings,
-    acquire: Script,
+    asks: asks::Asks,
     renew: Script,
     release: Script,
     scripts: logs::Scripts,
@@ -222,7 +181,7 @@ impl RedisLive {
             client,
             connection,
             settings,
-            acquire: Script::new(ACQUIRE),
+            asks: asks::Asks::new(),
             renew: Script::new(controls::RENEW),
             release: Script::new(RELEASE),
             scripts: logs::Scripts::new(),
@@ -301,29 +260,7 @@ impl TurnLeases for RedisLive {
         session: &SessionId,
         known: Option<Fence>,
     ) -> Result<Acquired, LiveError> {
-        let known = known.map(|fence| fence.0.to_string()).unwrap_or_default();
-        let (fence, changed): (String, u8) = self
-            .acquire
-            .key(self.key(session, "turn"))
-            .key(self.key(session, "fence"))
-            .arg(&self.settings.replica_id)
-            .arg(Self::millis(self.settings.lease_ttl))
-            .arg(Self::millis(SESSION_KEYS_TTL))
-            .arg(&self.settings.key_prefix)
-            .arg(known)
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(unavailable)?;
-        let fence = fence
-            .parse::<u64>()
-            .map_err(|_| LiveError::Unavailable("redis: a fence that is not a number".into()))?;
-        if fence == 0 {
-            return Ok(Acquired::Held);
-        }
-        Ok(Acquired::Granted(TurnLease {
-            fence: Fence(fence),
-            changed_hands: changed == 1,
-        }))
+        self.ask(session, known).await
     }
 
     /// Also hands the engine what waits in the session's control mailbox

@@ -120,6 +120,29 @@ async fn a_lease_changes_hands_unless_the_last_grant_was_the_one_the_caller_know
 }
 
 #[tokio::test]
+async fn an_ask_called_off_frees_what_it_was_granted_and_takes_nothing_if_it_lands_after() {
+    let Some((one, two)) = two_replicas(Duration::from_secs(10)).await else {
+        return;
+    };
+    // Granted, but its answer never read: called off, the session is free
+    // at once instead of after the lease's 10 s.
+    let id = session("called-off");
+    let lost = granted(one.ask_as(&id, None, "ask-1".to_owned()).await.unwrap());
+    one.call_off(&id, "ask-1".to_owned()).run().await;
+    assert!(!one.renew(&id, lost.fence).await.unwrap());
+    let other = granted(two.acquire(&id, None).await.unwrap());
+    // Calling off an ask that was answered long ago frees nobody else's.
+    one.call_off(&id, "ask-1".to_owned()).run().await;
+    assert!(two.renew(&id, other.fence).await.unwrap());
+    two.release(&id, other.fence).await.unwrap();
+    // Called off before it lands: it takes nothing.
+    one.call_off(&id, "ask-2".to_owned()).run().await;
+    let late = one.ask_as(&id, None, "ask-2".to_owned()).await.unwrap();
+    assert_eq!(late, Acquired::Held);
+    granted(two.acquire(&id, None).await.unwrap());
+}
+
+#[tokio::test]
 async fn an_unrenewed_lease_expires_and_its_holder_can_no_longer_renew_it() {
     let ttl = Duration::from_millis(300);
     let Some((one, two)) = two_replicas(ttl).await else {

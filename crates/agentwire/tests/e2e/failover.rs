@@ -498,9 +498,11 @@ async fn a_takeover_that_could_not_read_the_store_is_read_again_at_the_next_turn
 
 /// An ask for the lease that times out while the replica is cut off from
 /// Redis still takes the lease when its bytes land, after the link heals,
-/// though the replica heard no answer. The other replica wrote in between;
-/// the cut-off replica's next turn must read that, not take the session
-/// for unchanged because the grant before it was its own.
+/// though the replica heard no answer. That lease must not hold the
+/// session (the replica calls its unanswered ask off), and since the
+/// other replica wrote in between, the cut-off replica's next turn must
+/// read that, not take the session for unchanged because the grant before
+/// it was its own.
 #[tokio::test]
 async fn a_lease_granted_to_an_ask_answered_too_late_does_not_leave_a_stale_window() {
     let Some((postgres, redis)) = servers() else {
@@ -522,14 +524,16 @@ async fn a_lease_granted_to_an_ask_answered_too_late_does_not_leave_a_stale_wind
     there.script("echo", "third").await;
     assert_eq!(there.recv_turn().await.pop().unwrap()["type"], "done");
     // Cut off, the child's ask for the lease times out; once the link
-    // heals, the ask lands and grants the child a lease it never hears of.
+    // heals, the ask lands and grants the child a lease it never hears of,
+    // and the call-off the child sent after it frees that lease.
     link.stall();
     here.script("echo", "unanswered").await;
     let refused = here.recv_turn().await.pop().unwrap();
     assert_eq!(refused["type"], "error", "{refused}");
     link.heal();
-    // That lease runs out unrenewed.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Well within the lease that ask was granted (1.5 s): the session is
+    // free, and its next turn reads what the other replica wrote.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     here.script("history", "what is stored?").await;
     let done = here.recv_turn().await.pop().unwrap();
     assert_eq!(done["type"], "done", "{done}");
