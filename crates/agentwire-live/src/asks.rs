@@ -9,6 +9,7 @@
 //! answer is called off by that id: if it was granted, the lease is freed;
 //! if it has not landed yet, it is refused when it does.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -93,7 +94,8 @@ const CALL_OFF_RETRY: Duration = Duration::from_millis(200);
 /// stays refused for [`CALLED_OFF_TTL`].
 pub(crate) struct Asks {
     acquire: Script,
-    call_off: Script,
+    /// Shared with the asks in flight: a `Script` holds its code.
+    call_off: Arc<Script>,
     process: String,
     next: AtomicU64,
 }
@@ -105,7 +107,7 @@ impl Asks {
             .map_or(0, |since| since.as_nanos());
         Asks {
             acquire: Script::new(ACQUIRE),
-            call_off: Script::new(CALL_OFF),
+            call_off: Arc::new(Script::new(CALL_OFF)),
             process: format!("{started:x}"),
             next: AtomicU64::new(0),
         }
@@ -141,7 +143,7 @@ impl Drop for Pending {
 
 /// What calling one ask off takes.
 pub(crate) struct CallOff {
-    script: Script,
+    script: Arc<Script>,
     connection: ConnectionManager,
     turn: String,
     called_off: String,
