@@ -79,25 +79,19 @@ pub(crate) async fn start_turn(client: &mut Client, scenario: &str) -> Value {
 
 #[tokio::test]
 async fn a_reply_stored_before_its_replica_died_is_the_turns_one_end() {
-    let Some((postgres, redis)) = servers() else {
+    let Some(mut cut) = RedisCut::start("stored-end", defaults).await else {
         return;
     };
-    let prefix = unique_prefix("stored-end");
-    let link = CutLink::to(&socket_of(&redis)).await;
-    let through_link = format!("redis+unix://{}", link.socket().display());
-    let (mut child, address, _dir) =
-        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
-    let mut doomed = connect_child(&address).await;
+    let mut doomed = connect_child(&cut.address).await;
     let started = start_turn(&mut doomed, "paced").await;
-    let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let survivor = cut.other_replica().await;
     let (mut follower, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
     // The dying replica finishes the turn and stores its reply, but cannot
     // tell Redis: its terminal and the lease's release never get there.
-    link.stall();
+    cut.link.stall();
     let session = started["session_id"].as_str().unwrap();
-    wait_until_stored(&postgres, session, "|assistant|one two three four five").await;
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    wait_until_stored(&cut.postgres, session, "|assistant|one two three four five").await;
+    cut.kill_child().await;
     let killed_at = tokio::time::Instant::now();
     let frames = follower.recv_turn().await;
     let ended = killed_at.elapsed();
@@ -110,7 +104,7 @@ async fn a_reply_stored_before_its_replica_died_is_the_turns_one_end() {
         "ended {ended:?} after the kill"
     );
     // One end stored for the turn: the reply, no interruption beside it.
-    let rows = stored(&postgres, session);
+    let rows = stored(&cut.postgres, session);
     assert_eq!(
         rows.iter().filter(|r| r.contains("|assistant|")).count(),
         1,
@@ -122,34 +116,28 @@ async fn a_reply_stored_before_its_replica_died_is_the_turns_one_end() {
 
 #[tokio::test]
 async fn a_cancel_sent_while_the_turns_replica_is_cut_off_from_redis_reaches_it_after() {
-    let Some((postgres, redis)) = servers() else {
+    let Some(mut cut) = RedisCut::start("cut-cancel", defaults).await else {
         return;
     };
-    let prefix = unique_prefix("cut-cancel");
-    let link = CutLink::to(&socket_of(&redis)).await;
-    let through_link = format!("redis+unix://{}", link.socket().display());
-    let (mut child, address, _dir) =
-        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
-    let mut runner = connect_child(&address).await;
+    let mut runner = connect_child(&cut.address).await;
     let started = start_turn(&mut runner, "hold").await;
     let held = runner.recv().await;
     assert_eq!(held["type"], "chunk", "{held}");
-    let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let survivor = cut.other_replica().await;
     let (mut other, _) = connect_as(&survivor, &rejoin_query(&started, &started), ALICE).await;
-    link.stall();
+    cut.link.stall();
     other.send_json(json!({"type": "cancel"})).await;
     // Shorter than the lease: the running replica keeps its turn, and
     // learns of the cancel once it reaches Redis again.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    link.heal();
+    cut.link.heal();
     for frames in [runner.recv_turn().await, other.recv_turn().await] {
         let done = frames.last().unwrap();
         assert_eq!(done["type"], "done", "{frames:?}");
         assert_eq!(done["cancelled"], true, "{done}");
         assert_eq!(done["content"], "held", "{done}");
     }
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    cut.kill_child().await;
     survivor.stop().await;
 }
 
@@ -160,15 +148,10 @@ async fn a_cancel_sent_while_the_turns_replica_is_cut_off_from_redis_reaches_it_
 /// and its cancel reaches the turn running on the other replica.
 #[tokio::test]
 async fn a_rejoin_through_a_replica_cut_off_from_redis_is_closed_try_again_later() {
-    let Some((postgres, redis)) = servers() else {
+    let Some(mut cut) = RedisCut::start("cut-rejoin", defaults).await else {
         return;
     };
-    let prefix = unique_prefix("cut-rejoin");
-    let link = CutLink::to(&socket_of(&redis)).await;
-    let through_link = format!("redis+unix://{}", link.socket().display());
-    let (mut child, address, _dir) =
-        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
-    let runner_side = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let runner_side = cut.other_replica().await;
     let (mut runner, _) = connect_as(&runner_side, POSITIONED, ALICE).await;
     runner.script("hold", "go").await;
     let started = runner.recv().await;
@@ -176,15 +159,15 @@ async fn a_rejoin_through_a_replica_cut_off_from_redis_is_closed_try_again_later
     let held = runner.recv().await;
     assert_eq!(held["type"], "chunk", "{held}");
 
-    link.take_down();
-    let mut refused = connect_child_at(&address, &rejoin_query(&started, &held)).await;
+    cut.link.take_down();
+    let mut refused = connect_child_at(&cut.address, &rejoin_query(&started, &held)).await;
     let close = refused.expect_close(Duration::from_secs(15)).await;
     let close = close.expect("a close frame, before any connected");
     assert_eq!(u16::from(close.code), 1013, "{close:?}");
     assert_eq!(close.reason.as_str(), "session unavailable, try again");
 
-    link.heal();
-    let mut side = connect_child_at(&address, &rejoin_query(&started, &held)).await;
+    cut.link.heal();
+    let mut side = connect_child_at(&cut.address, &rejoin_query(&started, &held)).await;
     let connected = side.recv().await;
     assert_eq!(connected["type"], "connected", "{connected}");
     assert_eq!(connected["connected"]["resumed"], true, "{connected}");
@@ -194,8 +177,7 @@ async fn a_rejoin_through_a_replica_cut_off_from_redis_is_closed_try_again_later
         assert_eq!(done["type"], "done", "{frames:?}");
         assert_eq!(done["cancelled"], true, "{done}");
     }
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    cut.kill_child().await;
     runner_side.stop().await;
 }
 
@@ -271,33 +253,28 @@ fn rand_millis(below: u64) -> u64 {
 
 #[tokio::test]
 async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_other_replicas_turn() {
-    let Some((postgres, redis)) = servers() else {
+    let Some(mut cut) = RedisCut::start("cut-event", defaults).await else {
         return;
     };
-    let prefix = unique_prefix("cut-event");
-    let link = CutLink::to(&socket_of(&redis)).await;
-    let through_link = format!("redis+unix://{}", link.socket().display());
-    let (mut child, address, _dir) =
-        child_replica(&defaults(&postgres, &through_link, &prefix)).await;
-    let survivor = TestServer::with_top_level(&defaults(&postgres, &redis, &prefix)).await;
+    let survivor = cut.other_replica().await;
     let (mut asker, connected) = connect_as(&survivor, POSITIONED, ALICE).await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
     asker.script("echo", "first").await;
     asker.recv_turn().await;
     // The same session on the cut-off replica, live there before the cut.
-    let (mut acker, _) = connect_as_child(&address, &session).await;
+    let (mut acker, _) = connect_as_child(&cut.address, &session).await;
     asker.script("paced", "second").await;
     assert_eq!(asker.recv().await["type"], "turn_started");
-    link.stall();
+    cut.link.stall();
     acker.send_json(json!({"type": "disclosure_ack"})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    link.heal();
+    cut.link.heal();
     let done = asker.recv_turn().await.pop().unwrap();
     assert_eq!(done["content"], "one two three four five", "{done}");
-    wait_until_stored(&postgres, &session, "|event|ai.disclosure.displayed").await;
+    wait_until_stored(&cut.postgres, &session, "|event|ai.disclosure.displayed").await;
     // After the other replica's turn, under the lease: every seq once, in
     // order, the event after the reply it waited for.
-    let rows = stored(&postgres, &session);
+    let rows = stored(&cut.postgres, &session);
     let seqs: Vec<u64> = rows
         .iter()
         .map(|r| r.split('|').next().unwrap().parse().unwrap())
@@ -309,8 +286,7 @@ async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_oth
         rows[rows.len() - 2].ends_with("|assistant|one two three four five"),
         "{rows:?}"
     );
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    cut.kill_child().await;
     survivor.stop().await;
 }
 
@@ -322,26 +298,21 @@ async fn an_event_recorded_while_cut_off_from_redis_is_stored_once_after_the_oth
 #[tokio::test]
 async fn a_turn_that_ended_while_its_replica_was_cut_off_past_its_lease_ends_once_for_its_clients()
 {
-    let Some((postgres, redis)) = servers() else {
+    let Some(mut cut) = RedisCut::start("cut-past-lease", short_leases).await else {
         return;
     };
-    let prefix = unique_prefix("cut-past-lease");
-    let link = CutLink::to(&socket_of(&redis)).await;
-    let through_link = format!("redis+unix://{}", link.socket().display());
-    let (mut child, address, _dir) =
-        child_replica(&short_leases(&postgres, &through_link, &prefix)).await;
-    let survivor = TestServer::with_top_level(&short_leases(&postgres, &redis, &prefix)).await;
-    let mut runner = connect_child(&address).await;
+    let survivor = cut.other_replica().await;
+    let mut runner = connect_child(&cut.address).await;
     let started = start_turn(&mut runner, "paced").await;
     let first = runner.recv().await;
     assert_eq!(first["type"], "chunk", "{first}");
-    link.stall();
+    cut.link.stall();
     let session = started["session_id"].as_str().unwrap();
-    wait_until_stored(&postgres, session, "|assistant|one two three four five").await;
+    wait_until_stored(&cut.postgres, session, "|assistant|one two three four five").await;
     // Twice the lease: it runs out in Redis while the link holds the
     // replica's appends, renewals and release.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    link.heal();
+    cut.link.heal();
     let (mut rejoined, _) = connect_as(&survivor, &rejoin_query(&started, &first), ALICE).await;
     let frames = rejoined.recv_turn().await;
     let done = frames.last().unwrap();
@@ -355,15 +326,14 @@ async fn a_turn_that_ended_while_its_replica_was_cut_off_past_its_lease_ends_onc
         1,
         "{frames:?}"
     );
-    let rows = stored(&postgres, session);
+    let rows = stored(&cut.postgres, session);
     assert_eq!(
         rows.iter().filter(|r| r.contains("|assistant|")).count(),
         1,
         "{rows:?}"
     );
     assert!(rows.iter().all(|r| !r.contains("|error|")), "{rows:?}");
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    cut.kill_child().await;
     survivor.stop().await;
 }
 
@@ -373,6 +343,53 @@ fn short_leases(postgres: &str, redis: &str, prefix: &str) -> String {
         "{}  lease_ttl: 1500ms\n  timeout: 300ms\n",
         defaults(postgres, redis, prefix)
     )
+}
+
+/// A child replica (a process of its own) whose link to Redis the test
+/// can cut, and what a replica of the same deployment beside it, in this
+/// process, needs.
+struct RedisCut {
+    postgres: String,
+    redis: String,
+    prefix: String,
+    /// Both replicas' settings: [`defaults`] or [`short_leases`].
+    config: fn(&str, &str, &str) -> String,
+    link: CutLink,
+    child: tokio::process::Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCut {
+    /// `None` without the test servers.
+    async fn start(test: &str, config: fn(&str, &str, &str) -> String) -> Option<RedisCut> {
+        let (postgres, redis) = servers()?;
+        let prefix = unique_prefix(test);
+        let link = CutLink::to(&socket_of(&redis)).await;
+        let through_link = format!("redis+unix://{}", link.socket().display());
+        let (child, address, dir) = child_replica(&config(&postgres, &through_link, &prefix)).await;
+        Some(RedisCut {
+            postgres,
+            redis,
+            prefix,
+            config,
+            link,
+            child,
+            address,
+            _dir: dir,
+        })
+    }
+
+    /// Another replica of the deployment, in this process, reaching Redis
+    /// directly.
+    async fn other_replica(&self) -> TestServer {
+        TestServer::with_top_level(&(self.config)(&self.postgres, &self.redis, &self.prefix)).await
+    }
+
+    async fn kill_child(&mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
 }
 
 /// A cuttable link to the test PostgreSQL for one replica: its URL
@@ -505,20 +522,15 @@ async fn a_takeover_that_could_not_read_the_store_is_read_again_at_the_next_turn
 /// it was its own.
 #[tokio::test]
 async fn a_lease_granted_to_an_ask_answered_too_late_does_not_leave_a_stale_window() {
-    let Some((postgres, redis)) = servers() else {
+    let Some(mut cut) = RedisCut::start("late-ask", short_leases).await else {
         return;
     };
-    let prefix = unique_prefix("late-ask");
-    let link = CutLink::to(&socket_of(&redis)).await;
-    let through_link = format!("redis+unix://{}", link.socket().display());
-    let (mut child, address, _dir) =
-        child_replica(&short_leases(&postgres, &through_link, &prefix)).await;
-    let other = TestServer::with_top_level(&short_leases(&postgres, &redis, &prefix)).await;
+    let other = cut.other_replica().await;
     let (mut there, connected) = connect_as(&other, POSITIONED, ALICE).await;
     let session = connected["session_id"].as_str().unwrap().to_owned();
     there.script("echo", "first").await;
     assert_eq!(there.recv_turn().await.pop().unwrap()["type"], "done");
-    let (mut here, _) = connect_as_child(&address, &session).await;
+    let (mut here, _) = connect_as_child(&cut.address, &session).await;
     here.script("echo", "second").await;
     assert_eq!(here.recv_turn().await.pop().unwrap()["type"], "done");
     there.script("echo", "third").await;
@@ -526,11 +538,11 @@ async fn a_lease_granted_to_an_ask_answered_too_late_does_not_leave_a_stale_wind
     // Cut off, the child's ask for the lease times out; once the link
     // heals, the ask lands and grants the child a lease it never hears of,
     // and the call-off the child sent after it frees that lease.
-    link.stall();
+    cut.link.stall();
     here.script("echo", "unanswered").await;
     let refused = here.recv_turn().await.pop().unwrap();
     assert_eq!(refused["type"], "error", "{refused}");
-    link.heal();
+    cut.link.heal();
     // Well within the lease that ask was granted (1.5 s): the session is
     // free, and its next turn reads what the other replica wrote.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -541,14 +553,13 @@ async fn a_lease_granted_to_an_ask_answered_too_late_does_not_leave_a_stale_wind
         done["content"].as_str().unwrap().contains("user: third\n"),
         "{done}"
     );
-    let rows = stored(&postgres, &session);
+    let rows = stored(&cut.postgres, &session);
     let seqs: Vec<u64> = rows
         .iter()
         .filter_map(|r| r.split('|').next().unwrap().parse().ok())
         .collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{rows:?}");
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    cut.kill_child().await;
     other.stop().await;
 }
 
