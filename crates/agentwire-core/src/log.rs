@@ -138,15 +138,37 @@ struct LogState {
     /// Stamped on each [`TurnWriter`]; raised when a turn's unpublished
     /// entries are withdrawn, so that turn's writer appends no more.
     writer_generation: u64,
+    /// What entries' append times count from.
+    origin: Instant,
 }
 
+/// An entry as the log holds it: 40 bytes besides its event, since a
+/// session keeps its last turns' entries for as long as it is live.
 struct Kept {
     seq: u64,
-    turn: TurnId,
     /// The event, or where a finished turn's text delta reads its text.
     held: Held,
-    appended_at: Instant,
-    bytes: usize,
+    /// When it was appended: milliseconds after the log's
+    /// [`LogState::origin`].
+    appended_ms: u64,
+    /// How far before this entry its turn's `TurnStarted` is.
+    turn_offset: u32,
+    /// What it counts against [`MAX_BYTES`].
+    bytes: u32,
+}
+
+// A session keeps up to about 128 places of these (three 20-chunk turns),
+// so every byte here is 128 bytes of an active session.
+const _: () = assert!(size_of::<Kept>() <= 40);
+
+impl Kept {
+    fn turn(&self) -> TurnId {
+        TurnId(self.seq - u64::from(self.turn_offset))
+    }
+
+    fn bytes(&self) -> usize {
+        self.bytes as usize
+    }
 }
 
 impl SessionLog {
@@ -163,6 +185,7 @@ impl SessionLog {
                 writer_waiting: false,
                 published: None,
                 writer_generation: 0,
+                origin: Instant::now(),
             }),
             appended: Notify::new(),
             read: Notify::new(),
@@ -272,7 +295,7 @@ impl SessionLog {
                 let last_read = &state.entries[index as usize];
                 match last_read.held.is_terminal() {
                     true => after + 1,
-                    false if last_read.turn.0 >= oldest => last_read.turn.0,
+                    false if last_read.turn().0 >= oldest => last_read.turn().0,
                     false => return None,
                 }
             }
@@ -341,13 +364,13 @@ impl LogState {
         let mut last_dropped = None;
         while entries > MAX_ENTRIES || held > MAX_BYTES {
             let Some(kept) = dropped.next() else { break };
-            (entries, held) = (entries - 1, held - kept.bytes);
+            (entries, held) = (entries - 1, held - kept.bytes());
             last_dropped = Some(kept.seq);
         }
         let last_dropped = last_dropped?;
         let first_dropped = oldest.seq;
         let next_of_reader = |cursor: &u64| (first_dropped..=last_dropped).contains(&(cursor + 1));
-        let ages_out = oldest.appended_at + SLOW_AGE;
+        let ages_out = self.appended_at(oldest) + SLOW_AGE;
         (self.readers.iter().flatten().any(next_of_reader) && Instant::now() < ages_out)
             .then_some(ages_out)
     }
@@ -395,12 +418,18 @@ impl LogState {
             self.running = None;
         }
         self.head = entry.seq;
-        self.bytes += bytes;
+        // A frame is at most `max_payload_bytes`, far below 4 GiB.
+        let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.bytes += bytes as usize;
+        // Rounded up: an entry is never judged older than it is.
+        let appended_ms = self.origin.elapsed().as_nanos().div_ceil(1_000_000);
         self.entries.push_back(Kept {
             seq: entry.seq,
-            turn: entry.turn,
             held: Held::Event(entry.event),
-            appended_at: Instant::now(),
+            appended_ms: u64::try_from(appended_ms).unwrap_or(u64::MAX),
+            // A turn of more than 4 billion entries reads as a later one's.
+            turn_offset: u32::try_from(entry.seq.saturating_sub(entry.turn.0))
+                .unwrap_or(u32::MAX),
             bytes,
         });
         // The newest entry stays whatever its size: a reader must be able
@@ -413,15 +442,19 @@ impl LogState {
     }
 
     fn drop_turn(&mut self, turn: TurnId) {
-        while self.entries.front().is_some_and(|k| k.turn <= turn) {
+        while self.entries.front().is_some_and(|k| k.turn() <= turn) {
             self.pop_oldest();
         }
     }
 
     fn pop_oldest(&mut self) {
         if let Some(kept) = self.entries.pop_front() {
-            self.bytes -= kept.bytes;
+            self.bytes -= kept.bytes();
         }
+    }
+
+    fn appended_at(&self, kept: &Kept) -> Instant {
+        self.origin + Duration::from_millis(kept.appended_ms)
     }
 }
 
@@ -699,7 +732,7 @@ impl LogReader {
             Some(index) => state
                 .entries
                 .get(index as usize)
-                .is_some_and(|kept| kept.appended_at.elapsed() > SLOW_AGE),
+                .is_some_and(|kept| state.appended_at(kept).elapsed() > SLOW_AGE),
             // Behind the tail already: it has lost entries.
             None => true,
         }
@@ -740,7 +773,7 @@ fn merge_deltas(entries: &VecDeque<Kept>, start: usize, head: u64) -> LogEntry {
             break;
         };
         if kept.seq > head
-            || kept.turn != first.turn
+            || kept.turn() != first.turn()
             || (!text.is_empty() && text.len() + delta.len() > COALESCE_MAX_BYTES)
         {
             break;
@@ -753,7 +786,7 @@ fn merge_deltas(entries: &VecDeque<Kept>, start: usize, head: u64) -> LogEntry {
     }
     LogEntry {
         seq: entries[last].seq,
-        turn: first.turn,
+        turn: first.turn(),
         event: Arc::new(TurnEvent::TextDelta(text)),
     }
 }

@@ -110,7 +110,7 @@ impl SessionLog {
         };
         let mut asked = false;
         // The running turn's entries: none of them is packed.
-        let events = state.entries.iter().filter(|kept| kept.turn == turn);
+        let events = state.entries.iter().filter(|kept| kept.turn() == turn);
         for event in events.filter_map(|kept| kept.held.event()) {
             match event {
                 TurnEvent::ToolCall(call)

@@ -79,17 +79,17 @@ pub(super) fn entry_at(entries: &VecDeque<Kept>, index: usize) -> LogEntry {
     };
     LogEntry {
         seq: kept.seq,
-        turn: kept.turn,
+        turn: kept.turn(),
         event,
     }
 }
 
 /// The reply text of the turn of entry `index`, from its terminal.
 pub(super) fn reply_of_turn(entries: &VecDeque<Kept>, index: usize) -> Option<&str> {
-    let turn = entries[index].turn;
+    let turn = entries[index].turn();
     entries
         .range(index..)
-        .take_while(|kept| kept.turn == turn)
+        .take_while(|kept| kept.turn() == turn)
         .find_map(|kept| match kept.held.event()? {
             TurnEvent::Completed(reply) | TurnEvent::Cancelled(reply) => Some(reply.text.as_str()),
             _ => None,
@@ -103,7 +103,7 @@ pub(super) fn reply_of_turn(entries: &VecDeque<Kept>, index: usize) -> Option<&s
 pub(super) fn pack_turn(entries: &mut VecDeque<Kept>, turn: TurnId) {
     let first = entries
         .iter()
-        .rposition(|kept| kept.turn != turn)
+        .rposition(|kept| kept.turn() != turn)
         .map_or(0, |before| before + 1);
     let Some(reply) = entries.back().and_then(|last| match last.held.event()? {
         TurnEvent::Completed(reply) | TurnEvent::Cancelled(reply) => Some(reply.text.as_str()),

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use super::{Lagged, LogEntry, LogReader, LogState, Reach, SessionLog};
+use super::{Kept, Lagged, LogEntry, LogReader, LogState, Reach, SessionLog};
 
 impl SessionLog {
     /// The reader publishing this log from after `seq`: it reads entries
@@ -55,7 +55,7 @@ impl SessionLog {
             let Some(kept) = state.entries.pop_back() else {
                 break;
             };
-            state.bytes -= kept.bytes;
+            state.bytes -= kept.bytes();
             state.head -= 1;
         }
         state.head = published;
@@ -66,7 +66,7 @@ impl SessionLog {
             .entries
             .back()
             .filter(|kept| !kept.held.is_terminal())
-            .map(|kept| kept.turn);
+            .map(Kept::turn);
         let open = state.running.is_some();
         drop(state);
         // A writer waiting for room goes on, to find it may append no more.
