@@ -23,7 +23,7 @@ use crate::options::{CHUNK_AGENT, CHUNK_CHARS, chunk_reply};
 /// agentwire's defaults: `server.limits.max_payload_bytes` and the upgrade's
 /// read buffer.
 const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
-const READ_BUFFER_BYTES: usize = 4 * 1024;
+const READ_BUFFER_BYTES: usize = 1024;
 
 /// The reply of each agent, pre-split into its chunks.
 struct Scripts {

@@ -23,9 +23,12 @@ use crate::socket;
 use crate::trace;
 use crate::websocket::{WebSocket, WebSocketUpgrade, WebSocketUpgradeRejection};
 
-/// Initial read buffer per socket. Small on purpose: idle sockets are the
-/// common case and the buffer grows for large frames.
-const READ_BUFFER_BYTES: usize = 4 * 1024;
+/// A socket's read buffer, and the most one read of the socket takes.
+/// Small on purpose: every open socket holds it, idle ones too, and
+/// tungstenite zeroes it before each read (every poll of the socket, a
+/// few per streamed turn). A client's text frame fits; a larger frame
+/// grows the buffer to its size and is read in this many bytes a read.
+const READ_BUFFER_BYTES: usize = 1024;
 
 /// Completes an admitted upgrade: takes a connection slot (503 when the
 /// limit was reached meanwhile; 429 when the client's address has its
