@@ -428,8 +428,7 @@ impl LogState {
             held: Held::Event(entry.event),
             appended_ms: u64::try_from(appended_ms).unwrap_or(u64::MAX),
             // A turn of more than 4 billion entries reads as a later one's.
-            turn_offset: u32::try_from(entry.seq.saturating_sub(entry.turn.0))
-                .unwrap_or(u32::MAX),
+            turn_offset: u32::try_from(entry.seq.saturating_sub(entry.turn.0)).unwrap_or(u32::MAX),
             bytes,
         });
         // The newest entry stays whatever its size: a reader must be able
