@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   FUZZ_RUNS=N scripts/fuzz.sh SECONDS [TARGET...]
 #
-# Defaults: 5 seconds (the CI budget), every target. With FUZZ_RUNS each
+# Defaults: 5 seconds (the CI budget), every target, one target per core
+# at a time (FUZZ_JOBS=N for N at a time). With FUZZ_RUNS each
 # target stops after N executions, or at SECONDS if that comes first (the
 # long budget: FUZZ_RUNS=10000000 scripts/fuzz.sh 3600). Needs the nightly
 # toolchain (rustup); installs cargo-fuzz into target/tools/ when missing.
@@ -53,18 +54,33 @@ fi
 
 triple=$(rustup run "$toolchain" rustc -vV | sed -n 's/^host: //p')
 bin_dir="fuzz/target/$triple/release"
-failed=()
-printf '%-18s %12s %10s  %s\n' target executions exec/s result
-for target in "${targets[@]}"; do
-    scratch="fuzz/target/corpus/$target"
-    artifacts="fuzz/artifacts/$target"
-    log="fuzz/target/logs/$target.log"
-    mkdir -p "$scratch" "$artifacts" "$(dirname "$log")" "fuzz/corpus/$target"
-    status=0
+# One target per core at a time (FUZZ_JOBS): each still has a core for its
+# SECONDS, and the whole run takes a core count's share of the time.
+max_jobs=${FUZZ_JOBS:-$(nproc)}
+fuzz_one() {
+    local target=$1 status=0
+    local scratch="fuzz/target/corpus/$target" artifacts="fuzz/artifacts/$target"
+    local log="fuzz/target/logs/$target.log"
     "$bin_dir/$target" "$scratch" "fuzz/corpus/$target" \
         -max_total_time="$seconds" ${max_runs:+-runs="$max_runs"} -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$artifacts/" \
         >"$log" 2>&1 || status=$?
+    echo "$status" >"$log.status"
+}
+for target in "${targets[@]}"; do
+    mkdir -p "fuzz/target/corpus/$target" "fuzz/artifacts/$target" fuzz/target/logs "fuzz/corpus/$target"
+    while [ "$(jobs -rp | wc -l)" -ge "$max_jobs" ]; do
+        wait -n || true
+    done
+    fuzz_one "$target" &
+done
+wait
+
+failed=()
+printf '%-18s %12s %10s  %s\n' target executions exec/s result
+for target in "${targets[@]}"; do
+    log="fuzz/target/logs/$target.log"
+    status=$(cat "$log.status")
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     if [ "$status" -eq 0 ]; then

@@ -21,6 +21,7 @@ use tracing_appender::non_blocking::WorkerGuard;
 /// SQLite's memory follows the same rules (and glibc's allocator, which
 /// kept what SQLite freed, is out of the picture). Operators can change the
 /// options at start with `MALLOC_CONF`.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -447,7 +448,7 @@ async fn shutdown_signal() {
     tracing::info!("shutdown signal received");
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, target_os = "linux", feature = "jemalloc"))]
 mod tests {
     use std::time::{Duration, Instant};
 

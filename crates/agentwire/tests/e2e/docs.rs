@@ -124,6 +124,7 @@ fn version_names_the_commit_and_the_features() {
         "expected commit {commit}: {stdout}"
     );
     let built: Vec<&str> = [
+        ("jemalloc", cfg!(feature = "jemalloc")),
         ("postgres", cfg!(feature = "postgres")),
         ("redis", cfg!(feature = "redis")),
         ("s3", cfg!(feature = "s3")),
