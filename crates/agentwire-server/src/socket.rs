@@ -122,6 +122,14 @@ pub(crate) async fn flush<T: Transport>(socket: &mut WebSocket<T>) -> Result<(),
 /// without waiting for the flush; bounds what a batch holds.
 pub(crate) const WRITE_BUFFER_BYTES: usize = 16 * 1024;
 
+/// A socket's read buffer (a client's, and a voice call's hop to the
+/// replica holding it), and the most one read of the socket takes.
+/// Small on purpose: every open socket holds it, idle ones too, and
+/// tungstenite zeroes it before each read (every poll of the socket, a
+/// few per streamed turn). A client's text frame fits; a larger frame
+/// grows the buffer to its size and is read in this many bytes a read.
+pub(crate) const READ_BUFFER_BYTES: usize = 1024;
+
 /// Events taken from a running turn in one wake-up, at most, before the
 /// frames are flushed: a fast producer cannot starve the socket's reads.
 pub(crate) const EVENT_BATCH: usize = 64;

@@ -23,13 +23,6 @@ use crate::socket;
 use crate::trace;
 use crate::websocket::{WebSocket, WebSocketUpgrade, WebSocketUpgradeRejection};
 
-/// A socket's read buffer, and the most one read of the socket takes.
-/// Small on purpose: every open socket holds it, idle ones too, and
-/// tungstenite zeroes it before each read (every poll of the socket, a
-/// few per streamed turn). A client's text frame fits; a larger frame
-/// grows the buffer to its size and is read in this many bytes a read.
-const READ_BUFFER_BYTES: usize = 1024;
-
 /// Completes an admitted upgrade: takes a connection slot (503 when the
 /// limit was reached meanwhile; 429 when the client's address has its
 /// `max_connections_per_address` open), applies the payload limit and the
@@ -62,7 +55,7 @@ where
     };
     let max_payload = state.settings().limits.max_payload_bytes;
     let config = WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER_BYTES)
+        .read_buffer_size(socket::READ_BUFFER_BYTES)
         // Frames are queued and flushed once per wake-up of the connection
         // task; the buffer grows only as far as one batch.
         .write_buffer_size(socket::WRITE_BUFFER_BYTES)

@@ -165,7 +165,9 @@ impl HopRequest<'_> {
             .map_err(|_| "holder unreachable")?;
         // Audio: no Nagle delay on the way.
         let _ = stream.set_nodelay(true);
-        let config = WebSocketConfig::default().write_buffer_size(socket::WRITE_BUFFER_BYTES);
+        let config = WebSocketConfig::default()
+            .read_buffer_size(socket::READ_BUFFER_BYTES)
+            .write_buffer_size(socket::WRITE_BUFFER_BYTES);
         match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
             Ok((hop, _)) => Ok(hop),
             Err(tungstenite::Error::Http(response)) if response.status() == 404 => {
