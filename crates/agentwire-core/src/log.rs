@@ -68,6 +68,9 @@ const COALESCE_MAX_BYTES: usize = 64 * 1024;
 pub const SLOW_AGE: Duration = Duration::from_secs(10);
 /// What an entry costs besides its payload, for [`MAX_BYTES`].
 const ENTRY_OVERHEAD: usize = 64;
+/// Places kept free for the running turn's entries when it starts: a
+/// 20-chunk turn's 22 fit without growing the log.
+const RUNNING_TURN_ROOM: usize = 32;
 
 /// Which past a log position belongs to: minted with the log, so it
 /// changes whenever the log's past may be lost.
@@ -247,6 +250,22 @@ impl SessionLog {
         }
     }
 
+    /// Holds the log as compactly as a quiet session allows: the last
+    /// finished turn's deltas as spans of its reply (as a turn's start
+    /// does for the turn before), and no spare places. For a session gone
+    /// quiet, whose readers have read its turns; nothing while a turn
+    /// runs.
+    pub fn settle(&self) {
+        let mut state = self.state.lock();
+        if state.running.is_some() {
+            return;
+        }
+        if let Some(&finished) = state.turns.back() {
+            packed::pack_turn(&mut state.entries, finished);
+        }
+        state.entries.shrink_to_fit();
+    }
+
     /// The store seq of the question `turn` answers, while the log still
     /// holds the turn's `TurnStarted` and it names one.
     pub fn question_of(&self, turn: TurnId) -> Option<u64> {
@@ -392,6 +411,10 @@ impl LogState {
                 self.drop_turn(oldest);
             }
         }
+        // Growth doubles the places, and a live session keeps them: give
+        // back what the kept turns and the new one's room do not use.
+        self.entries
+            .shrink_to(self.entries.len() + RUNNING_TURN_ROOM);
         self.running = Some(turn);
     }
 

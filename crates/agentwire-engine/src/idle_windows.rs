@@ -3,9 +3,11 @@
 //! model, up to the agent's `context_messages`, whatever their size. A
 //! session idle for the configured time lets its window go, and its next
 //! turn reads the window from the store, as after a takeover
-//! ([`SessionLease::acquire_turn_lease`](super::SessionLease)). So an idle
-//! connection costs what a fresh one does, however long its conversation;
-//! a session that talks keeps its window and reads nothing.
+//! ([`SessionLease::acquire_turn_lease`](super::SessionLease)), and its log
+//! settles ([`SessionLog::settle`](agentwire_core::log::SessionLog::settle)):
+//! the turns it keeps for a rejoin, held compactly. So an idle connection
+//! costs little more than a fresh one, however long its conversation; a
+//! session that talks keeps its window and reads nothing.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -70,7 +72,7 @@ async fn sweep(engine: Weak<Inner>, idle_for: Duration, every: Duration) {
 
 impl LiveSession {
     /// Empties the window of a session idle since `idle_for` before `now`,
-    /// marking it to be read again; whether it did.
+    /// marking it to be read again, and settles its log; whether it did.
     fn release_window_if_idle(&self, now: Timestamp, idle_for: Duration) -> bool {
         // A pending write reads its messages from the window.
         let Ok(_appending) = self.appending.try_lock() else {
@@ -85,6 +87,8 @@ impl LiveSession {
         if idle {
             state.history = Arc::new(Vec::new());
             state.reread_window = true;
+            drop(state);
+            self.log.settle();
         }
         idle
     }

@@ -372,7 +372,10 @@ impl QuestionWrite {
                     () = asked.notified() => {}
                 }
                 let write = slot.lock().take()?;
-                Some(write.commit(None).await)
+                // Boxed: most turns end within the delay and take the
+                // write with them, so the task, live through every turn,
+                // carries a pointer instead of the write's whole state.
+                Some(Box::pin(write.commit(None)).await)
             }
             .instrument(turn),
         );

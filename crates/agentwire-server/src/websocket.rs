@@ -36,11 +36,13 @@ use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
 use crate::socket::CLOSE_GOING_AWAY;
+use batched::BatchedWrites;
 pub(crate) use deflate::Agreement;
 use deflate::codec::{Deflater, Inflater};
 use deflate::inflating::InflatingIo;
 pub use deflate::{Compression, MAX_WINDOW_BITS, MIN_WINDOW_BITS, Takeover};
 
+mod batched;
 pub(crate) mod deflate;
 
 /// After the server's close frame, how long the client gets to answer with
@@ -197,21 +199,29 @@ pub(crate) trait Transport:
 /// The server's transport: tungstenite over the upgraded connection, with
 /// permessage-deflate when it was agreed: what the server sends is
 /// compressed here, message by message, and what it reads is inflated
-/// below tungstenite ([`InflatingIo`]).
+/// below tungstenite ([`InflatingIo`]). The frames sent between two
+/// flushes gather below tungstenite too ([`BatchedWrites`]).
 /// Generic over the connection so its tests run on an in-memory pipe.
 pub(crate) struct UpgradedStream<Io = TokioIo<Upgraded>> {
-    inner: WebSocketStream<InflatingIo<Io>>,
+    inner: WebSocketStream<InflatingIo<BatchedWrites<Io>>>,
     /// `None` without the extension. Boxed: a connection without it
     /// carries a pointer, not a compressor's handle.
     deflater: Option<Box<Deflater>>,
 }
 
 impl<Io: AsyncRead + AsyncWrite + Unpin> UpgradedStream<Io> {
+    /// The stream over `io`. `config`'s `write_buffer_size` bounds what
+    /// waits for a flush, as it does in tungstenite; the waiting is done
+    /// below it ([`BatchedWrites`]).
     pub(crate) async fn open(
         io: Io,
         config: WebSocketConfig,
         agreement: Option<Agreement>,
     ) -> UpgradedStream<Io> {
+        let io = BatchedWrites::new(io, config.write_buffer_size);
+        // Each frame written through at once: tungstenite's own buffer
+        // then holds one frame, not a batch, for the socket's life.
+        let config = config.write_buffer_size(0);
         let (io, deflater) = match agreement {
             None => (InflatingIo::plain(io), None),
             Some(agreement) => {

@@ -730,3 +730,61 @@ fn a_reader_far_behind_merges_spans_as_it_merged_the_deltas() {
     // The start, the 300 deltas as one, the terminal.
     assert_eq!(seqs(&merged_before), [1, 301, 302]);
 }
+
+#[test]
+fn a_settled_log_reads_the_same_and_keeps_no_spare_places() {
+    let log = SessionLog::new(Epoch(3));
+    streamed_turn(&log, &["Hel", "lo ", "wörld", "!"], "Hello wörld!");
+    streamed_turn(&log, &["Bye", "."], "Bye.");
+    let last = log.head();
+    let before = every_read(&log, last);
+    log.settle();
+    // The last turn's deltas too, which a turn's start would pack.
+    assert_eq!(packed_deltas(&log), 6);
+    assert_eq!(every_read(&log, last), before);
+    let state = log.state.lock();
+    assert_eq!(state.entries.capacity(), state.entries.len());
+}
+
+#[test]
+fn settling_leaves_a_running_turn_as_it_is() {
+    let log = SessionLog::new(Epoch(3));
+    streamed_turn(&log, &["a", "b"], "ab");
+    let writer = log.start_turn("a", None);
+    writer.append(delta("c"));
+    log.settle();
+    // The finished turn was packed by the start; the running one is not.
+    assert_eq!(packed_deltas(&log), 2);
+    writer.append(delta("d"));
+    writer.finish(completed("cd"));
+    let texts: Vec<String> = drain(&log, 4)
+        .iter()
+        .filter_map(|entry| match &*entry.event {
+            TurnEvent::TextDelta(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["c", "d"]);
+}
+
+#[test]
+fn a_turn_start_gives_back_the_places_a_long_turn_grew() {
+    let log = SessionLog::new(Epoch(3));
+    let parts: Vec<String> = (0..500).map(|i| format!("<{i}>")).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    streamed_turn(&log, &parts, &parts.concat());
+    for _ in 0..=KEPT_TURNS {
+        streamed_turn(&log, &["a", "b"], "ab");
+    }
+    // The long turn is gone; what is kept is three short turns' entries
+    // and the room the next one starts with.
+    let _writer = log.start_turn("a", None);
+    let state = log.state.lock();
+    assert!(state.entries.iter().all(|kept| kept.turn().0 > 502));
+    assert!(
+        state.entries.capacity() <= state.entries.len() + RUNNING_TURN_ROOM,
+        "{} places for {} entries",
+        state.entries.capacity(),
+        state.entries.len()
+    );
+}
