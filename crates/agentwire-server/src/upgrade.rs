@@ -56,9 +56,6 @@ where
     let max_payload = state.settings().limits.max_payload_bytes;
     let config = WebSocketConfig::default()
         .read_buffer_size(socket::READ_BUFFER_BYTES)
-        // Frames are queued and flushed once per wake-up of the connection
-        // task; the buffer grows only as far as one batch.
-        .write_buffer_size(socket::WRITE_BUFFER_BYTES)
         .max_message_size(Some(max_payload))
         .max_frame_size(Some(max_payload));
     let span = trace::connection_span(upgrade_span);

@@ -210,15 +210,15 @@ pub(crate) struct UpgradedStream<Io = TokioIo<Upgraded>> {
 }
 
 impl<Io: AsyncRead + AsyncWrite + Unpin> UpgradedStream<Io> {
-    /// The stream over `io`. `config`'s `write_buffer_size` bounds what
-    /// waits for a flush, as it does in tungstenite; the waiting is done
-    /// below it ([`BatchedWrites`]).
+    /// The stream over `io`. What waits for a flush is gathered below
+    /// tungstenite ([`BatchedWrites`]), whatever `config`'s
+    /// `write_buffer_size`.
     pub(crate) async fn open(
         io: Io,
         config: WebSocketConfig,
         agreement: Option<Agreement>,
     ) -> UpgradedStream<Io> {
-        let io = BatchedWrites::new(io, config.write_buffer_size);
+        let io = BatchedWrites::new(io);
         // Each frame written through at once: tungstenite's own buffer
         // then holds one frame, not a batch, for the socket's life.
         let config = config.write_buffer_size(0);

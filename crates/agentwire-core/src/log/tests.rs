@@ -661,6 +661,15 @@ fn packed_deltas(log: &SessionLog) -> usize {
         .count()
 }
 
+/// The texts of the text deltas among `entries`.
+fn delta_texts(entries: &[LogEntry]) -> Vec<String> {
+    let texts = entries.iter().filter_map(|entry| match &*entry.event {
+        TurnEvent::TextDelta(text) => Some(text.clone()),
+        _ => None,
+    });
+    texts.collect()
+}
+
 /// What every kind of reader reads after each position: plain, exact,
 /// and a rejoin.
 fn every_read(log: &Arc<SessionLog>, last: u64) -> Vec<[Vec<LogEntry>; 3]> {
@@ -706,13 +715,7 @@ fn a_turn_whose_deltas_do_not_spell_its_reply_keeps_them_as_appended() {
     assert_eq!(packed_deltas(&log), 0);
     log.start_turn("a", None).finish(completed(""));
     assert_eq!(packed_deltas(&log), 0);
-    let texts: Vec<String> = drain(&log, 3)
-        .iter()
-        .filter_map(|entry| match &*entry.event {
-            TurnEvent::TextDelta(text) => Some(text.clone()),
-            _ => None,
-        })
-        .collect();
+    let texts = delta_texts(&drain(&log, 3));
     assert_eq!(texts, ["cut ", "It is"]);
 }
 
@@ -757,13 +760,7 @@ fn settling_leaves_a_running_turn_as_it_is() {
     assert_eq!(packed_deltas(&log), 2);
     writer.append(delta("d"));
     writer.finish(completed("cd"));
-    let texts: Vec<String> = drain(&log, 4)
-        .iter()
-        .filter_map(|entry| match &*entry.event {
-            TurnEvent::TextDelta(text) => Some(text.clone()),
-            _ => None,
-        })
-        .collect();
+    let texts = delta_texts(&drain(&log, 4));
     assert_eq!(texts, ["c", "d"]);
 }
 
